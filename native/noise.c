@@ -1,0 +1,308 @@
+/* noise: one pinned thread per CPU spins on the counter; every loop-to-loop
+ * gap goes into a histogram, and every gap over the threshold is an event. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "counter.h"
+#include "noise.h"
+
+/* Automatic threshold: this many times the fastest loop period, but never
+ * under AUTO_FLOOR_NS, so a 10 ns loop does not report every cache miss. */
+#define AUTO_MULTIPLE 20
+#define AUTO_FLOOR_NS 500.0
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+static const char usage[] =
+    "usage: quietcore-probe noise --cpus LIST --duration S [--threshold-ns N]\n"
+    "                             [--max-events N] [--preheat-ms MS]\n"
+    "Spin on the counter on each CPU and record every gap (OS noise).\n"
+    "  --cpus LIST       CPUs to measure, e.g. 1 or 0-3,8 (required)\n"
+    "  --duration S      seconds to measure (0.001-86400, required)\n"
+    "  --threshold-ns N  a gap over N ns is an event (1-1000000000; default:\n"
+    "                    20 x the fastest loop period, at least 500 ns)\n"
+    "  --max-events N    events kept per CPU (0-100000000, default 100000)\n"
+    "  --preheat-ms MS   spin before measuring (1-10000, default 100)\n";
+
+typedef struct {
+    cpu_set_t cpus;
+    double duration, threshold_ns;
+    uint64_t max_events, preheat_ms;
+} noise_opts;
+
+static const char valid_opts[] = "--cpus, --duration, --threshold-ns, --max-events, --preheat-ms";
+
+static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
+{
+    static const struct option longopts[] = {
+        {"cpus", required_argument, 0, 'c'},       {"duration", required_argument, 0, 'd'},
+        {"threshold-ns", required_argument, 0, 't'}, {"max-events", required_argument, 0, 'm'},
+        {"preheat-ms", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    bool have_cpus = false;
+    o->duration = 0;
+    o->threshold_ns = 0;
+    o->max_events = 100000;
+    o->preheat_ms = 100;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
+        int rc = EXIT_OK;
+        switch (c) {
+        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &o->cpus); have_cpus = true; break;
+        case 'd': rc = opt_double(ctx, "--duration", optarg, 0.001, 86400, &o->duration); break;
+        case 't': rc = opt_double(ctx, "--threshold-ns", optarg, 1, 1e9, &o->threshold_ns); break;
+        case 'm': rc = opt_u64(ctx, "--max-events", optarg, 0, 100000000, &o->max_events); break;
+        case 'p': rc = opt_u64(ctx, "--preheat-ms", optarg, 1, 10000, &o->preheat_ms); break;
+        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
+        default: return opt_unknown(ctx, argv[optind - 1], valid_opts);
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return opt_unknown(ctx, argv[optind], valid_opts);
+    if (!have_cpus)
+        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
+    if (o->duration == 0)
+        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    return EXIT_OK;
+}
+
+/* The loop period at quantile q, interpolated inside its bucket. */
+static double hist_quantile(const uint64_t *hist, uint64_t total, double q)
+{
+    double target = q * (double)total, seen = 0;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        if (!hist[i])
+            continue;
+        if (seen + (double)hist[i] >= target)
+            return (double)hist_lower(i) + (double)hist_width(i) * (target - seen) / (double)hist[i];
+        seen += (double)hist[i];
+    }
+    return NAN;
+}
+
+static uint64_t hist_min(const uint64_t *hist)
+{
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        if (hist[i])
+            return hist_lower(i);
+    return 0;
+}
+
+static void emit_histogram(json_t *j, const uint64_t *hist, double ns_per_tick)
+{
+    json_key(j, "histogram");
+    json_obj_begin(j);
+    json_kv_str(j, "unit", "ns");
+    json_kv_str(j, "layout", "[lower_ns, upper_ns, count] of every non-empty bucket");
+    json_key(j, "buckets");
+    json_arr_begin(j);
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        if (!hist[i])
+            continue;
+        json_arr_begin(j);
+        json_f64(j, (double)hist_lower(i) * ns_per_tick);
+        json_f64(j, (double)(hist_lower(i) + hist_width(i)) * ns_per_tick);
+        json_u64(j, hist[i]);
+        json_arr_end(j);
+    }
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
+{
+    uint64_t min = hist_min(t->hist);
+    double measured = (double)(t->t_end - t->t_start) * ns_per_tick;
+    /* A gap costs what it took beyond the loop's own fastest period. */
+    double lost = ((double)t->gap_ticks - (double)t->gaps * (double)min) * ns_per_tick;
+    json_obj_begin(j);
+    json_kv_i64(j, "cpu", t->cpu);
+    json_kv_i64(j, "cpu_observed_start", t->cpu_start);
+    json_kv_i64(j, "cpu_observed_end", t->cpu_end);
+    json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
+    json_kv_f64(j, "measured_ns", measured);
+    json_kv_u64(j, "loops", t->loops);
+    json_kv_f64(j, "min_period_ns", (double)min * ns_per_tick);
+    json_kv_f64(j, "median_period_ns", hist_quantile(t->hist, t->loops, 0.5) * ns_per_tick);
+    json_kv_u64(j, "gaps", t->gaps);
+    json_kv_f64(j, "total_gap_ns", (double)t->gap_ticks * ns_per_tick);
+    json_kv_f64(j, "max_gap_ns", (double)t->max_gap * ns_per_tick);
+    json_kv_f64(j, "lost_ns", lost);
+    json_kv_f64(j, "available_pct", measured > 0 ? 100.0 * (1.0 - lost / measured) : NAN);
+    json_kv_f64(j, "events_per_s", measured > 0 ? (double)t->gaps / (measured * 1e-9) : NAN);
+    json_kv_u64(j, "events_recorded", t->recorded);
+    json_kv_u64(j, "events_dropped", t->gaps - t->recorded);
+    json_key(j, "ctxsw");
+    json_obj_begin(j);
+    json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
+    json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
+    json_obj_end(j);
+    emit_histogram(j, t->hist, ns_per_tick);
+    json_key(j, "events");
+    json_arr_begin(j);
+    for (uint64_t i = 0; i < t->recorded; i++) {
+        json_arr_begin(j);
+        json_f64(j, (double)(t->events[i].start - origin) * ns_per_tick);
+        json_f64(j, (double)t->events[i].dur * ns_per_tick);
+        json_arr_end(j);
+    }
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+typedef struct {
+    const noise_opts *o;
+    noise_thread *threads;
+    int n;
+    double hz;
+    uint64_t origin, threshold;
+    bool auto_threshold, mlocked, interrupted;
+    char mlock_error[128];
+} noise_run;
+
+static void emit(json_t *j, const noise_run *r)
+{
+    double ns_per_tick = 1e9 / r->hz;
+    json_obj_begin(j);
+    json_key(j, "counter");
+    json_obj_begin(j);
+    json_kv_str(j, "name", QC_COUNTER_NAME);
+    json_kv_f64(j, "hz", r->hz);
+    json_kv_str(j, "calibration", "counter vs CLOCK_MONOTONIC_RAW over the whole run");
+    json_obj_end(j);
+    json_kv_f64(j, "duration_s", r->o->duration);
+    json_kv_bool(j, "interrupted", r->interrupted);
+    json_key(j, "threshold");
+    json_obj_begin(j);
+    json_kv_f64(j, "ns", (double)r->threshold * ns_per_tick);
+    json_kv_bool(j, "auto", r->auto_threshold);
+    json_kv_str(j, "rule", r->auto_threshold ? "20 x fastest preheat loop period, at least 500 ns"
+                                              : "--threshold-ns");
+    json_obj_end(j);
+    json_key(j, "mlock");
+    json_obj_begin(j);
+    json_kv_bool(j, "ok", r->mlocked);
+    json_key(j, "error");
+    json_str(j, r->mlocked ? NULL : r->mlock_error);
+    json_obj_end(j);
+    json_kv_u64(j, "max_events", r->o->max_events);
+    json_key(j, "cpus");
+    json_arr_begin(j);
+    for (int i = 0; i < r->n; i++)
+        emit_cpu(j, &r->threads[i], r->origin, ns_per_tick);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+/* Runs between the barriers, while the spinners wait: lock memory, choose
+ * the threshold from the preheat, and set the common deadline. */
+static void between_barriers(noise_run *r, noise_shared *sh, double rough_hz)
+{
+    pthread_barrier_wait(&sh->ready);
+    /* MCL_CURRENT only: with MCL_FUTURE an unprivileged RLIMIT_MEMLOCK would
+     * make later allocations fail. Not being able to lock is reported. */
+    r->mlocked = mlockall(MCL_CURRENT) == 0;
+    if (!r->mlocked)
+        snprintf(r->mlock_error, sizeof r->mlock_error, "mlockall: %s (needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK)",
+                 strerror(errno));
+    pthread_barrier_wait(&sh->preheated);
+    uint64_t min = UINT64_MAX;
+    for (int i = 0; i < r->n; i++)
+        if (r->threads[i].preheat_min < min)
+            min = r->threads[i].preheat_min;
+    if (r->auto_threshold) {
+        double floor_ticks = AUTO_FLOOR_NS * rough_hz / 1e9;
+        sh->threshold = (uint64_t)fmax((double)min * AUTO_MULTIPLE, floor_ticks);
+    } else {
+        sh->threshold = (uint64_t)(r->o->threshold_ns * rough_hz / 1e9);
+    }
+    r->threshold = sh->threshold;
+    r->origin = counter_read();
+    sh->deadline = r->origin + (uint64_t)(r->o->duration * rough_hz);
+    pthread_barrier_wait(&sh->go);
+}
+
+static double rough_frequency(void)
+{
+    counter_pair a = counter_pair_read();
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    counter_pair b = counter_pair_read();
+    return (double)(b.ticks - a.ticks) * 1e9 / (double)(b.ns - a.ns);
+}
+
+static int start_threads(probe_ctx *ctx, noise_run *r, noise_shared *sh)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    /* Small stacks: the spinners need little, and locked memory is scarce. */
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_barrier_init(&sh->ready, NULL, (unsigned)r->n + 1);
+    pthread_barrier_init(&sh->preheated, NULL, (unsigned)r->n + 1);
+    pthread_barrier_init(&sh->go, NULL, (unsigned)r->n + 1);
+    for (int i = 0; i < r->n; i++) {
+        int err = pthread_create(&r->threads[i].tid, &attr, noise_spin, &r->threads[i]);
+        if (err) {
+            /* Threads already started wait in a barrier sized for all; the
+             * process exits, which ends them. */
+            return probe_fail(ctx, EXIT_FAIL, "cannot start thread for CPU %d: %s",
+                              r->threads[i].cpu, strerror(err));
+        }
+    }
+    pthread_attr_destroy(&attr);
+    return EXIT_OK;
+}
+
+int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
+{
+    noise_opts o;
+    if (parse(ctx, argc, argv, &o) || ctx->help_shown)
+        return ctx->exit_code;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    noise_run r = {.o = &o, .n = CPU_COUNT(&o.cpus), .auto_threshold = o.threshold_ns == 0};
+    noise_shared sh = {.stop = &stop_requested};
+    r.threads = calloc((size_t)r.n, sizeof *r.threads);
+    if (!r.threads)
+        return probe_fail(ctx, EXIT_FAIL, "out of memory");
+    for (int c = 0, i = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &o.cpus))
+            r.threads[i++] = (noise_thread){.cpu = c, .sh = &sh, .cap = o.max_events};
+
+    counter_pair p0 = counter_pair_read();
+    double rough_hz = rough_frequency();
+    sh.preheat_ticks = (uint64_t)((double)o.preheat_ms * rough_hz / 1e3);
+    if (start_threads(ctx, &r, &sh))
+        return ctx->exit_code;
+    between_barriers(&r, &sh, rough_hz);
+    for (int i = 0; i < r.n; i++)
+        pthread_join(r.threads[i].tid, NULL);
+    counter_pair p1 = counter_pair_read();
+    /* The whole run is the calibration interval: long, so accurate to ppm. */
+    r.hz = (double)(p1.ticks - p0.ticks) * 1e9 / (double)(p1.ns - p0.ns);
+    r.interrupted = stop_requested != 0;
+
+    for (int i = 0; i < r.n; i++) {
+        if (r.threads[i].error[0])
+            return probe_fail(ctx, EXIT_UNSUPPORTED, "%s", r.threads[i].error);
+        probe_note_ran(ctx, &r.threads[i].sched);
+    }
+    emit(result, &r);
+    for (int i = 0; i < r.n; i++) {
+        free(r.threads[i].hist);
+        free(r.threads[i].events);
+    }
+    free(r.threads);
+    return EXIT_OK;
+}

@@ -1,0 +1,44 @@
+#ifndef QC_NOISE_H
+#define QC_NOISE_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include "hist.h"
+#include "probe.h"
+
+typedef struct {
+    uint64_t start; /* counter value at the start of the gap */
+    uint64_t dur;   /* gap length in ticks */
+} gap_event;
+
+typedef struct noise_shared noise_shared;
+
+/* One spinner: everything it touches in the measured loop is its own. */
+typedef struct {
+    int cpu;
+    noise_shared *sh;
+    pthread_t tid;
+    uint64_t *hist;
+    gap_event *events;
+    uint64_t cap, recorded;
+    uint64_t loops, gaps, gap_ticks, max_gap, preheat_min;
+    uint64_t t_start, t_end;
+    struct rusage ru0, ru1;
+    int cpu_start, cpu_end;
+    thread_sched sched;
+    char error[160];
+} noise_thread;
+
+struct noise_shared {
+    pthread_barrier_t ready, preheated, go;
+    uint64_t preheat_ticks;
+    uint64_t threshold; /* ticks; set by main between preheat and go */
+    uint64_t deadline;
+    volatile sig_atomic_t *stop;
+};
+
+void *noise_spin(void *arg);
+
+#endif

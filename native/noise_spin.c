@@ -1,0 +1,107 @@
+/* The measured loop, after oslat (rt-tests): every setup step happens before
+ * it, and the loop itself reads the counter and updates memory it owns. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "counter.h"
+#include "noise.h"
+
+/* Deadline and stop flag are looked at every this many loops: at tens of ns
+ * a loop that is every few tens of µs, and off the common path. */
+#define CHECK_EVERY 1024u
+
+static int setup(noise_thread *t)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(t->cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+        snprintf(t->error, sizeof t->error, "cannot pin to CPU %d", t->cpu);
+        return -1;
+    }
+    /* Allocated after pinning, so first touch places them on this CPU's
+     * NUMA node; written now so no page fault lands in the measurement. */
+    t->hist = calloc(HIST_BUCKETS, sizeof *t->hist);
+    t->events = t->cap ? malloc(t->cap * sizeof *t->events) : NULL;
+    if (!t->hist || (t->cap && !t->events)) {
+        snprintf(t->error, sizeof t->error, "cannot allocate %llu events on CPU %d",
+                 (unsigned long long)t->cap, t->cpu);
+        return -1;
+    }
+    memset(t->hist, 0, HIST_BUCKETS * sizeof *t->hist);
+    if (t->cap)
+        memset(t->events, 0, t->cap * sizeof *t->events);
+    return 0;
+}
+
+/* Spin as the measurement will, to wake the core from idle states and learn
+ * its fastest loop period, from which the automatic threshold is derived. */
+static void preheat(noise_thread *t)
+{
+    uint64_t prev = counter_read(), end = prev + t->sh->preheat_ticks, min = UINT64_MAX;
+    for (;;) {
+        uint64_t now = counter_read();
+        if (now - prev < min)
+            min = now - prev;
+        prev = now;
+        if (now >= end)
+            break;
+    }
+    t->preheat_min = min;
+}
+
+static void measure(noise_thread *t)
+{
+    uint64_t *const hist = t->hist;
+    const uint64_t thr = t->sh->threshold, deadline = t->sh->deadline;
+    uint64_t loops = 0, gaps = 0, gap_ticks = 0, max_gap = 0, n = 0;
+    uint64_t prev = counter_read();
+    t->t_start = prev;
+    for (;;) {
+        uint64_t now = counter_read();
+        uint64_t d = now - prev;
+        hist[hist_index(d)]++;
+        if (__builtin_expect(d > thr, 0)) {
+            gaps++;
+            gap_ticks += d;
+            if (d > max_gap)
+                max_gap = d;
+            if (n < t->cap)
+                t->events[n++] = (gap_event){prev, d};
+        }
+        prev = now;
+        if (__builtin_expect(++loops % CHECK_EVERY == 0, 0))
+            if (now >= deadline || *t->sh->stop)
+                break;
+    }
+    t->t_end = prev;
+    t->loops = loops;
+    t->gaps = gaps;
+    t->gap_ticks = gap_ticks;
+    t->max_gap = max_gap;
+    t->recorded = n;
+}
+
+void *noise_spin(void *arg)
+{
+    noise_thread *t = arg;
+    int ok = setup(t) == 0;
+    /* Every thread takes part in every barrier, even after a failure, so
+     * main never waits forever; a failed thread just does not measure. */
+    pthread_barrier_wait(&t->sh->ready);
+    if (ok)
+        preheat(t);
+    pthread_barrier_wait(&t->sh->preheated);
+    pthread_barrier_wait(&t->sh->go);
+    if (!ok)
+        return NULL;
+    t->cpu_start = sched_getcpu();
+    getrusage(RUSAGE_THREAD, &t->ru0);
+    measure(t);
+    getrusage(RUSAGE_THREAD, &t->ru1);
+    t->cpu_end = sched_getcpu();
+    thread_sched_read(&t->sched);
+    pthread_getaffinity_np(pthread_self(), sizeof t->sched.cpus, &t->sched.cpus);
+    return NULL;
+}

@@ -1,0 +1,101 @@
+/* Option values, validated before anything is set up, with messages in the
+ * form "invalid --duration 0 (valid: 0.001-86400)". */
+#include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+int probe_fail(probe_ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    ctx->exit_code = code;
+    return code;
+}
+
+int opt_double(probe_ctx *ctx, const char *opt, const char *text, double lo,
+               double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || v < lo || v > hi)
+        return probe_fail(ctx, EXIT_USAGE, "invalid %s '%s' (valid: %g-%g)", opt, text, lo, hi);
+    *out = v;
+    return EXIT_OK;
+}
+
+int opt_u64(probe_ctx *ctx, const char *opt, const char *text, uint64_t lo,
+            uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || v < lo || v > hi)
+        return probe_fail(ctx, EXIT_USAGE, "invalid %s '%s' (valid: %llu-%llu)", opt, text,
+                          (unsigned long long)lo, (unsigned long long)hi);
+    *out = v;
+    return EXIT_OK;
+}
+
+/* A list of CPUs this process may run on; anything else names the valid
+ * ones, read from the affinity the kernel gave us (cgroups, taskset). */
+int opt_cpus(probe_ctx *ctx, const char *opt, const char *text, cpu_set_t *out)
+{
+    cpu_set_t allowed, extra;
+    char valid[256];
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return probe_fail(ctx, EXIT_FAIL, "sched_getaffinity: %s", strerror(errno));
+    cpulist_format(&allowed, valid, sizeof valid);
+    if (cpulist_parse(text, out) || CPU_COUNT(out) == 0)
+        return probe_fail(ctx, EXIT_USAGE,
+                          "invalid %s '%s' (expected a CPU list like 0-3,8; valid CPUs: %s)",
+                          opt, text, valid);
+    CPU_XOR(&extra, out, &allowed);
+    CPU_AND(&extra, &extra, out);
+    if (CPU_COUNT(&extra)) {
+        char bad[256];
+        cpulist_format(&extra, bad, sizeof bad);
+        return probe_fail(ctx, EXIT_USAGE, "invalid %s %s (valid: %s)", opt, bad, valid);
+    }
+    return EXIT_OK;
+}
+
+int opt_unknown(probe_ctx *ctx, const char *arg, const char *valid)
+{
+    return probe_fail(ctx, EXIT_USAGE, "unknown or incomplete option '%s' (valid: %s)", arg, valid);
+}
+
+void thread_sched_read(thread_sched *ts)
+{
+    struct sched_param sp;
+    int policy;
+    ts->policy = -1;
+    ts->priority = 0;
+    if (pthread_getschedparam(pthread_self(), &policy, &sp) == 0) {
+        ts->policy = policy;
+        ts->priority = sp.sched_priority;
+    }
+    /* On Linux the nice value is per thread: ask for this thread's id. */
+    errno = 0;
+    ts->nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+}
+
+void probe_note_ran(probe_ctx *ctx, const thread_sched *ts)
+{
+    if (!ctx->ran_set)
+        CPU_ZERO(&ctx->ran_cpus);
+    CPU_OR(&ctx->ran_cpus, &ctx->ran_cpus, &ts->cpus);
+    ctx->ran_policy = ts->policy;
+    ctx->ran_priority = ts->priority;
+    ctx->ran_nice = ts->nice;
+    ctx->ran_set = true;
+}

@@ -1,0 +1,70 @@
+/* quietcore-probe: the native core. One executable, one JSON envelope out.
+ * Exit codes: 0 ok, 1 failure, 2 bad usage, 3 unsupported or not permitted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "version.h"
+#include "probe.h"
+
+static const struct {
+    const char *name;
+    probe_main run;
+    const char *summary;
+} commands[] = {
+    {"calibrate", calibrate_main, "measure the counter frequency against CLOCK_MONOTONIC_RAW"},
+    {"noise", noise_main, "spin on the counter per CPU and record every gap"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    fputs("usage: quietcore-probe COMMAND [OPTIONS]   (COMMAND --help for its options)\n", out);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("quietcore-probe %s\n", QC_VERSION);
+        return EXIT_OK;
+    }
+    probe_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.command = argv[1];
+    struct timespec start, end;
+    wall_time(&start);
+    FILE *mem = open_memstream(&ctx.result, &ctx.result_len);
+    if (!mem) {
+        fprintf(stderr, "quietcore-probe: out of memory\n");
+        return EXIT_FAIL;
+    }
+    json_t result;
+    json_init(&result, mem);
+    size_t i = 0;
+    while (i < NCOMMANDS && strcmp(commands[i].name, argv[1]))
+        i++;
+    if (i == NCOMMANDS)
+        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise)", argv[1]);
+    else
+        commands[i].run(&ctx, argc - 1, argv + 1, &result);
+    fclose(mem);
+    if (ctx.help_shown)
+        return EXIT_OK;
+    wall_time(&end);
+    if (ctx.exit_code)
+        fprintf(stderr, "quietcore-probe %s: %s\n", ctx.command, ctx.error);
+    envelope_write(stdout, &ctx, argc, argv, &start, &end);
+    free(ctx.result);
+    return ctx.exit_code;
+}

@@ -1,0 +1,73 @@
+/* Shared by every probe subcommand: the context that becomes the envelope,
+ * exit codes, and option parsing that names the option and its valid range. */
+#ifndef QC_PROBE_H
+#define QC_PROBE_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "json.h"
+
+enum {
+    EXIT_OK = 0,
+    EXIT_FAIL = 1,
+    EXIT_USAGE = 2,
+    EXIT_UNSUPPORTED = 3, /* not supported here, or not permitted */
+};
+
+typedef struct probe_ctx {
+    const char *command;
+    char error[512];
+    int exit_code;
+    /* What the measurement really ran with, read back from the kernel. */
+    cpu_set_t ran_cpus;
+    int ran_policy;
+    int ran_priority;
+    int ran_nice;
+    bool ran_set;
+    /* The command's result, written into memory and embedded in the
+     * envelope, so a failure mid-way never leaves half a document. */
+    bool help_shown; /* --help was printed: no envelope */
+    char *result;
+    size_t result_len;
+} probe_ctx;
+
+/* Record a failure: the message goes to stderr and into the envelope. */
+int probe_fail(probe_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* What one thread really ran with, read back from the kernel. */
+typedef struct {
+    cpu_set_t cpus; /* the CPUs it was observed on */
+    int policy, priority, nice;
+} thread_sched;
+
+/* Read the calling thread's policy, priority and nice value. */
+void thread_sched_read(thread_sched *ts);
+/* Merge one thread's record into the envelope (main thread only): the union
+ * of CPUs, and the policy of the threads that did the measuring. */
+void probe_note_ran(probe_ctx *ctx, const thread_sched *ts);
+
+/* Option values. Each returns EXIT_OK, or records a usage error that names
+ * the option and the valid range. */
+int opt_double(probe_ctx *ctx, const char *opt, const char *text, double lo,
+               double hi, double *out);
+int opt_u64(probe_ctx *ctx, const char *opt, const char *text, uint64_t lo,
+            uint64_t hi, uint64_t *out);
+int opt_cpus(probe_ctx *ctx, const char *opt, const char *text, cpu_set_t *out);
+int opt_unknown(probe_ctx *ctx, const char *arg, const char *valid);
+
+/* CPU lists in the kernel's syntax: "0-3,8-11", "0-31:2/8". */
+int cpulist_parse(const char *text, cpu_set_t *out);
+void cpulist_format(const cpu_set_t *set, char *buf, size_t len);
+void json_cpuset(json_t *j, const cpu_set_t *set);
+
+typedef int (*probe_main)(probe_ctx *ctx, int argc, char **argv, json_t *result);
+
+int calibrate_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+
+#endif
