@@ -1,0 +1,5 @@
+import sys
+
+from quietcore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The `quietcore` command: parse arguments in one place, dispatch to one
+module per subcommand, and turn every expected error into one line and an
+exit code (0 ok, 1 failure, 2 bad usage, 3 not supported here, 130 Ctrl-C)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn
+
+from quietcore._version import __version__
+from quietcore.commands import COMMANDS
+from quietcore.errors import QuietcoreError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse prints usage and exits; we want one line and our exit path.
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="quietcore",
+        description="Audit, measure and tune OS noise on Linux compute nodes.",
+        epilog="Start with `quietcore lab`. `quietcore COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"quietcore {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in COMMANDS:
+        doc = (module.__doc__ or "").strip()
+        summary = doc.splitlines()[0] if doc else ""
+        command = sub.add_parser(
+            module.NAME, help=summary, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        module.add_arguments(command)
+        command.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help(sys.stderr)
+            return 2
+        code: int = args.run(args)
+        return code
+    except QuietcoreError as exc:
+        print(f"quietcore: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("quietcore: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback, and
+        # stdout must not be flushed again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -1,0 +1,10 @@
+"""One module per subcommand; each has NAME, add_arguments(parser) and
+run(args) -> int, and its docstring is its --help."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from quietcore.commands import lab, noise, results
+
+COMMANDS: list[ModuleType] = [lab, noise, results]

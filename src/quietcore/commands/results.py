@@ -1,0 +1,125 @@
+"""List, show, export and import stored results.
+
+  quietcore results list
+  quietcore results show ID
+  quietcore results export ID --format json|csv [--out FILE]
+  quietcore results import FILE
+
+ID is a session number from `results list`, or the start of its UUID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+
+from rich.table import Table
+
+from quietcore.commands import common
+from quietcore.errors import UsageError
+from quietcore.report import export, text
+from quietcore.store import db, sessions
+
+NAME = "results"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    common.add_db(parser)
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
+    sub.add_parser("list", help="one line per stored session")
+    show = sub.add_parser("show", help="a session's node, runs and per-CPU results")
+    show.add_argument("id", metavar="ID")
+    exp = sub.add_parser("export", help="write a session as JSON (everything) or CSV (one row per run and CPU)")
+    exp.add_argument("id", metavar="ID")
+    exp.add_argument("--format", choices=("json", "csv"), default="json")
+    exp.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    exp.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say)")
+    imp.add_argument("file", metavar="FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    path, chosen = common.db_path(args)
+    conn = db.open_db(path, create=args.action == "import", chosen=chosen)
+    try:
+        if args.action == "list":
+            list_(conn)
+        elif args.action == "show":
+            show(conn, args.id)
+        elif args.action == "export":
+            export_(conn, args)
+        else:
+            import_(conn, Path(args.file))
+    finally:
+        conn.close()
+    return 0
+
+
+def list_(conn: sqlite3.Connection) -> None:
+    rows = sessions.list_sessions(conn)
+    out = text.console()
+    if not rows:
+        out.print("No results yet: run `quietcore lab`.")
+        return
+    table = Table()
+    for name in ("ID", "started (UTC)", "command", "host", "runs", "status", "fingerprint", "tags"):
+        table.add_column(name)
+    for row in rows:
+        tags = ", ".join(f"{k}={v}" for k, v in sorted(json.loads(row["tags"]).items()))
+        table.add_row(str(row["id"]), row["started_at"][:19], row["command"], row["host"], str(row["n_runs"]),
+                      row["status"], row["fingerprint"], tags)  # fmt: skip
+    out.print(table)
+
+
+def show(conn: sqlite3.Connection, ident: str) -> None:
+    row = sessions.get_session(conn, ident)
+    out = text.console()
+    out.print(text.session_header(row))
+    for run in sessions.runs_of(conn, row["id"]):
+        envelope = json.loads(run["envelope"])
+        title = f"run {run['seq']}: {run['kind']} {json.loads(run['params'])} ({run['status']})"
+        if run["kind"] == "calibrate":
+            out.print(title)
+            out.print("  " + text.calibrate_line(envelope["result"]))
+        else:
+            summary = sessions.noise_rows(conn, run["id"])
+            out.print(text.noise_table(summary, title=title))
+            for note in text.noise_notes(summary):
+                out.print(note)
+    warning = text.virt_warning(json.loads(row["facts"]))
+    if warning:
+        out.print(warning)
+
+
+def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
+    row = sessions.get_session(conn, args.id)
+    if args.format == "json":
+        data = json.dumps(export.session_to_json(conn, row), indent=1) + "\n"
+    else:
+        data = export.session_to_csv(conn, row)
+    if not args.out:
+        print(data, end="")
+        return
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists, will not overwrite without --force")
+    try:
+        out.write_text(data, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {out}: {exc.strerror}") from exc
+
+
+def import_(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not JSON: {exc}") from exc
+    try:
+        session_id = export.import_json(conn, data)
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is a malformed quietcore export (missing or wrong {exc})") from exc
+    print(f"Imported {path} as session {session_id}.")

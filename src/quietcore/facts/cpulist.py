@@ -1,0 +1,65 @@
+"""CPU lists and masks in the kernel's formats.
+
+Lists: "0-3,8-11", and the grouped form "0-31:2/8" (the first 2 of every 8),
+as Documentation/admin-guide/kernel-parameters.rst describes. Masks: hex
+words of 32 bits separated by commas, most significant first
+("ffffffff,00000001"), as in /proc/irq/*/smp_affinity.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+MAX_CPUS = 1 << 16
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """Parse a CPU list; raise ValueError naming what is malformed."""
+    text = text.strip()
+    if not text:
+        return frozenset()
+    cpus: set[int] = set()
+    for item in text.split(","):
+        match = _ITEM.match(item.strip())
+        if not match:
+            raise ValueError(f"malformed CPU list item {item!r}")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        used = int(match.group(3)) if match.group(3) is not None else 1
+        group = int(match.group(4)) if match.group(4) is not None else 1
+        if last < first or last >= MAX_CPUS:
+            raise ValueError(f"bad CPU range {item!r}")
+        if group == 0 or used == 0 or used > group:
+            raise ValueError(f"bad CPU group {item!r} (used/group with 0 < used <= group)")
+        cpus.update(c for c in range(first, last + 1) if (c - first) % group < used)
+    return frozenset(cpus)
+
+
+def format_cpulist(cpus: frozenset[int] | set[int] | list[int]) -> str:
+    """The shortest kernel-style list: ranges for runs of consecutive CPUs."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_cpumask(text: str) -> frozenset[int]:
+    """Parse a hex mask with optional comma-separated 32-bit groups."""
+    words = text.strip().split(",")
+    cpus: set[int] = set()
+    bit_base = 0
+    for word in reversed(words):
+        word = word.strip()
+        if not word or not re.fullmatch(r"[0-9a-fA-F]{1,8}", word):
+            raise ValueError(f"malformed CPU mask {text.strip()!r}")
+        value = int(word, 16)
+        cpus.update(bit_base + b for b in range(32) if value >> b & 1)
+        bit_base += 32
+    return frozenset(cpus)

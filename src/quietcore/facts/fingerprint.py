@@ -1,0 +1,99 @@
+"""The node fingerprint: the facts that decide how noisy a CPU is, and a hash
+of them, so results from differently configured nodes (or the same node
+before and after a reboot with new boot parameters) are never mixed up."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from quietcore.facts import cpus, kernel, virt
+from quietcore.facts.cmdline import parse_cmdline
+from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.root import Root
+
+#: Boot parameters that change noise; they go into the fingerprint verbatim.
+NOISE_PARAMS = (
+    "isolcpus",
+    "nohz_full",
+    "nohz",
+    "rcu_nocbs",
+    "rcu_nocb_poll",
+    "irqaffinity",
+    "preempt",
+    "nosmt",
+    "idle",
+    "intel_idle.max_cstate",
+    "processor.max_cstate",
+    "intel_pstate",
+    "transparent_hugepage",
+    "skew_tick",
+    "tsc",
+    "clocksource",
+    "mitigations",
+    "threadirqs",
+    "housekeeping",
+)
+
+
+def collect_facts(root: Root) -> dict[str, Any]:
+    """Everything the fingerprint covers, as plain JSON-able values."""
+    ident = kernel.read_identity(root)
+    config, config_source = kernel.read_config(root, ident.release)
+    cmdline = parse_cmdline(root.read_text("proc/cmdline") or "")
+    info = cpus.parse_cpuinfo(root.read_text("proc/cpuinfo") or "")
+    online = cpus.online_cpus(root)
+    v = virt.detect(root)
+    thp = "sys/kernel/mm/transparent_hugepage"
+    return {
+        "kernel": {
+            "release": ident.release,
+            "version": ident.version,
+            "preempt_build": kernel.preempt_from_version(ident.version),
+            "preempt_dynamic": kernel.preempt_dynamic_mode(root),
+            "config_source": config_source,
+            "config": {k: config[k] for k in kernel.NOISE_OPTIONS if k in config},
+        },
+        "cmdline": cmdline.raw,
+        "boot_params": {p: cmdline.get(p) for p in NOISE_PARAMS if cmdline.has(p)},
+        "cpu": {
+            "model": info.model,
+            "vendor": info.vendor,
+            "online": format_cpulist(online),
+            "count": len(online),
+            "smt": cpus.smt_state(root),
+            "isolated": format_cpulist(cpus.isolated_cpus(root)),
+            "nohz_full": format_cpulist(cpus.nohz_full_cpus(root)),
+            "numa_nodes": format_cpulist(cpus.numa_nodes(root)),
+            "governors": sorted(set(cpus.governors(root, online).values())),
+        },
+        "virtualization": {
+            "virtualized": v.virtualized,
+            "hypervisor": v.hypervisor,
+            "container": v.container,
+            "evidence": list(v.evidence),
+        },
+        "clocksource": root.read_line("sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "thp": {
+            "enabled": _selected(root.read_line(f"{thp}/enabled")),
+            "defrag": _selected(root.read_line(f"{thp}/defrag")),
+        },
+    }
+
+
+def _selected(text: str | None) -> str | None:
+    """The bracketed choice of a sysfs selector: "always [madvise] never"."""
+    if text is None:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else text
+
+
+def fingerprint(facts: dict[str, Any]) -> str:
+    """A short stable hash of the facts, leaving out evidence that drifts
+    while the configuration stays the same (steal counters, DMI wording)."""
+    stable = json.loads(json.dumps(facts))
+    stable["virtualization"].pop("evidence", None)
+    digest = hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()
+    return digest[:16]

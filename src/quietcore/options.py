@@ -1,0 +1,53 @@
+"""Validating option values once, before anything runs (after hyperfine):
+each error names the option and what would be valid."""
+
+from __future__ import annotations
+
+import math
+
+from quietcore.errors import UsageError
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+
+
+def cpus_option(text: str, online: frozenset[int], option: str = "--cpus") -> frozenset[int]:
+    valid = format_cpulist(online)
+    try:
+        cpus = parse_cpulist(text)
+    except ValueError:
+        raise UsageError(f"invalid {option} {text!r}: expected a CPU list like 0-3,8 (valid: {valid})") from None
+    if not cpus:
+        raise UsageError(f"invalid {option} {text!r}: no CPUs given (valid: {valid})")
+    outside = cpus - online
+    if outside:
+        raise UsageError(f"invalid {option} {format_cpulist(outside)}: not an online CPU (valid: {valid})")
+    return cpus
+
+
+def positive_float(text: str, option: str, lo: float, hi: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (lo <= value <= hi):
+        raise UsageError(f"invalid {option} {text!r} (valid: {lo:g}-{hi:g})")
+    return value
+
+
+def int_in_range(text: str, option: str, lo: int, hi: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"invalid {option} {text!r} (valid: {lo}-{hi})") from None
+    if not lo <= value <= hi:
+        raise UsageError(f"invalid {option} {text!r} (valid: {lo}-{hi})")
+    return value
+
+
+def tags_option(items: list[str] | None) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"invalid --tag {item!r} (expected KEY=VALUE)")
+        tags[key.strip()] = value.strip()
+    return tags

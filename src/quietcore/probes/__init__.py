@@ -1,0 +1,1 @@
+"""The Python side of the native core: build arguments, run, parse envelopes."""

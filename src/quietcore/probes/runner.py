@@ -1,0 +1,110 @@
+"""Running quietcore-probe: find it, run it under a watchdog, read its JSON
+envelope, and turn its exit codes into quietcore errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quietcore.errors import CommandError, UsageError
+
+ENV_VAR = "QUIETCORE_PROBE"
+FORMAT_VERSION = 1
+ENVELOPE_KEYS = ("format", "format_version", "tool_version", "command", "argv", "start", "end", "uname", "ran_on", "result")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    envelope: dict[str, Any]
+    text: str  # the envelope exactly as the probe printed it: kept raw
+    interrupted: bool
+
+    @property
+    def result(self) -> dict[str, Any]:
+        value = self.envelope["result"]
+        assert isinstance(value, dict)
+        return value
+
+
+def probe_path() -> Path:
+    """$QUIETCORE_PROBE, else the executable installed inside the package."""
+    env = os.environ.get(ENV_VAR)
+    path = Path(env) if env else Path(__file__).resolve().parent.parent / "bin" / "quietcore-probe"
+    if not os.access(path, os.X_OK):
+        where = f"${ENV_VAR} points to {path}" if env else f"{path} is missing"
+        raise CommandError(f"the native core is not installed ({where}): reinstall with `pip install .`")
+    return path
+
+
+def parse_envelope(text: str) -> dict[str, Any]:
+    """Check the envelope against the contract the probe keeps."""
+    try:
+        envelope = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"quietcore-probe printed invalid JSON: {exc}") from exc
+    if not isinstance(envelope, dict) or envelope.get("format") != "quietcore-probe":
+        raise CommandError("quietcore-probe printed something that is not its envelope")
+    if envelope.get("format_version") != FORMAT_VERSION:
+        raise CommandError(
+            f"quietcore-probe envelope version {envelope.get('format_version')} is not {FORMAT_VERSION}: reinstall quietcore"
+        )
+    missing = [k for k in ENVELOPE_KEYS if k not in envelope]
+    if missing:
+        raise CommandError(f"quietcore-probe envelope lacks {', '.join(missing)}")
+    return envelope
+
+
+def run_probe(
+    command: str,
+    args: list[str],
+    *,
+    expected_s: float,
+    on_tick: Callable[[float], None] | None = None,
+) -> ProbeResult:
+    """Run one probe subcommand. A watchdog kills it well after `expected_s`;
+    Ctrl-C asks it to stop (it then reports what it measured so far)."""
+    argv = [str(probe_path()), command, *args]
+    limit = expected_s * 1.5 + 30
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    interrupted = False
+    while True:
+        try:
+            out, err = proc.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - start
+            if on_tick:
+                on_tick(elapsed)
+            if elapsed > limit:
+                proc.kill()
+                proc.communicate()
+                raise CommandError(f"quietcore-probe {command} ran {elapsed:.0f} s, over its {limit:.0f} s limit: killed")
+        except KeyboardInterrupt:
+            interrupted = True
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=limit)
+            break
+    return _finish(command, proc.returncode, out, err, interrupted)
+
+
+def _finish(command: str, code: int, out: str, err: str, interrupted: bool) -> ProbeResult:
+    if code < 0:
+        raise CommandError(f"quietcore-probe {command} was killed by signal {-code}")
+    if not out.strip():
+        raise CommandError(f"quietcore-probe {command} failed (exit {code}): {err.strip() or 'no output'}")
+    envelope = parse_envelope(out)
+    if code != 0:
+        message = (envelope.get("error") or {}).get("message") or err.strip()
+        if code == 2:
+            raise UsageError(message)
+        raise CommandError(message, exit_code=3 if code == 3 else 1)
+    result = envelope.get("result") or {}
+    return ProbeResult(envelope, out, interrupted or bool(result.get("interrupted")))

@@ -1,0 +1,1 @@
+"""Presenting stored results: text tables, exports. Never measures."""

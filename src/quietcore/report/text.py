@@ -1,0 +1,105 @@
+"""Text tables for people. Words are generated from the data."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from quietcore.facts.virt import Virtualization
+
+
+def console() -> Console:
+    """stdout; when it is not a terminal, wide enough that tables do not wrap
+    (rich would assume 80 columns) and sentences stay on one line."""
+    out = Console(highlight=False, soft_wrap=True)
+    return out if out.is_terminal else Console(highlight=False, soft_wrap=True, width=140)
+
+
+def _us(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1000:,.1f}"
+
+
+def noise_table(rows: Sequence[Mapping[str, Any]], title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("CPU", justify="right")
+    table.add_column("loop ns min/med", justify="right")
+    table.add_column("available %", justify="right")
+    table.add_column("events/s", justify="right")
+    table.add_column("worst gap µs", justify="right")
+    table.add_column("lost ms", justify="right")
+    table.add_column("steal ms", justify="right")
+    for row in rows:
+        steal = row.get("steal_ns")
+        table.add_row(
+            str(row["cpu"]),
+            f"{row['min_period_ns']:.1f} / {row['median_period_ns']:.1f}",
+            f"{row['available_pct']:.3f}",
+            f"{row['events_per_s']:,.1f}",
+            _us(row["max_gap_ns"]),
+            f"{row['lost_ns'] / 1e6:,.2f}",
+            "-" if steal is None else f"{steal / 1e6:,.0f}",
+        )
+    return table
+
+
+def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Plain sentences about what the table shows, from the data."""
+    notes = []
+    if rows:
+        threshold = rows[0]["threshold_ns"]
+        notes.append(f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period.")
+    for row in rows:
+        if row["events_dropped"]:
+            notes.append(
+                f"CPU {row['cpu']}: {row['events_dropped']} events beyond --max-events were counted but not recorded."
+            )
+        steal = row.get("steal_ns")
+        if steal and row["lost_ns"] and steal >= 0.5 * row["lost_ns"]:
+            notes.append(
+                f"CPU {row['cpu']}: the hypervisor reported {steal / 1e6:,.0f} ms of steal time, "
+                f"{steal / row['lost_ns']:.0%} of the time lost: host noise."
+            )
+    return notes
+
+
+def session_header(row: sqlite3.Row) -> Table:
+    facts = json.loads(row["facts"])
+    virt = facts.get("virtualization", {})
+    kernel = facts.get("kernel", {})
+    cpu = facts.get("cpu", {})
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("session", f"{row['id']}  ({row['uuid']})")
+    table.add_row("command", " ".join(json.loads(row["argv"])))
+    table.add_row("status", row["status"] + (f": {row['error']}" if row["error"] else ""))
+    table.add_row("host", f"{row['host']}  started {row['started_at']}  ended {row['ended_at'] or '-'}")
+    table.add_row("node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}")
+    table.add_row("fingerprint", row["fingerprint"])
+    hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
+    table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")
+    tags = json.loads(row["tags"])
+    if tags:
+        table.add_row("tags", ", ".join(f"{k}={v}" for k, v in sorted(tags.items())))
+    return table
+
+
+def calibrate_line(result: Mapping[str, Any]) -> str:
+    kernel = [f"{name} {fig['hz'] / 1e6:,.3f} MHz" for name, fig in result.get("kernel", {}).items() if fig.get("hz")]
+    beside = f"; kernel/CPU figures: {', '.join(kernel)}" if kernel else "; no kernel or CPU figure exposed"
+    invariant = {True: "invariant", False: "NOT invariant", None: "invariance unknown"}[result.get("invariant")]
+    return (
+        f"{result['counter']} counter: {result['hz'] / 1e6:,.4f} MHz over {len(result['trials'])} trials, "
+        f"spread {result['spread_ppm']:.2f} ppm, {invariant}{beside}"
+    )
+
+
+def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str | None:
+    """The virtualization sentence every result carries on a VM."""
+    v = facts.get("virtualization", {})
+    return Virtualization(bool(v.get("virtualized")), hypervisor or v.get("hypervisor")).warning()

@@ -1,0 +1,1 @@
+"""SQLite results database: sessions, runs, raw probe output, summaries."""

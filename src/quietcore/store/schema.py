@@ -1,0 +1,67 @@
+"""Schema migrations, applied in order; PRAGMA user_version is the version.
+
+Append a migration to change the schema; never edit one that has shipped,
+since databases in the field were built from it."""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sessions, runs with their raw probe envelopes, per-CPU noise summary.
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        uuid TEXT NOT NULL UNIQUE,
+        command TEXT NOT NULL,
+        argv TEXT NOT NULL,
+        host TEXT NOT NULL,
+        user TEXT,
+        pid INTEGER,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        status TEXT NOT NULL
+            CHECK (status IN ('running', 'complete', 'failed', 'interrupted')),
+        tool_version TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        facts TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '{}',
+        error TEXT
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        params TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('complete', 'interrupted')),
+        envelope TEXT NOT NULL,
+        context TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (session_id, seq)
+    );
+    CREATE TABLE noise_cpu (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        cpu INTEGER NOT NULL,
+        measured_ns REAL NOT NULL,
+        loops INTEGER NOT NULL,
+        min_period_ns REAL NOT NULL,
+        median_period_ns REAL NOT NULL,
+        threshold_ns REAL NOT NULL,
+        gaps INTEGER NOT NULL,
+        total_gap_ns REAL NOT NULL,
+        max_gap_ns REAL NOT NULL,
+        lost_ns REAL NOT NULL,
+        available_pct REAL NOT NULL,
+        events_per_s REAL NOT NULL,
+        events_dropped INTEGER NOT NULL,
+        ctxsw_voluntary INTEGER NOT NULL,
+        ctxsw_involuntary INTEGER NOT NULL,
+        steal_ns REAL,
+        PRIMARY KEY (run_id, cpu)
+    );
+    CREATE INDEX runs_session ON runs(session_id);
+    CREATE INDEX sessions_fingerprint ON sessions(fingerprint);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,168 @@
+"""Writing and reading sessions and runs. Each run is committed as soon as it
+finishes, so a later failure or Ctrl-C loses nothing already measured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+import os
+import socket
+import sqlite3
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from quietcore._version import __version__
+from quietcore.errors import UsageError
+
+NOISE_COLUMNS = (
+    "cpu",
+    "measured_ns",
+    "loops",
+    "min_period_ns",
+    "median_period_ns",
+    "threshold_ns",
+    "gaps",
+    "total_gap_ns",
+    "max_gap_ns",
+    "lost_ns",
+    "available_pct",
+    "events_per_s",
+    "events_dropped",
+    "ctxsw_voluntary",
+    "ctxsw_involuntary",
+    "steal_ns",
+)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+def create_session(
+    conn: sqlite3.Connection,
+    command: str,
+    argv: list[str],
+    facts: Mapping[str, Any],
+    fingerprint: str,
+    tags: Mapping[str, str],
+) -> int:
+    with conn:
+        cur = conn.execute(
+            "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
+            " tool_version, fingerprint, facts, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+            (
+                str(uuid.uuid4()),
+                command,
+                json.dumps(argv),
+                socket.gethostname(),
+                _user(),
+                os.getpid(),
+                now_iso(),
+                __version__,
+                fingerprint,
+                json.dumps(facts, sort_keys=True),
+                json.dumps(dict(tags), sort_keys=True),
+            ),
+        )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def finish_session(conn: sqlite3.Connection, session_id: int, status: str, error: str | None = None) -> None:
+    with conn:
+        conn.execute(
+            "UPDATE sessions SET status = ?, ended_at = ?, error = ? WHERE id = ?",
+            (status, now_iso(), error, session_id),
+        )
+
+
+def add_run(
+    conn: sqlite3.Connection,
+    session_id: int,
+    kind: str,
+    params: Mapping[str, Any],
+    started_at: str,
+    status: str,
+    envelope: str,
+    context: Mapping[str, Any],
+    noise_rows: Iterable[Mapping[str, Any]] = (),
+) -> int:
+    """Store one finished run and its per-CPU summary in one transaction."""
+    with conn:
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()[0]
+        cur = conn.execute(
+            "INSERT INTO runs (session_id, seq, kind, params, started_at, ended_at, status, envelope, context)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, seq, kind, json.dumps(params), started_at, now_iso(), status, envelope, json.dumps(context)),
+        )
+        run_id = cur.lastrowid
+        placeholders = ", ".join("?" for _ in NOISE_COLUMNS)
+        conn.executemany(
+            f"INSERT INTO noise_cpu (run_id, {', '.join(NOISE_COLUMNS)}) VALUES (?, {placeholders})",
+            [(run_id, *(row.get(c) for c in NOISE_COLUMNS)) for row in noise_rows],
+        )
+    assert run_id is not None
+    return run_id
+
+
+def mark_stale(conn: sqlite3.Connection) -> None:
+    """Sessions left 'running' by a process of this host that no longer exists
+    were killed or crashed: say so instead of leaving them running forever."""
+    host = socket.gethostname()
+    rows = conn.execute("SELECT id, pid FROM sessions WHERE status = 'running' AND host = ?", (host,)).fetchall()
+    for row in rows:
+        if row["pid"] and not _alive(int(row["pid"])):
+            finish_session(conn, int(row["id"]), "interrupted", "the process ended without finishing the session")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def list_sessions(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs"
+        " FROM sessions s ORDER BY s.id"
+    ).fetchall()
+
+
+def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
+    """A session by number or (a unique prefix of) its UUID; UsageError if none."""
+    text = str(session_id).strip()
+    row = None
+    if text.isdigit():
+        row = conn.execute("SELECT * FROM sessions WHERE id = ?", (int(text),)).fetchone()
+    elif len(text) >= 4:
+        rows = conn.execute("SELECT * FROM sessions WHERE uuid LIKE ?", (text + "%",)).fetchall()
+        row = rows[0] if len(rows) == 1 else None
+    if row is None:
+        last = conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0]
+        valid = f"valid: 1-{last}" if last else "the database has no sessions yet"
+        raise UsageError(f"no result with ID {text!r} ({valid}; see `quietcore results list`)")
+    return row
+
+
+def runs_of(conn: sqlite3.Connection, session_id: int) -> list[sqlite3.Row]:
+    return conn.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
+
+
+def noise_rows(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        f"SELECT {', '.join(NOISE_COLUMNS)} FROM noise_cpu WHERE run_id = ? ORDER BY cpu", (run_id,)
+    ).fetchall()
+    return [dict(row) for row in rows]
