@@ -38,9 +38,7 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if kind is KeyboardInterrupt or (kind is None and self.interrupted):
             sessions.finish_session(self.conn, self.id, "interrupted", "stopped by the user")
         elif kind is not None:

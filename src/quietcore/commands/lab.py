@@ -11,6 +11,7 @@ example: quietcore lab --quick
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from quietcore.commands import common
@@ -52,17 +53,22 @@ def run(args: argparse.Namespace) -> int:
     trial_ms = 50 if args.quick else 100
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
-    with Session("lab", path, chosen, common.tags(args), root) as session:
-        with progress_bar(calib_s + per_round * len(plan)) as update:
-            update("calibrating the counter", 0)
-            calibration = session.calibrate(trials=5, trial_ms=trial_ms)
-            rows: list[dict[str, Any]] = []
-            for i, cpus in enumerate(plan):
-                done = calib_s + i * per_round
-                label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
-                rows += session.noise(NoiseOptions(cpus, per_round), lambda t, label=label, done=done: update(label, done + t))[0]
+    with (
+        Session("lab", path, chosen, common.tags(args), root) as session,
+        progress_bar(calib_s + per_round * len(plan)) as update,
+    ):
+        update("calibrating the counter", 0)
+        calibration = session.calibrate(trials=5, trial_ms=trial_ms)
+        rows: list[dict[str, Any]] = []
+        for i, cpus in enumerate(plan):
+            label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
+            rows += session.noise(NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round))[0]
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])))
     return 0
+
+
+def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> Callable[[float], None]:
+    return lambda elapsed: update(label, offset + elapsed)
 
 
 def show(session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]]) -> None:

@@ -20,6 +20,7 @@ from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.session import Session
+from quietcore.stats.percentiles import duration_summary, histogram_quantile
 
 NAME = "noise"
 
@@ -47,9 +48,12 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     path, chosen = common.db_path(args)
-    with Session("noise", path, chosen, common.tags(args), common.live_root()) as session:
-        with progress_bar(options.duration, enabled=not args.json) as update:
-            rows, result = session.noise(options, lambda t: update("measuring noise", t))
+    root = common.live_root()
+    with (
+        Session("noise", path, chosen, common.tags(args), root) as session,
+        progress_bar(options.duration, enabled=not args.json) as update,
+    ):
+        rows, result = session.noise(options, lambda t: update("measuring noise", t))
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, result, rows), indent=2))
@@ -60,7 +64,19 @@ def run(args: argparse.Namespace) -> int:
 
 def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_cpu = {c["cpu"]: c for c in result["cpus"]}
-    cpus = [{**row, "events": by_cpu[row["cpu"]]["gaps"], "histogram": by_cpu[row["cpu"]]["histogram"]} for row in rows]
+    cpus = []
+    for row in rows:
+        probe = by_cpu[row["cpu"]]
+        buckets = probe["histogram"]["buckets"]
+        cpus.append(
+            {
+                **row,
+                "events": probe["gaps"],
+                "period_ns": {f"p{q * 100:g}": histogram_quantile(buckets, q) for q in (0.5, 0.99, 0.999)},
+                "event_ns": duration_summary([duration for _, duration in probe["events"]]),
+                "histogram": probe["histogram"],
+            }
+        )
     return {
         "session": session.id,
         "database": str(session.db_path),
@@ -82,4 +98,3 @@ def print_table(session: Session, rows: list[dict[str, Any]]) -> None:
     if warning:
         out.print(warning)
     out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
-

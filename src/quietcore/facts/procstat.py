@@ -29,7 +29,7 @@ def parse_proc_stat(text: str) -> dict[int, CpuTimes]:
             values = [int(v) for v in parts[1:]]
         except ValueError:
             continue
-        result[cpu] = CpuTimes(cpu, dict(zip(FIELDS, values)))
+        result[cpu] = CpuTimes(cpu, dict(zip(FIELDS, values, strict=False)))
     return result
 
 

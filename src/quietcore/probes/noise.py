@@ -24,7 +24,7 @@ class NoiseOptions:
         args = ["--cpus", format_cpulist(self.cpus), "--duration", repr(self.duration)]
         if self.threshold_ns is not None:
             args += ["--threshold-ns", repr(self.threshold_ns)]
-        return args + ["--max-events", str(self.max_events)]
+        return [*args, "--max-events", str(self.max_events)]
 
     def params(self) -> dict[str, Any]:
         return {

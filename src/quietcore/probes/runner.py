@@ -17,7 +17,18 @@ from quietcore.errors import CommandError, UsageError
 
 ENV_VAR = "QUIETCORE_PROBE"
 FORMAT_VERSION = 1
-ENVELOPE_KEYS = ("format", "format_version", "tool_version", "command", "argv", "start", "end", "uname", "ran_on", "result")
+ENVELOPE_KEYS = (
+    "format",
+    "format_version",
+    "tool_version",
+    "command",
+    "argv",
+    "start",
+    "end",
+    "uname",
+    "ran_on",
+    "result",
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,8 @@ def parse_envelope(text: str) -> dict[str, Any]:
         raise CommandError("quietcore-probe printed something that is not its envelope")
     if envelope.get("format_version") != FORMAT_VERSION:
         raise CommandError(
-            f"quietcore-probe envelope version {envelope.get('format_version')} is not {FORMAT_VERSION}: reinstall quietcore"
+            f"quietcore-probe envelope version {envelope.get('format_version')} is not {FORMAT_VERSION}: "
+            "reinstall quietcore"
         )
     missing = [k for k in ENVELOPE_KEYS if k not in envelope]
     if missing:
@@ -79,14 +91,16 @@ def run_probe(
         try:
             out, err = proc.communicate(timeout=0.2)
             break
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as timeout:
             elapsed = time.monotonic() - start
             if on_tick:
                 on_tick(elapsed)
             if elapsed > limit:
                 proc.kill()
                 proc.communicate()
-                raise CommandError(f"quietcore-probe {command} ran {elapsed:.0f} s, over its {limit:.0f} s limit: killed")
+                raise CommandError(
+                    f"quietcore-probe {command} ran {elapsed:.0f} s, over its {limit:.0f} s limit: killed"
+                ) from timeout
         except KeyboardInterrupt:
             interrupted = True
             proc.send_signal(signal.SIGINT)

@@ -19,6 +19,7 @@ SESSION_FIELDS = (
     "status", "tool_version", "fingerprint", "facts", "tags", "error",
 )  # fmt: skip
 JSON_FIELDS = ("argv", "facts", "tags")
+RUN_JSON = ("params", "envelope", "context")
 RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context")
 CSV_SESSION = ("session_id", "session_uuid", "host", "fingerprint", "kernel_release", "virtualized", "hypervisor")
 CSV_RUN = ("run_id", "seq", "kind", "run_status", "started_at")
@@ -32,7 +33,7 @@ def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any
     runs = []
     for run in sessions.runs_of(conn, row["id"]):
         item: dict[str, Any] = {k: run[k] for k in RUN_FIELDS}
-        for key in ("params", "envelope", "context"):
+        for key in RUN_JSON:
             item[key] = json.loads(item[key])
         item["id"] = run["id"]
         item["summary"] = sessions.noise_rows(conn, run["id"])
@@ -65,29 +66,17 @@ def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
 def import_json(conn: sqlite3.Connection, data: Any) -> int:
     """Insert an exported session as a new session of this database."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise UsageError(f"not a quietcore results export (expected \"format\": \"{FORMAT}\")")
+        raise UsageError(f'not a quietcore results export (expected "format": "{FORMAT}")')
     if data.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"export format version {data.get('format_version')} is not {FORMAT_VERSION}")
     session = data["session"]
     if conn.execute("SELECT 1 FROM sessions WHERE uuid = ?", (session["uuid"],)).fetchone():
         raise UsageError(f"session {session['uuid']} is already in this database")
     with conn:
-        values = [json.dumps(session[k], sort_keys=True) if k in JSON_FIELDS else session[k] for k in SESSION_FIELDS]
-        cur = conn.execute(
-            f"INSERT INTO sessions ({', '.join(SESSION_FIELDS)}) VALUES ({', '.join('?' for _ in SESSION_FIELDS)})",
-            values,
-        )
-        session_id = cur.lastrowid
+        values = {k: json.dumps(session[k], sort_keys=True) if k in JSON_FIELDS else session[k] for k in SESSION_FIELDS}
+        session_id = sessions.insert(conn, "sessions", values)
         for run in data["runs"]:
-            run_values = [json.dumps(run[k]) if k in ("params", "envelope", "context") else run[k] for k in RUN_FIELDS]
-            rcur = conn.execute(
-                f"INSERT INTO runs (session_id, {', '.join(RUN_FIELDS)}) VALUES (?, {', '.join('?' for _ in RUN_FIELDS)})",
-                [session_id, *run_values],
-            )
-            cols = sessions.NOISE_COLUMNS
-            conn.executemany(
-                f"INSERT INTO noise_cpu (run_id, {', '.join(cols)}) VALUES (?, {', '.join('?' for _ in cols)})",
-                [(rcur.lastrowid, *(s[c] for c in cols)) for s in run["summary"]],
-            )
-    assert session_id is not None
+            run_values = {k: json.dumps(run[k]) if k in RUN_JSON else run[k] for k in RUN_FIELDS}
+            run_id = sessions.insert(conn, "runs", {"session_id": session_id, **run_values})
+            sessions.add_noise_rows(conn, run_id, run["summary"])
     return session_id

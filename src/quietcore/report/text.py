@@ -52,7 +52,9 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     notes = []
     if rows:
         threshold = rows[0]["threshold_ns"]
-        notes.append(f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period.")
+        notes.append(
+            f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period."
+        )
     for row in rows:
         if row["events_dropped"]:
             notes.append(
@@ -79,7 +81,9 @@ def session_header(row: sqlite3.Row) -> Table:
     table.add_row("command", " ".join(json.loads(row["argv"])))
     table.add_row("status", row["status"] + (f": {row['error']}" if row["error"] else ""))
     table.add_row("host", f"{row['host']}  started {row['started_at']}  ended {row['ended_at'] or '-'}")
-    table.add_row("node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}")
+    table.add_row(
+        "node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}"
+    )
     table.add_row("fingerprint", row["fingerprint"])
     hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
     table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")

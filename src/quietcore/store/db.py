@@ -42,7 +42,9 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True) -> sqlite3.
     for commands that only read."""
     if not path.exists():
         if not create:
-            raise StoreError(f"no {_hint(path)} yet: run `quietcore lab` or `quietcore noise` first, or choose one with --db")
+            raise StoreError(
+                f"no {_hint(path)} yet: run `quietcore lab` or `quietcore noise` first, or choose one with --db"
+            )
         if not chosen:
             path.parent.mkdir(parents=True, exist_ok=True)
         elif not path.parent.is_dir():

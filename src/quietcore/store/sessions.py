@@ -85,6 +85,20 @@ def finish_session(conn: sqlite3.Connection, session_id: int, status: str, error
         )
 
 
+def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:
+    """INSERT one row from a column -> value mapping; returns its rowid."""
+    columns = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    cur = conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(values.values()))
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def add_noise_rows(conn: sqlite3.Connection, run_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
+    for row in rows:
+        insert(conn, "noise_cpu", {"run_id": run_id, **{c: row.get(c) for c in NOISE_COLUMNS}})
+
+
 def add_run(
     conn: sqlite3.Connection,
     session_id: int,
@@ -98,19 +112,25 @@ def add_run(
 ) -> int:
     """Store one finished run and its per-CPU summary in one transaction."""
     with conn:
-        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()[0]
-        cur = conn.execute(
-            "INSERT INTO runs (session_id, seq, kind, params, started_at, ended_at, status, envelope, context)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (session_id, seq, kind, json.dumps(params), started_at, now_iso(), status, envelope, json.dumps(context)),
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()[
+            0
+        ]
+        run_id = insert(
+            conn,
+            "runs",
+            {
+                "session_id": session_id,
+                "seq": seq,
+                "kind": kind,
+                "params": json.dumps(params),
+                "started_at": started_at,
+                "ended_at": now_iso(),
+                "status": status,
+                "envelope": envelope,
+                "context": json.dumps(context),
+            },
         )
-        run_id = cur.lastrowid
-        placeholders = ", ".join("?" for _ in NOISE_COLUMNS)
-        conn.executemany(
-            f"INSERT INTO noise_cpu (run_id, {', '.join(NOISE_COLUMNS)}) VALUES (?, {placeholders})",
-            [(run_id, *(row.get(c) for c in NOISE_COLUMNS)) for row in noise_rows],
-        )
-    assert run_id is not None
+        add_noise_rows(conn, run_id, noise_rows)
     return run_id
 
 
@@ -136,15 +156,14 @@ def _alive(pid: int) -> bool:
 
 def list_sessions(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     return conn.execute(
-        "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs"
-        " FROM sessions s ORDER BY s.id"
+        "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs FROM sessions s ORDER BY s.id"
     ).fetchall()
 
 
 def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
     """A session by number or (a unique prefix of) its UUID; UsageError if none."""
     text = str(session_id).strip()
-    row = None
+    row: sqlite3.Row | None = None
     if text.isdigit():
         row = conn.execute("SELECT * FROM sessions WHERE id = ?", (int(text),)).fetchone()
     elif len(text) >= 4:

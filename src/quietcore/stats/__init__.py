@@ -1,0 +1,1 @@
+"""Statistics as small pure functions that raise ValueError on bad input."""

@@ -1,0 +1,61 @@
+"""Percentiles that refuse to make up a tail.
+
+A "p95 of 5 values" is the maximum under another name (one of the mistakes
+DESIGN.md lists). Quantile q is reported only from at least 1/(1-q) values,
+so that one value or more lies above it: p50 needs 2, p90 10, p99 100,
+p99.9 1000."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+#: The percentiles quietcore reports for durations.
+REPORTED = (0.5, 0.9, 0.99, 0.999)
+
+
+def min_samples(q: float) -> int:
+    """Fewest samples for which quantile q is more than the maximum."""
+    if not 0 < q < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {q}")
+    return math.ceil(1 / (1 - q) - 1e-9)
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (Hyndman & Fan 1996,
+    definition 7, the default of R and numpy)."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    h = (len(sorted_values) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def duration_summary(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, max and the reported percentiles; a percentile the sample is too
+    small for is None, so no report can print it as a number."""
+    ordered = sorted(values)
+    out: dict[str, float | int | None] = {"n": len(ordered), "max": ordered[-1] if ordered else None}
+    for q in REPORTED:
+        key = "p" + f"{q * 100:g}".replace(".", "")
+        out[key] = quantile(ordered, q) if len(ordered) >= min_samples(q) else None
+    return out
+
+
+def histogram_quantile(buckets: Sequence[Sequence[float]], q: float) -> float:
+    """Quantile of a histogram given as [lower, upper, count] rows in
+    ascending order, interpolating linearly inside the bucket."""
+    total = sum(row[2] for row in buckets)
+    if total <= 0:
+        raise ValueError("quantile of an empty histogram")
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    target, seen = q * total, 0.0
+    for lower, upper, count in buckets:
+        if count and seen + count >= target:
+            return float(lower + (upper - lower) * (target - seen) / count)
+        seen += count
+    return float(buckets[-1][1])
