@@ -10,7 +10,8 @@
 
 #define HIST_SUB 5
 #define HIST_SUBCOUNT (1u << HIST_SUB)
-#define HIST_BUCKETS ((64 - HIST_SUB) * HIST_SUBCOUNT)
+/* Exact buckets 0..2^(SUB+1)-1, then 2^SUB per octave up to bit 63. */
+#define HIST_BUCKETS ((64 - HIST_SUB + 1) * HIST_SUBCOUNT)
 
 static inline unsigned hist_index(uint64_t v)
 {

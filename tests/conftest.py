@@ -1,0 +1,45 @@
+"""Shared test helpers: fixture roots, a results database per test, and the
+CLI run as a user runs it (a subprocess, `python -m quietcore`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOTS = Path(__file__).parent / "fixtures" / "roots"
+KVM_ROOT = ROOTS / "firecracker-kvm-2cpu"
+XEON_ROOT = ROOTS / "xeon-baremetal-isolated"
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def db_file(tmp_path: Path) -> Path:
+    return tmp_path / "results.db"
+
+
+@pytest.fixture
+def cli(db_file: Path) -> CliRunner:
+    """Run `python -m quietcore ARGS` with QUIETCORE_DB set to this test's database."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, "QUIETCORE_DB": str(db_file), **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "quietcore", *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))

@@ -1,0 +1,85 @@
+"""`quietcore lab`: the main job, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quietcore.facts.cpus import online_cpus
+from quietcore.facts.root import Root
+from quietcore.probes.runner import probe_path
+from tests.conftest import CliRunner
+
+
+@pytest.mark.slow
+def test_lab_quick_measures_every_online_cpu(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("lab", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    online = sorted(online_cpus(Root("/")))
+    for cpu in online:
+        assert f"│ {cpu:>3} │" in proc.stdout
+    assert "OS noise per CPU" in proc.stdout and "counter:" in proc.stdout
+    assert f"Saved as session 1 in {db_file}" in proc.stdout
+    if "hypervisor" in Path("/proc/cpuinfo").read_text():
+        assert "This node is virtualized" in proc.stdout and "host noise" in proc.stdout
+    conn = sqlite3.connect(db_file)
+    runs = conn.execute("SELECT kind, status, params FROM runs ORDER BY seq").fetchall()
+    assert runs[0][:2] == ("calibrate", "complete")
+    measured = sorted(c for _, _, p in runs[1:] for c in json.loads(p)["cpus"].split(","))
+    assert [int(c) for c in measured] == online if len(online) <= 2 else True
+    cpus = [r[0] for r in conn.execute("SELECT cpu FROM noise_cpu ORDER BY cpu")]
+    assert cpus == online
+    assert conn.execute("SELECT status FROM sessions").fetchone()[0] == "complete"
+
+
+def test_lab_rounds_leave_a_cpu_free() -> None:
+    from quietcore.commands.lab import rounds
+
+    assert rounds(frozenset({0, 1})) == [frozenset({0}), frozenset({1})]
+    assert rounds(frozenset({0, 1, 2, 3, 4})) == [frozenset({0, 2, 4}), frozenset({1, 3})]
+    assert rounds(frozenset({3})) == [frozenset({3})]
+
+
+def test_lab_bad_duration(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("lab", "--duration", "0")
+    assert proc.returncode == 2 and "invalid --duration '0' (valid: 0.1-3600)" in proc.stderr
+    assert not db_file.exists()
+
+
+def test_version_and_help() -> None:
+    run = [sys.executable, "-m", "quietcore"]
+    version = subprocess.run([*run, "--version"], capture_output=True, text=True, check=False)
+    assert version.returncode == 0 and version.stdout.startswith("quietcore 0.")
+    top = subprocess.run([*run, "--help"], capture_output=True, text=True, check=False)
+    assert all(name in top.stdout for name in ("lab", "noise", "results"))
+    sub = subprocess.run([*run, "noise", "--help"], capture_output=True, text=True, check=False)
+    assert "example: quietcore noise --cpus 1 --duration 5" in sub.stdout
+    bare = subprocess.run(run, capture_output=True, text=True, check=False)
+    assert bare.returncode == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to an unprivileged user")
+def test_probe_works_as_a_normal_user(tmp_path: Path) -> None:
+    # The privileges that matter (mlock, affinity, scheduling) are the native
+    # core's. It is copied out of the package because this machine's Python
+    # lives under /root (mode 700), which nobody cannot enter.
+    tmp_path.chmod(0o755)
+    probe = tmp_path / "quietcore-probe"
+    shutil.copy(probe_path(), probe)
+    probe.chmod(0o755)
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+           str(probe), "noise", "--cpus", "0", "--duration", "0.3"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    envelope = json.loads(proc.stdout)
+    assert envelope["result"]["cpus"][0]["loops"] > 0
+    mlock = envelope["result"]["mlock"]
+    # Locking memory may be refused without CAP_IPC_LOCK; it is then reported, not fatal.
+    assert mlock["ok"] or "CAP_IPC_LOCK" in mlock["error"]

@@ -1,0 +1,102 @@
+"""`quietcore noise` as a user runs it: output, exit code, database contents."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from quietcore.facts.cpulist import format_cpulist
+from tests.conftest import CliRunner, allowed_cpus
+
+
+def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path) -> None:
+    cpu = allowed_cpus()[-1]
+    proc = cli("noise", "--cpus", str(cpu), "--duration", "1", "--json", "--tag", "purpose=test")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    (row,) = out["cpus"]
+    assert row["cpu"] == cpu
+    assert 0 < row["min_period_ns"] <= row["median_period_ns"]
+    assert 0 <= row["available_pct"] <= 100
+    assert row["events"] == row["gaps"] >= 0
+    assert row["max_gap_ns"] >= 0
+    assert sum(b[2] for b in row["histogram"]["buckets"]) == row["loops"]
+    assert row["event_ns"]["n"] == row["gaps"] - row["events_dropped"]
+    assert out["virtualization"]["virtualized"] in (True, False)
+    # The database holds the session, its one run with the raw envelope, and the summary.
+    conn = sqlite3.connect(db_file)
+    session = conn.execute("SELECT id, status, command, tags, fingerprint FROM sessions").fetchall()
+    assert session == [(out["session"], "complete", "noise", '{"purpose": "test"}', out["fingerprint"])]
+    (envelope,) = conn.execute("SELECT envelope FROM runs").fetchone()
+    stored = json.loads(envelope)["result"]["cpus"][0]
+    assert stored["loops"] == row["loops"] and stored["histogram"] == row["histogram"]
+    assert conn.execute("SELECT cpu, loops FROM noise_cpu").fetchall() == [(cpu, row["loops"])]
+
+
+def test_noise_table(cli: CliRunner) -> None:
+    cpus = allowed_cpus()
+    proc = cli("noise", "--cpus", format_cpulist(cpus), "--duration", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    assert "available %" in proc.stdout and "worst gap µs" in proc.stdout
+    for cpu in cpus:
+        assert f"│ {cpu:>3} │" in proc.stdout
+    assert "Saved as session 1" in proc.stdout and "quietcore results show 1" in proc.stdout
+    virtualized = "hypervisor" in Path("/proc/cpuinfo").read_text()
+    assert ("This node is virtualized" in proc.stdout) == virtualized
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cpus", "999", "--duration", "1"], "invalid --cpus 999: not an online CPU (valid: "),
+        (["--cpus", "1-", "--duration", "1"], "invalid --cpus '1-': expected a CPU list"),
+        (["--cpus", "0", "--duration", "0"], "invalid --duration '0' (valid: 0.001-86400)"),
+        (["--cpus", "0", "--duration", "-2"], "invalid --duration '-2'"),
+        (["--cpus", "0", "--duration", "1", "--threshold-ns", "0"], "invalid --threshold-ns '0'"),
+        (["--cpus", "0", "--duration", "1", "--tag", "x"], "invalid --tag 'x' (expected KEY=VALUE)"),
+        (["--duration", "1"], "the following arguments are required: --cpus"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    cli: CliRunner, db_file: Path, args: list[str], message: str
+) -> None:
+    proc = cli("noise", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not db_file.exists()
+
+
+def test_corrupt_database_is_refused_untouched(cli: CliRunner, db_file: Path) -> None:
+    db_file.write_bytes(b"garbage" * 1000)
+    proc = cli("noise", "--cpus", "0", "--duration", "0.1")
+    assert proc.returncode == 1
+    assert "file is not a database" in proc.stderr and "--db" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert db_file.read_bytes() == b"garbage" * 1000
+
+
+def test_unwritable_database_location(cli: CliRunner, tmp_path: Path) -> None:
+    proc = cli("noise", "--cpus", "0", "--duration", "0.1", "--db", str(tmp_path / "missing" / "r.db"))
+    assert proc.returncode == 1
+    assert "directory" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_read_only_database_file(cli: CliRunner, tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root can write to read-only files")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    db = ro / "r.db"
+    cli("noise", "--cpus", "0", "--duration", "0.1", "--db", str(db))
+    ro.chmod(0o500)
+    db.chmod(0o400)
+    try:
+        proc = cli("noise", "--cpus", "0", "--duration", "0.1", "--db", str(db))
+    finally:
+        ro.chmod(0o700)
+    assert proc.returncode == 1 and "readonly" in proc.stderr

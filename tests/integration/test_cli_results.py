@@ -1,0 +1,117 @@
+"""`quietcore results`: list, show, export (JSON and CSV), import round trip."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CliRunner, allowed_cpus
+
+
+@pytest.fixture
+def stored(cli: CliRunner) -> None:
+    proc = cli("noise", "--cpus", str(allowed_cpus()[0]), "--duration", "0.3", "--tag", "k=v")
+    assert proc.returncode == 0, proc.stderr
+
+
+def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
+    clean = json.loads(json.dumps(data))
+    clean["session"].pop("id")
+    for run in clean["runs"]:
+        run.pop("id")
+    return clean
+
+
+@pytest.mark.usefixtures("stored")
+def test_list_and_show(cli: CliRunner) -> None:
+    listing = cli("results", "list")
+    assert listing.returncode == 0
+    assert "noise" in listing.stdout and "complete" in listing.stdout and "k=v" in listing.stdout
+    show = cli("results", "show", "1")
+    assert show.returncode == 0
+    for text in ("session", "fingerprint", "run 1: noise", "available %"):
+        assert text in show.stdout
+
+
+@pytest.mark.usefixtures("stored")
+def test_json_export_round_trips_through_import(cli: CliRunner, tmp_path: Path) -> None:
+    first = cli("results", "export", "1", "--format", "json")
+    assert first.returncode == 0
+    data = json.loads(first.stdout)
+    assert data["format"] == "quietcore-results"
+    (run,) = data["runs"]
+    assert run["kind"] == "noise" and run["envelope"]["result"]["cpus"][0]["histogram"]["buckets"]
+    assert run["summary"][0]["loops"] == run["envelope"]["result"]["cpus"][0]["loops"]
+    # GIVEN the export saved to a file, WHEN imported into another database
+    path = tmp_path / "export.json"
+    path.write_text(first.stdout)
+    other = str(tmp_path / "other.db")
+    imported = cli("results", "import", str(path), env={"QUIETCORE_DB": other})
+    assert imported.returncode == 0, imported.stderr
+    again = cli("results", "export", "1", env={"QUIETCORE_DB": other})
+    # THEN exporting it again gives the same data
+    assert _without_ids(json.loads(again.stdout)) == _without_ids(data)
+    # and importing twice is refused
+    twice = cli("results", "import", str(path), env={"QUIETCORE_DB": other})
+    assert twice.returncode == 2 and "already in this database" in twice.stderr
+
+
+@pytest.mark.usefixtures("stored")
+def test_csv_export_matches_database(cli: CliRunner) -> None:
+    data = json.loads(cli("results", "export", "1").stdout)
+    proc = cli("results", "export", "1", "--format", "csv")
+    assert proc.returncode == 0
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    (row,) = rows
+    summary = data["runs"][0]["summary"][0]
+    assert row["fingerprint"] == data["session"]["fingerprint"]
+    assert int(row["cpu"]) == summary["cpu"] and int(row["loops"]) == summary["loops"]
+    assert float(row["available_pct"]) == pytest.approx(summary["available_pct"])
+
+
+@pytest.mark.usefixtures("stored")
+def test_export_to_file_refuses_to_overwrite(cli: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "x.csv"
+    assert cli("results", "export", "1", "--format", "csv", "--out", str(out)).returncode == 0
+    assert out.read_text().startswith("session_id,")
+    again = cli("results", "export", "1", "--format", "csv", "--out", str(out))
+    assert again.returncode == 2 and "will not overwrite without --force" in again.stderr
+    assert cli("results", "export", "1", "--out", str(out), "--force").returncode == 0
+    assert json.loads(out.read_text())["format"] == "quietcore-results"
+
+
+@pytest.mark.usefixtures("stored")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["show", "42"], "no result with ID '42' (valid: 1-1"),
+        (["export", "nope"], "no result with ID 'nope'"),
+        (["export", "1", "--format", "xml"], "invalid choice: 'xml'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_results_input(cli: CliRunner, args: list[str], message: str) -> None:
+    proc = cli("results", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_results_without_a_database(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("results", "list")
+    assert proc.returncode == 1 and "no results database" in proc.stderr
+    assert not db_file.exists()
+
+
+def test_import_of_malformed_files(cli: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert "is not JSON" in cli("results", "import", str(bad)).stderr
+    bad.write_text('{"format": "quietcore-results", "format_version": 1, "session": {}}')
+    proc = cli("results", "import", str(bad))
+    assert proc.returncode == 2 and "malformed quietcore export" in proc.stderr
+    assert "no sessions yet" in cli("results", "show", "1").stderr
