@@ -20,7 +20,7 @@ def stored(cli: CliRunner) -> None:
 
 
 def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
-    clean = json.loads(json.dumps(data))
+    clean: dict[str, Any] = json.loads(json.dumps(data))
     clean["session"].pop("id")
     for run in clean["runs"]:
         run.pop("id")

@@ -130,7 +130,9 @@ def test_cpus_outside_the_affinity_name_the_allowed_ones() -> None:
     if len(cpus) < 2:
         pytest.skip("needs two CPUs to restrict the affinity to one")
     # GIVEN a probe restricted (as taskset or a cgroup would) to the first CPU
-    proc = probe("noise", "--cpus", str(cpus[1]), "--duration", "1", preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+    proc = probe(
+        "noise", "--cpus", str(cpus[1]), "--duration", "1", preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]})
+    )
     # THEN asking for another CPU is bad usage naming the one allowed
     assert proc.returncode == 2
     assert f"invalid --cpus {cpus[1]} (valid: {cpus[0]})" in proc.stderr

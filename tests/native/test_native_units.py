@@ -16,9 +16,22 @@ NATIVE = REPO / "native"
 def test_native_units(tmp_path: Path) -> None:
     exe = tmp_path / "test_units"
     build = subprocess.run(
-        ["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{NATIVE}",
-         str(Path(__file__).parent / "test_units.c"), str(NATIVE / "cpulist.c"), str(NATIVE / "json.c"),
-         "-o", str(exe), "-lm"],  # fmt: skip
+        [
+            "cc",
+            "-std=c11",
+            "-D_GNU_SOURCE",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{NATIVE}",
+            str(Path(__file__).parent / "test_units.c"),
+            str(NATIVE / "cpulist.c"),
+            str(NATIVE / "json.c"),
+            "-o",
+            str(exe),
+            "-lm",
+        ],
         capture_output=True,
         text=True,
         check=False,

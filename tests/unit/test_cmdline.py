@@ -28,7 +28,11 @@ def test_later_value_wins() -> None:
     assert parse_cmdline("preempt=none preempt=full").get("preempt") == "full"
 
 
-@given(st.dictionaries(st.from_regex(r"[a-z_.]{1,12}", fullmatch=True), st.from_regex(r"[a-z0-9,\- ]{0,20}", fullmatch=True)))
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z_.]{1,12}", fullmatch=True), st.from_regex(r"[a-z0-9,\- ]{0,20}", fullmatch=True)
+    )
+)
 def test_quoted_values_survive(params: dict[str, str]) -> None:
     line = " ".join(f'{k}="{v}"' for k, v in params.items())
     cmd = parse_cmdline(line)

@@ -40,7 +40,7 @@ def test_cpu_facts_of_isolated_xeon() -> None:
     assert cpus.online_cpus(root) == frozenset(range(8))
     assert cpus.isolated_cpus(root) == {2, 3, 6, 7}
     assert cpus.nohz_full_cpus(root) == {2, 3, 6, 7}
-    assert cpus.thread_siblings(root, 2) == {2, 6}
+    assert cpus.thread_siblings(root, 2) == frozenset({2, 6})
     assert cpus.smt_state(root) == "on"
     assert set(cpus.governors(root, frozenset(range(8))).values()) == {"performance"}
     info = cpus.parse_cpuinfo(root.read_text("proc/cpuinfo") or "")

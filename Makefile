@@ -1,0 +1,28 @@
+# Developer tasks. `make check` is what a change must pass.
+PYTHON ?= python3
+BUILD := build/native
+
+.PHONY: help build install lint test check clean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build:  ## compile the native core alone, warnings as errors (build/native/quietcore-probe)
+	cmake -S . -B $(BUILD) -G Ninja -DQC_WERROR=ON >/dev/null
+	cmake --build $(BUILD)
+
+install:  ## install the package with its test dependencies
+	$(PYTHON) -m pip install ".[test]"
+
+lint: build  ## ruff, ruff format, mypy --strict, and the C build with -Werror
+	$(PYTHON) -m ruff check src tests
+	$(PYTHON) -m ruff format --check src tests
+	$(PYTHON) -m mypy
+
+test:  ## the whole test suite against the installed package
+	$(PYTHON) -m pytest
+
+check: install lint test  ## everything CI checks
+
+clean:  ## remove build output
+	rm -rf build dist *.egg-info
