@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+from types import FrameType
 from typing import NoReturn
 
 from quietcore._version import __version__
@@ -39,7 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM takes the Ctrl-C path: the probe is stopped, what it measured
+    # is stored, the session is closed as interrupted.
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -23,5 +23,11 @@ class CommandError(QuietcoreError):
         self.exit_code = exit_code
 
 
+class Interrupted(QuietcoreError):
+    """Ctrl-C or SIGTERM: what was measured is stored; exit code 130."""
+
+    exit_code = 130
+
+
 class StoreError(QuietcoreError):
     """The results database cannot be opened, read or written."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from quietcore.errors import Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
@@ -33,13 +34,12 @@ class Session:
         self.id = sessions.create_session(
             self.conn, command, ["quietcore", *sys.argv[1:]], self.facts, self.fingerprint, tags
         )
-        self.interrupted = False
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if kind is KeyboardInterrupt or (kind is None and self.interrupted):
+        if kind in (KeyboardInterrupt, Interrupted):
             sessions.finish_session(self.conn, self.id, "interrupted", "stopped by the user")
         elif kind is not None:
             sessions.finish_session(self.conn, self.id, "failed", str(exc))
@@ -81,5 +81,7 @@ class Session:
         rows: list[dict[str, Any]],
     ) -> None:
         status = "interrupted" if probe.interrupted else "complete"
-        self.interrupted = self.interrupted or probe.interrupted
         sessions.add_run(self.conn, self.id, kind, params, started, status, probe.text, context, rows)
+        if probe.interrupted:
+            # Stored first, then the interrupt goes on: no further runs.
+            raise Interrupted(f"interrupted: what was measured is stored as session {self.id} in {self.db_path}")

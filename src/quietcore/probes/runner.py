@@ -86,27 +86,40 @@ def run_probe(
     limit = expected_s * 1.5 + 30
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    interrupted = False
+    try:
+        out, err, interrupted = _wait(proc, command, start, limit, on_tick)
+    finally:
+        # Whatever went wrong here (a second Ctrl-C, say), no probe is left spinning.
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return _finish(command, proc.returncode, out, err, interrupted)
+
+
+def _wait(
+    proc: subprocess.Popen[str],
+    command: str,
+    start: float,
+    limit: float,
+    on_tick: Callable[[float], None] | None,
+) -> tuple[str, str, bool]:
     while True:
         try:
             out, err = proc.communicate(timeout=0.2)
-            break
+            return out, err, False
         except subprocess.TimeoutExpired as timeout:
             elapsed = time.monotonic() - start
             if on_tick:
                 on_tick(elapsed)
             if elapsed > limit:
-                proc.kill()
-                proc.communicate()
                 raise CommandError(
                     f"quietcore-probe {command} ran {elapsed:.0f} s, over its {limit:.0f} s limit: killed"
                 ) from timeout
         except KeyboardInterrupt:
-            interrupted = True
+            # The probe stops on SIGINT and prints what it measured so far.
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=limit)
-            break
-    return _finish(command, proc.returncode, out, err, interrupted)
+            return out, err, True
 
 
 def _finish(command: str, code: int, out: str, err: str, interrupted: bool) -> ProbeResult:
