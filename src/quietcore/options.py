@@ -3,10 +3,13 @@ each error names the option and what would be valid."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from quietcore.errors import UsageError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+
+T = TypeVar("T", int, float)
 
 
 def cpus_option(text: str, online: frozenset[int], option: str = "--cpus") -> frozenset[int]:
@@ -23,24 +26,23 @@ def cpus_option(text: str, online: frozenset[int], option: str = "--cpus") -> fr
     return cpus
 
 
-def positive_float(text: str, option: str, lo: float, hi: float) -> float:
+def _in_range(text: str, option: str, lo: T, hi: T, convert: Callable[[str], T]) -> T:
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        value = math.nan
+        raise UsageError(f"invalid {option} {text!r} (valid: {lo:g}-{hi:g})") from None
+    # `not (lo <= value <= hi)` also refuses NaN.
     if not (lo <= value <= hi):
         raise UsageError(f"invalid {option} {text!r} (valid: {lo:g}-{hi:g})")
     return value
 
 
+def positive_float(text: str, option: str, lo: float, hi: float) -> float:
+    return _in_range(text, option, lo, hi, float)
+
+
 def int_in_range(text: str, option: str, lo: int, hi: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"invalid {option} {text!r} (valid: {lo}-{hi})") from None
-    if not lo <= value <= hi:
-        raise UsageError(f"invalid {option} {text!r} (valid: {lo}-{hi})")
-    return value
+    return _in_range(text, option, lo, hi, int)
 
 
 def tags_option(items: list[str] | None) -> dict[str, str]:

@@ -86,6 +86,14 @@ def test_unwritable_database_location(cli: CliRunner, tmp_path: Path) -> None:
     assert "directory" in proc.stderr and "does not exist" in proc.stderr
 
 
+def test_database_path_that_cannot_be_a_file(cli: CliRunner, tmp_path: Path) -> None:
+    # A directory where the file should be: unwritable as a database, even for root.
+    proc = cli("noise", "--cpus", "0", "--duration", "0.1", "--db", str(tmp_path))
+    assert proc.returncode == 1
+    assert f"cannot use results database {tmp_path}" in proc.stderr and "unable to open" in proc.stderr
+    assert "Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_read_only_database_file(cli: CliRunner, tmp_path: Path) -> None:
     if os.geteuid() == 0:
         pytest.skip("root can write to read-only files")

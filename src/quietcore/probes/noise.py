@@ -8,6 +8,7 @@ from typing import Any
 
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.probes.runner import ProbeResult, run_probe
+from quietcore.store.sessions import NOISE_COLUMNS
 
 #: Setup around the measured time: calibration, preheat, thread start.
 OVERHEAD_S = 0.2
@@ -41,27 +42,13 @@ def run_noise(options: NoiseOptions, on_tick: Callable[[float], None] | None = N
 
 def summary_rows(result: dict[str, Any], steal_ns: dict[int, float]) -> list[dict[str, Any]]:
     """One flat row per CPU, the columns of the noise_cpu table."""
-    rows = []
     threshold = float(result["threshold"]["ns"])
+    rows = []
     for cpu in result["cpus"]:
-        rows.append(
-            {
-                "cpu": cpu["cpu"],
-                "measured_ns": cpu["measured_ns"],
-                "loops": cpu["loops"],
-                "min_period_ns": cpu["min_period_ns"],
-                "median_period_ns": cpu["median_period_ns"],
-                "threshold_ns": threshold,
-                "gaps": cpu["gaps"],
-                "total_gap_ns": cpu["total_gap_ns"],
-                "max_gap_ns": cpu["max_gap_ns"],
-                "lost_ns": cpu["lost_ns"],
-                "available_pct": cpu["available_pct"],
-                "events_per_s": cpu["events_per_s"],
-                "events_dropped": cpu["events_dropped"],
-                "ctxsw_voluntary": cpu["ctxsw"]["voluntary"],
-                "ctxsw_involuntary": cpu["ctxsw"]["involuntary"],
-                "steal_ns": steal_ns.get(int(cpu["cpu"])),
-            }
-        )
+        row = {column: cpu[column] for column in NOISE_COLUMNS if column in cpu}
+        row["threshold_ns"] = threshold
+        row["ctxsw_voluntary"] = cpu["ctxsw"]["voluntary"]
+        row["ctxsw_involuntary"] = cpu["ctxsw"]["involuntary"]
+        row["steal_ns"] = steal_ns.get(int(cpu["cpu"]))
+        rows.append(row)
     return rows
