@@ -13,7 +13,9 @@ import pytest
 
 ROOTS = Path(__file__).parent / "fixtures" / "roots"
 KVM_ROOT = ROOTS / "firecracker-kvm-2cpu"
-XEON_ROOT = ROOTS / "xeon-baremetal-isolated"
+XEON_ROOT = ROOTS / "xeon-2s-tuned"
+ARM_ROOT = ROOTS / "ampere-altra-arm64"
+ALL_ROOTS = (KVM_ROOT, XEON_ROOT, ARM_ROOT)
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 

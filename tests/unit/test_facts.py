@@ -6,7 +6,7 @@ from quietcore.facts import cpus, kernel, virt
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
-from tests.conftest import KVM_ROOT, XEON_ROOT
+from tests.conftest import ARM_ROOT, KVM_ROOT, XEON_ROOT
 
 
 def test_kvm_guest_is_detected_as_virtualized() -> None:
@@ -37,12 +37,12 @@ def test_empty_root_reports_nothing() -> None:
 
 def test_cpu_facts_of_isolated_xeon() -> None:
     root = Root(XEON_ROOT)
-    assert cpus.online_cpus(root) == frozenset(range(8))
-    assert cpus.isolated_cpus(root) == {2, 3, 6, 7}
-    assert cpus.nohz_full_cpus(root) == {2, 3, 6, 7}
-    assert cpus.thread_siblings(root, 2) == frozenset({2, 6})
+    assert cpus.online_cpus(root) == frozenset(range(16))
+    assert cpus.isolated_cpus(root) == {2, 3, 6, 7, 10, 11, 14, 15}
+    assert cpus.nohz_full_cpus(root) == {2, 3, 6, 7, 10, 11, 14, 15}
+    assert cpus.thread_siblings(root, 2) == frozenset({2, 10})
     assert cpus.smt_state(root) == "on"
-    assert set(cpus.governors(root, frozenset(range(8))).values()) == {"performance"}
+    assert set(cpus.governors(root, frozenset(range(16))).values()) == {"performance"}
     info = cpus.parse_cpuinfo(root.read_text("proc/cpuinfo") or "")
     assert info.model == "Intel(R) Xeon(R) Gold 6338N CPU @ 2.20GHz"
     assert "hypervisor" not in info.flags and "constant_tsc" in info.flags
@@ -68,6 +68,14 @@ def test_kernel_config_from_boot_and_dynamic_mode() -> None:
     assert kernel.preempt_dynamic_mode(root) == "voluntary"
 
 
+def test_arm64_server_facts() -> None:
+    root = Root(ARM_ROOT)
+    info = cpus.parse_cpuinfo(root.read_text("proc/cpuinfo") or "")
+    assert "asimd" in info.flags and info.model == "ARM Neoverse-N1"
+    assert not virt.detect(root).virtualized
+    assert kernel.read_config(root, "6.5.0-1020-aws") == ({}, None)
+
+
 def test_preempt_from_version_strings() -> None:
     assert kernel.preempt_from_version("#1 SMP PREEMPT_RT Tue") == "PREEMPT_RT"
     assert kernel.preempt_from_version("#1 SMP PREEMPT Tue") == "PREEMPT"
@@ -90,11 +98,11 @@ def test_fingerprint_ignores_drifting_evidence_but_not_configuration() -> None:
 
 def test_facts_of_isolated_xeon() -> None:
     facts = collect_facts(Root(XEON_ROOT))
-    assert facts["boot_params"]["isolcpus"] == "managed_irq,domain,2-3,6-7"
-    assert facts["boot_params"]["nohz_full"] == "2-3,6-7"
-    assert facts["cpu"]["isolated"] == "2-3,6-7"
-    assert facts["cpu"]["count"] == 8
-    assert facts["thp"] == {"enabled": "never", "defrag": "never"}
+    assert facts["boot_params"]["isolcpus"] == "managed_irq,domain,2-3,6-7,10-11,14-15"
+    assert facts["boot_params"]["nohz_full"] == "2-3,6-7,10-11,14-15"
+    assert facts["cpu"]["isolated"] == "2-3,6-7,10-11,14-15"
+    assert facts["cpu"]["count"] == 16
+    assert facts["thp"] == {"enabled": "madvise", "defrag": "madvise"}
     assert facts["kernel"]["config"]["CONFIG_HZ"] == "1000"
     assert facts["virtualization"]["virtualized"] is False
     assert fingerprint(facts) != fingerprint(collect_facts(Root(KVM_ROOT)))

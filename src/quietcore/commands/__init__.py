@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from quietcore.commands import lab, noise, results
+from quietcore.commands import audit, lab, noise, results, snapshot
 
-COMMANDS: list[ModuleType] = [lab, noise, results]
+COMMANDS: list[ModuleType] = [lab, audit, noise, results, snapshot]

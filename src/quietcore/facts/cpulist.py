@@ -63,3 +63,18 @@ def parse_cpumask(text: str) -> frozenset[int]:
         cpus.update(bit_base + b for b in range(32) if value >> b & 1)
         bit_base += 32
     return frozenset(cpus)
+
+
+def format_cpumask(cpus: frozenset[int] | set[int]) -> str:
+    """The kernel's hex mask format: 32-bit words, most significant first,
+    separated by commas ("ffffffff,00000001"), as /proc/irq/N/smp_affinity
+    takes it."""
+    value = sum(1 << c for c in set(cpus))
+    words = []
+    while True:
+        words.append(value & 0xFFFFFFFF)
+        value >>= 32
+        if not value:
+            break
+    head = f"{words[-1]:x}"
+    return ",".join([head, *(f"{w:08x}" for w in reversed(words[:-1]))])

@@ -28,10 +28,29 @@ def parse_cpuinfo(text: str) -> CpuInfo:
         key, sep, value = line.partition(":")
         if sep:
             fields.setdefault(key.strip(), value.strip())
-    model = fields.get("model name") or fields.get("Model") or fields.get("CPU part")
+    model = fields.get("model name") or fields.get("Model") or _arm_name(fields)
     vendor = fields.get("vendor_id") or fields.get("CPU implementer")
     flags = fields.get("flags") or fields.get("Features") or ""
     return CpuInfo(model=model, vendor=vendor, flags=frozenset(flags.split()))
+
+
+#: (CPU implementer, CPU part) of common arm64 server cores (Arm TRMs' MIDR values).
+_ARM_PARTS = {
+    ("0x41", "0xd0c"): "ARM Neoverse-N1",
+    ("0x41", "0xd40"): "ARM Neoverse-V1",
+    ("0x41", "0xd49"): "ARM Neoverse-N2",
+    ("0x41", "0xd4f"): "ARM Neoverse-V2",
+    ("0x41", "0xd8e"): "ARM Neoverse-N3",
+    ("0xc0", "0xac3"): "Ampere-1",
+    ("0x48", "0xd01"): "HiSilicon Kunpeng-920",
+}
+
+
+def _arm_name(fields: dict[str, str]) -> str | None:
+    implementer, part = fields.get("CPU implementer"), fields.get("CPU part")
+    if implementer is None or part is None:
+        return None
+    return _ARM_PARTS.get((implementer, part), f"arm64 implementer {implementer} part {part}")
 
 
 def _cpuset(root: Root, rel: str) -> frozenset[int] | None:

@@ -76,13 +76,13 @@ def collect_facts(root: Root) -> dict[str, Any]:
         },
         "clocksource": root.read_line("sys/devices/system/clocksource/clocksource0/current_clocksource"),
         "thp": {
-            "enabled": _selected(root.read_line(f"{thp}/enabled")),
-            "defrag": _selected(root.read_line(f"{thp}/defrag")),
+            "enabled": selected(root.read_line(f"{thp}/enabled")),
+            "defrag": selected(root.read_line(f"{thp}/defrag")),
         },
     }
 
 
-def _selected(text: str | None) -> str | None:
+def selected(text: str | None) -> str | None:
     """The bracketed choice of a sysfs selector: "always [madvise] never"."""
     if text is None:
         return None

@@ -4,13 +4,16 @@ can be tested against real machines' files."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 
 class Root:
     def __init__(self, path: str | os.PathLike[str] = "/") -> None:
         self.path = Path(path)
+        self._manifest: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"Root({str(self.path)!r})"
@@ -25,10 +28,35 @@ class Root:
 
     def read_text(self, rel: str) -> str | None:
         """The file's text, or None when it is missing or unreadable."""
+        return self.read(rel)[0]
+
+    def read(self, rel: str) -> tuple[str | None, str | None]:
+        """(text, None), or (None, why not): "missing", "permission denied
+        (needs root)", or the system's words for other failures. In a
+        snapshot, a file that could not be read when it was taken says so."""
         try:
-            return self.resolve(rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+            return self.resolve(rel).read_text(encoding="utf-8", errors="replace"), None
+        except FileNotFoundError:
+            why = self._unreadable().get("/" + rel.lstrip("/"))
+            return None, f"unreadable when the snapshot was taken: {why}" if why else "missing"
+        except PermissionError:
+            return None, "permission denied (needs root)"
+        except OSError as exc:
+            return None, exc.strerror or str(exc)
+
+    def manifest(self) -> dict[str, Any]:
+        """The snapshot manifest when this root is a snapshot, else {}."""
+        if self._manifest is None:
+            try:
+                data = json.loads((self.path / "quietcore-snapshot.json").read_text())
+                self._manifest = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self._manifest = {}
+        return self._manifest
+
+    def _unreadable(self) -> dict[str, str]:
+        unreadable = self.manifest().get("unreadable", {})
+        return unreadable if isinstance(unreadable, dict) else {}
 
     def read_line(self, rel: str) -> str | None:
         text = self.read_text(rel)

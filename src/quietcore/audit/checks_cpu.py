@@ -1,0 +1,161 @@
+"""CPU isolation and topology: isolcpus, nohz_full, rcu_nocbs, housekeeping,
+SMT, and the shape of the machine."""
+
+from __future__ import annotations
+
+from quietcore.audit.context import AuditContext
+from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import format_cpulist as fmt
+
+BOOT = "add to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot: "
+ISOLATED = "/sys/devices/system/cpu/isolated"
+NOHZ = "/sys/devices/system/cpu/nohz_full"
+
+
+def targets(ctx: AuditContext) -> Finding:
+    f = Finding("audit.targets", Status.INFO, f"auditing CPUs {fmt(ctx.targets)} as targets: {ctx.targets_source}")
+    f.see("/sys/devices/system/cpu/online", fmt(ctx.online))
+    if not ctx.isolation_configured:
+        f.summary += "; choose them with --cpus"
+    return f
+
+
+def isolcpus(ctx: AuditContext) -> Finding:
+    value = ctx.cmdline.get("isolcpus")
+    if value is None:
+        f = Finding("cpu.isolcpus", Status.WARN, "no isolcpus: the scheduler balances ordinary tasks onto every CPU")
+        f.see("/proc/cmdline", "no isolcpus= parameter")
+        f.advice.append(BOOT + ctx.isolation_boot_params())
+        f.needs = ["root", "reboot"]
+        return f
+    flags = {item for item in value.split(",") if item and not item[0].isdigit()}
+    f = Finding("cpu.isolcpus", Status.OK, f"isolcpus={value}")
+    f.see("/proc/cmdline", f"isolcpus={value}").see(ISOLATED, fmt(ctx.isolated) or "(empty)")
+    missing = ctx.targets - ctx.isolated
+    if missing:
+        f.status = Status.WARN
+        f.summary = f"target CPUs {fmt(missing)} are not in isolcpus"
+        f.advice.append(BOOT + ctx.isolation_boot_params())
+        f.needs = ["root", "reboot"]
+    elif "managed_irq" not in flags:
+        f.status = Status.WARN
+        f.summary = (
+            f"isolcpus={value} lacks managed_irq: managed device IRQs (e.g. NVMe queues) still land on isolated CPUs"
+        )
+        f.advice.append(BOOT + f"isolcpus=managed_irq,domain,{fmt(ctx.isolated)}")
+        f.needs = ["root", "reboot"]
+    if flags - {"domain", "managed_irq", "nohz"}:
+        f.see("flags", f"unknown isolcpus flags {sorted(flags - {'domain', 'managed_irq', 'nohz'})}")
+    return f
+
+
+def nohz_full(ctx: AuditContext) -> Finding:
+    config, source = ctx.config
+    built = config.get("CONFIG_NO_HZ_FULL")
+    f = Finding("cpu.nohz_full", Status.OK, f"nohz_full={fmt(ctx.nohz_full)}")
+    param = ctx.cmdline.get("nohz_full")
+    f.see("/proc/cmdline", f"nohz_full={param}" if param is not None else "no nohz_full= parameter")
+    f.see(source or "kernel config", f"CONFIG_NO_HZ_FULL={built}" if built else "CONFIG_NO_HZ_FULL not known")
+    if built == "n" or (source and built is None):
+        f.status = Status.FAIL if param else Status.WARN
+        f.summary = "the kernel is built without CONFIG_NO_HZ_FULL" + (": nohz_full= is ignored" if param else "")
+        f.advice.append("use a kernel built with CONFIG_NO_HZ_FULL=y (most distribution kernels are)")
+        f.needs = ["reboot"]
+        return f
+    missing = ctx.targets - ctx.nohz_full
+    if missing:
+        f.status = Status.WARN
+        f.summary = f"the scheduler tick still runs on target CPUs {fmt(missing)} (no nohz_full)"
+        f.advice.append(BOOT + f"nohz_full={fmt(ctx.suggested_targets or missing)}")
+        f.needs = ["root", "reboot"]
+    f.see(NOHZ, fmt(ctx.nohz_full) or "(empty)")
+    return f
+
+
+def rcu_nocbs(ctx: AuditContext) -> Finding:
+    # nohz_full CPUs are also RCU callback-offloaded (kernel/rcu/tree_nocb.h,
+    # rcu_init_nohz), so either parameter covers a CPU.
+    offloaded = ctx._param_cpus("rcu_nocbs") | ctx.nohz_full
+    config, source = ctx.config
+    f = Finding("cpu.rcu_nocbs", Status.OK, f"RCU callbacks offloaded from {fmt(offloaded) or 'no CPU'}")
+    f.see(
+        "/proc/cmdline",
+        f"rcu_nocbs={ctx.cmdline.get('rcu_nocbs')}" if ctx.cmdline.has("rcu_nocbs") else "no rcu_nocbs=",
+    )
+    if config.get("CONFIG_RCU_NOCB_CPU") == "n" or (source and "CONFIG_RCU_NOCB_CPU" not in config):
+        f.status = Status.WARN
+        f.summary = "the kernel is built without CONFIG_RCU_NOCB_CPU: RCU callbacks run on every CPU"
+        f.see(source or "kernel config", "CONFIG_RCU_NOCB_CPU not set")
+        f.needs = ["reboot"]
+        return f
+    missing = ctx.targets - offloaded
+    if missing:
+        f.status = Status.WARN
+        f.summary = f"RCU callbacks still run on target CPUs {fmt(missing)}"
+        f.advice.append(BOOT + f"rcu_nocbs={fmt(ctx.suggested_targets or missing)}")
+        f.needs = ["root", "reboot"]
+    return f
+
+
+def housekeeping(ctx: AuditContext) -> Finding:
+    hk, topo = ctx.housekeeping, ctx.topology
+    f = Finding("cpu.housekeeping", Status.OK, f"housekeeping CPUs: {fmt(hk) or 'none'}")
+    f.see(ISOLATED, fmt(ctx.isolated) or "(empty)").see(NOHZ, fmt(ctx.nohz_full) or "(empty)")
+    if not hk:
+        f.status = Status.INFO
+        f.summary = "every CPU is a target: housekeeping work shares them all"
+        f.advice.append(f"keep {fmt(ctx.suggested_housekeeping)} for housekeeping: " + ctx.isolation_boot_params())
+        return f
+    for node, node_cpus in sorted(topo.nodes.items()):
+        f.see(
+            f"/sys/devices/system/node/node{node}/cpulist",
+            f"{fmt(node_cpus)} (housekeeping {fmt(node_cpus & hk) or 'none'})",
+        )
+        if node_cpus & ctx.online and not node_cpus & hk:
+            f.status = Status.FAIL
+            f.summary = f"NUMA node {node} has no housekeeping CPU: its kernel work runs remote or on targets"
+            f.advice.append(f"keep at least one CPU of node {node} ({fmt(node_cpus)}) out of isolcpus/nohz_full")
+            f.needs = ["root", "reboot"]
+    shared = {cpu for cpu in hk if topo.siblings.get(cpu, frozenset()) & ctx.targets}
+    if shared and f.status is Status.OK:
+        f.status = Status.WARN
+        f.summary = f"housekeeping CPUs {fmt(shared)} are SMT siblings of target CPUs: their work slows the targets"
+        f.advice.append(
+            f"isolate whole cores: add the siblings {fmt(shared)} to the target set, or disable SMT (nosmt)"
+        )
+        f.needs = ["root", "reboot"]
+    return f
+
+
+def smt(ctx: AuditContext) -> Finding:
+    control = ctx.root.read_line("sys/devices/system/cpu/smt/control")
+    multi = {c: s for c, s in ctx.topology.siblings.items() if len(s) > 1}
+    if control is None and not multi:
+        return Finding("cpu.smt", Status.INFO, "SMT state not exposed").see(
+            "/sys/devices/system/cpu/smt/control", "missing"
+        )
+    f = Finding("cpu.smt", Status.OK, f"SMT {control or 'unknown'}")
+    f.see("/sys/devices/system/cpu/smt/control", control or "missing")
+    paired = sorted({fmt(s) for c, s in multi.items() if c in ctx.targets})
+    if paired:
+        f.status = Status.INFO
+        f.summary = f"SMT is on: target CPUs share cores ({', '.join(paired[:8])})"
+        f.advice.append(
+            "place one compute thread per core, or disable SMT: echo off > /sys/devices/system/cpu/smt/control"
+        )
+        f.needs = ["root"]
+    return f
+
+
+def topology(ctx: AuditContext) -> Finding:
+    t = ctx.topology
+    threads = len(t.online)
+    summary = f"{t.packages} package(s), {t.cores} core(s), {threads} thread(s), {len(t.nodes)} NUMA node(s)"
+    f = Finding("cpu.topology", Status.INFO, summary)
+    for node, row in sorted(t.distances.items()):
+        f.see(f"/sys/devices/system/node/node{node}/distance", " ".join(map(str, row)))
+    for kind, cpus in sorted(t.core_types.items()):
+        f.see(f"/sys/devices/cpu_{kind}/cpus", fmt(cpus))
+    if t.core_types:
+        f.summary += ", hybrid: " + ", ".join(f"{k} {fmt(c)}" for k, c in sorted(t.core_types.items()))
+    return f

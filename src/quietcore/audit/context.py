@@ -1,0 +1,131 @@
+"""Everything the checks read, read once, through the root; and the CPUs the
+audit is about: the target CPUs for compute work, and the housekeeping CPUs
+left for everything else."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+from quietcore.facts import cpus, kernel
+from quietcore.facts.cmdline import Cmdline, parse_cmdline
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.irqs import Irq, read_irqs
+from quietcore.facts.root import Root
+from quietcore.facts.tasks import Task, read_tasks
+from quietcore.facts.topology import Topology, read_topology
+
+
+class AuditContext:
+    def __init__(self, root: Root, targets: frozenset[int] | None = None) -> None:
+        self.root = root
+        self._chosen = targets
+
+    @cached_property
+    def online(self) -> frozenset[int]:
+        return cpus.online_cpus(self.root)
+
+    @cached_property
+    def cmdline(self) -> Cmdline:
+        return parse_cmdline(self.root.read_text("proc/cmdline") or "")
+
+    @cached_property
+    def release(self) -> str | None:
+        return kernel.read_identity(self.root).release
+
+    @cached_property
+    def version(self) -> str | None:
+        return kernel.read_identity(self.root).version
+
+    @cached_property
+    def config(self) -> tuple[dict[str, str], str | None]:
+        return kernel.read_config(self.root, self.release)
+
+    @cached_property
+    def topology(self) -> Topology:
+        return read_topology(self.root)
+
+    @cached_property
+    def irqs(self) -> list[Irq]:
+        return read_irqs(self.root)
+
+    @cached_property
+    def tasks(self) -> list[Task]:
+        return read_tasks(self.root)
+
+    @cached_property
+    def isolated(self) -> frozenset[int]:
+        """Domain-isolated CPUs: sysfs, else the isolcpus= list."""
+        found = cpus.isolated_cpus(self.root)
+        return found or self._param_cpus("isolcpus")
+
+    @cached_property
+    def nohz_full(self) -> frozenset[int]:
+        return cpus.nohz_full_cpus(self.root) or self._param_cpus("nohz_full")
+
+    def _param_cpus(self, name: str) -> frozenset[int]:
+        """The CPU list of a boot parameter, skipping isolcpus-style flags."""
+        value = self.cmdline.get(name)
+        if not value:
+            return frozenset()
+        items = [item for item in value.split(",") if item[:1].isdigit()]
+        try:
+            return parse_cpulist(",".join(items))
+        except ValueError:
+            return frozenset()
+
+    @property
+    def isolation_configured(self) -> bool:
+        return bool(self.isolated or self.nohz_full)
+
+    @cached_property
+    def targets(self) -> frozenset[int]:
+        if self._chosen is not None:
+            return self._chosen
+        if self.isolation_configured:
+            return (self.isolated | self.nohz_full) & self.online
+        return self.online
+
+    @property
+    def targets_source(self) -> str:
+        if self._chosen is not None:
+            return "--cpus"
+        if self.isolation_configured:
+            return "the isolated and nohz_full CPUs"
+        return "all online CPUs (no isolation is configured)"
+
+    @cached_property
+    def housekeeping(self) -> frozenset[int]:
+        return self.online - self.targets
+
+    @cached_property
+    def suggested_housekeeping(self) -> frozenset[int]:
+        """What to keep for housekeeping when isolating: the current
+        housekeeping CPUs, else the first CPU of each NUMA node with its SMT
+        siblings."""
+        if self.housekeeping:
+            return self.housekeeping
+        keep: set[int] = set()
+        for node_cpus in self.topology.nodes.values():
+            present = node_cpus & self.online
+            if present:
+                first = min(present)
+                keep |= self.topology.siblings.get(first, frozenset({first}))
+        return frozenset(keep) & self.online
+
+    @cached_property
+    def suggested_targets(self) -> frozenset[int]:
+        return self.targets - self.suggested_housekeeping
+
+    def isolation_boot_params(self) -> str:
+        t = format_cpulist(self.suggested_targets)
+        h = format_cpulist(self.suggested_housekeeping)
+        return f"isolcpus=managed_irq,domain,{t} nohz_full={t} rcu_nocbs={t} irqaffinity={h}"
+
+    @property
+    def is_live_root(self) -> bool:
+        return self.root.is_live
+
+    @property
+    def privileged(self) -> bool:
+        return os.geteuid() == 0

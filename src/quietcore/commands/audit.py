@@ -1,0 +1,65 @@
+"""Audit the node's whole noise surface and say how to fix each finding.
+
+Every check reads through --root (default /), so a snapshot from another
+node audits the same way. Findings are grouped by status (fail, warn, ok,
+info, unknown); each gives its evidence (the value and the file it came
+from) and its advice (the exact command, sysfs write or boot parameter),
+with what that needs (root, reboot, hardware).
+
+example: quietcore audit --cpus 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.markup import escape
+
+from quietcore.audit import run_checks
+from quietcore.audit.context import AuditContext
+from quietcore.audit.finding import ORDER, Finding, Status
+from quietcore.facts.cpus import online_cpus
+from quietcore.facts.snapshot import open_root
+from quietcore.options import cpus_option
+from quietcore.report.text import console
+
+NAME = "audit"
+STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.OK: "green", Status.INFO: "cyan", Status.UNKNOWN: "dim"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpus", metavar="LIST", help="the target CPUs for compute work (default: the isolated ones)")
+    parser.add_argument("--root", metavar="DIR", default="/", help="read facts from DIR or a snapshot .tar.gz")
+    parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    parser.add_argument("--strict", action="store_true", help="exit 2 when any finding is fail")
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_root(args.root) as root:
+        targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
+        findings = run_checks(AuditContext(root, targets))
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings], indent=1))
+    else:
+        show(findings)
+    failed = any(f.status is Status.FAIL for f in findings)
+    return 2 if args.strict and failed else 0
+
+
+def show(findings: list[Finding]) -> None:
+    out = console()
+    for status in ORDER:
+        group = [f for f in findings if f.status is status]
+        if not group:
+            continue
+        out.print(f"[{STYLE[status]}]{status.value.upper()} ({len(group)})[/]")
+        for f in group:
+            out.print(f"  [{STYLE[status]}]{f.id}[/]: {escape(f.summary)}")
+            for e in f.evidence:
+                out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}")
+            for advice in f.advice:
+                needs = f" [dim](needs {', '.join(f.needs)})[/]" if f.needs else ""
+                out.print(f"      [bold]fix:[/] {escape(advice)}{needs}")
+    counts = ", ".join(f"{sum(f.status is s for f in findings)} {s.value}" for s in ORDER)
+    out.print(f"{len(findings)} checks: {counts}.")

@@ -1,0 +1,166 @@
+"""Snapshots: every file quietcore reads, copied from a root into a directory
+or a .tar.gz that --root accepts. A manifest records what could not be read,
+and why, so an audit of the snapshot can say "needs root" rather than
+"missing"."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from quietcore._version import __version__
+from quietcore.errors import UsageError
+from quietcore.facts.perf import hardware_counters
+from quietcore.facts.root import Root
+
+MANIFEST = "quietcore-snapshot.json"
+
+#: Glob patterns relative to the root. Per-task files are read for task and
+#: kernel-thread placement; /proc/PID/task/* is left out (size).
+PATTERNS = (
+    "proc/cpuinfo", "proc/stat", "proc/interrupts", "proc/softirqs", "proc/cmdline", "proc/config.gz",
+    "proc/swaps", "proc/meminfo", "proc/version", "proc/vmstat",
+    "proc/sys/kernel/osrelease", "proc/sys/kernel/version", "proc/sys/kernel/arch",
+    "proc/sys/kernel/sched_rt_runtime_us", "proc/sys/kernel/sched_rt_period_us", "proc/sys/kernel/numa_balancing",
+    "proc/sys/kernel/perf_event_paranoid", "proc/sys/kernel/nmi_watchdog", "proc/sys/kernel/watchdog_cpumask",
+    "proc/sys/kernel/timer_migration", "proc/sys/vm/stat_interval", "proc/sys/vm/swappiness",
+    "proc/irq/default_smp_affinity", "proc/irq/*/smp_affinity", "proc/irq/*/smp_affinity_list",
+    "proc/irq/*/effective_affinity", "proc/irq/*/effective_affinity_list", "proc/irq/*/node",
+    "proc/[0-9]*/stat", "proc/[0-9]*/status", "proc/[0-9]*/comm",
+    "sys/devices/system/cpu/online", "sys/devices/system/cpu/possible", "sys/devices/system/cpu/present",
+    "sys/devices/system/cpu/offline", "sys/devices/system/cpu/isolated", "sys/devices/system/cpu/nohz_full",
+    "sys/devices/system/cpu/kernel_max", "sys/devices/system/cpu/smt/control", "sys/devices/system/cpu/smt/active",
+    "sys/devices/system/cpu/cpu[0-9]*/topology/*", "sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_*",
+    "sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_*", "sys/devices/system/cpu/cpufreq/boost",
+    "sys/devices/system/cpu/intel_pstate/*", "sys/devices/system/cpu/cpuidle/current_*",
+    "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/name", "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/desc",
+    "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/latency",
+    "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/residency",
+    "sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/disable", "sys/devices/system/cpu/vulnerabilities/*",
+    "sys/devices/cpu_core/cpus", "sys/devices/cpu_atom/cpus",
+    "sys/devices/system/node/online", "sys/devices/system/node/possible",
+    "sys/devices/system/node/node[0-9]*/cpulist", "sys/devices/system/node/node[0-9]*/distance",
+    "sys/devices/system/clocksource/clocksource0/current_clocksource",
+    "sys/devices/system/clocksource/clocksource0/available_clocksource",
+    "sys/kernel/mm/transparent_hugepage/enabled", "sys/kernel/mm/transparent_hugepage/defrag",
+    "sys/kernel/mm/transparent_hugepage/khugepaged/defrag", "sys/devices/virtual/workqueue/cpumask",
+    "sys/class/dmi/id/sys_vendor", "sys/class/dmi/id/product_name", "sys/class/dmi/id/product_version",
+    "sys/class/dmi/id/board_vendor", "sys/class/dmi/id/bios_vendor", "sys/hypervisor/type",
+    "sys/kernel/debug/sched/preempt", "sys/kernel/tracing/available_tracers",
+    "sys/bus/event_source/devices/*/type",
+    "etc/default/irqbalance", "etc/sysconfig/irqbalance", ".dockerenv", "run/.containerenv",
+)  # fmt: skip
+#: Directories whose entries matter even when empty (/proc/irq/N lists actions).
+LISTINGS = ("proc/irq/[0-9]*",)
+
+
+def _expand(root: Root) -> Iterator[str]:
+    base = str(root.path)
+    release = root.read_line("proc/sys/kernel/osrelease")
+    patterns = [*PATTERNS, f"boot/config-{release}"] if release else list(PATTERNS)
+    for pattern in patterns:
+        for path in sorted(glob.glob(os.path.join(base, pattern))):
+            yield os.path.relpath(path, base)
+
+
+def take(root: Root, dest: Path) -> dict[str, Any]:
+    """Copy the files into dest (a new directory); returns the manifest."""
+    copied, unreadable = 0, {}
+    for rel in _expand(root):
+        text, why = root.read(rel) if not rel.endswith(".gz") else (None, None)
+        data = text.encode() if text is not None else root.read_bytes(rel)
+        if data is None:
+            unreadable["/" + rel] = why or "unreadable"
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        copied += 1
+    for pattern in LISTINGS:
+        for path in glob.glob(os.path.join(str(root.path), pattern)):
+            rel = os.path.relpath(path, str(root.path))
+            for name in root.listdir(rel):
+                if root.resolve(f"{rel}/{name}").is_dir():
+                    (dest / rel / name).mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "format": "quietcore-snapshot",
+        "format_version": 1,
+        "tool_version": __version__,
+        "host": socket.gethostname(),
+        "root": str(root.path),
+        "uid": os.geteuid(),
+        "files": copied,
+        "unreadable": unreadable,
+    }
+    if root.is_live:
+        # What can only be asked of the running kernel, asked now.
+        works, how = hardware_counters()
+        manifest["live"] = {"hardware_counters": {"works": works, "how": how}}
+    (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
+
+def write(root: Root, out: Path, force: bool) -> dict[str, Any]:
+    """A snapshot at `out`: a directory, or a .tar.gz when the name says so."""
+    if out.exists() and not force:
+        raise UsageError(f"{out} exists, will not overwrite without --force")
+    if not out.parent.is_dir():
+        raise UsageError(f"invalid --out {out}: directory {out.parent} does not exist")
+    with tempfile.TemporaryDirectory(prefix="quietcore-snapshot-") as tmp:
+        staged = Path(tmp) / "root"
+        manifest = take(root, staged)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        if out.name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(out, "w:gz") as tar:
+                tar.add(staged, arcname=".")
+        else:
+            shutil.copytree(staged, out)
+    return manifest
+
+
+@contextmanager
+def open_root(path: str) -> Iterator[Root]:
+    """A --root argument as a Root: a directory, or a .tar.gz snapshot
+    unpacked for the duration. Refuses what does not look like a root."""
+    p = Path(path)
+    if p.is_file() and tarfile.is_tarfile(p):
+        with tempfile.TemporaryDirectory(prefix="quietcore-root-") as tmp:
+            try:
+                with tarfile.open(p) as tar:
+                    _extract(tar, tmp)
+            except (tarfile.TarError, OSError) as exc:
+                raise UsageError(f"invalid --root {path}: cannot unpack ({exc})") from exc
+            yield _checked(Path(tmp), path)
+        return
+    if not p.is_dir():
+        raise UsageError(f"invalid --root {path}: not a directory or a .tar.gz snapshot")
+    yield _checked(p, path)
+
+
+def _extract(tar: tarfile.TarFile, dest: str) -> None:
+    """Unpack regular files and directories only, inside dest: a snapshot from
+    another machine is untrusted input."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    for member in tar.getmembers():  # Pythons without extraction filters
+        target = os.path.realpath(os.path.join(dest, member.name))
+        if not target.startswith(os.path.realpath(dest)) or not (member.isfile() or member.isdir()):
+            raise tarfile.TarError(f"refusing member {member.name!r}")
+        tar.extract(member, dest)
+
+
+def _checked(p: Path, shown: str) -> Root:
+    if not (p / "proc").is_dir() and not (p / "sys").is_dir():
+        raise UsageError(f"invalid --root {shown}: no proc/ or sys/ in it (expected a filesystem root or a snapshot)")
+    return Root(p)

@@ -1,0 +1,98 @@
+"""`quietcore audit` and `quietcore snapshot` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from quietcore.audit import CHECKS
+from tests.conftest import ALL_ROOTS, XEON_ROOT, CliRunner
+
+STATUSES = {"ok", "warn", "fail", "info", "unknown"}
+
+
+@pytest.mark.parametrize("root", ALL_ROOTS, ids=lambda p: p.name)
+def test_json_has_every_check_on_every_fixture_root(cli: CliRunner, root: Path) -> None:
+    proc = cli("audit", "--root", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    findings = json.loads(proc.stdout)
+    assert [f["id"] for f in findings] == [check_id for check_id, _ in CHECKS]
+    for f in findings:
+        assert f["status"] in STATUSES
+        assert set(f) == {"id", "status", "summary", "evidence", "advice", "needs"}
+        assert set(f["needs"]) <= {"root", "reboot", "hardware"}
+
+
+def test_tuned_server_json_reports_the_stray_irq(cli: CliRunner) -> None:
+    findings = {f["id"]: f for f in json.loads(cli("audit", "--root", str(XEON_ROOT), "--json").stdout)}
+    assert findings["irq.affinity"]["status"] == "fail"
+    assert "echo 3333 > /proc/irq/120/smp_affinity" in findings["irq.affinity"]["advice"]
+    strict = cli("audit", "--root", str(XEON_ROOT), "--strict")
+    assert strict.returncode == 2 and "FAIL (1)" in strict.stdout
+
+
+def test_text_groups_by_status(cli: CliRunner) -> None:
+    out = cli("audit", "--root", str(XEON_ROOT)).stdout
+    assert out.index("FAIL (1)") < out.index("OK (") < out.index("INFO (")
+    assert "fix: echo 3333 > /proc/irq/120/smp_affinity (needs root)" in out
+    assert out.rstrip().endswith("25 checks: 1 fail, 0 warn, 18 ok, 6 info, 0 unknown.")
+
+
+def test_this_machine(cli: CliRunner) -> None:
+    proc = cli("audit", "--json")
+    assert proc.returncode == 0, proc.stderr
+    findings = {f["id"]: f for f in json.loads(proc.stdout)}
+    assert set(findings) == {c for c, _ in CHECKS}
+    if "hypervisor" in Path("/proc/cpuinfo").read_text():
+        assert findings["virt.hypervisor"]["status"] == "warn"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--root", "/nonexistent"], "invalid --root /nonexistent: not a directory or a .tar.gz snapshot"),
+        (["--root", "/usr"], "invalid --root /usr: no proc/ or sys/ in it"),
+        (["--root", str(XEON_ROOT), "--cpus", "16"], "invalid --cpus 16: not an online CPU (valid: 0-15)"),
+        (["--root", str(XEON_ROOT), "--cpus", "2-"], "invalid --cpus '2-'"),
+    ],
+)
+def test_bad_arguments(cli: CliRunner, args: list[str], message: str) -> None:
+    proc = cli("audit", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_garbled_tarball_root(cli: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not really gzip" * 20)
+    proc = cli("audit", "--root", str(bad))
+    assert proc.returncode == 2 and "invalid --root" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["snap", "snap.tar.gz"])
+def test_snapshot_audits_like_the_node(cli: CliRunner, tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    proc = cli("snapshot", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"quietcore audit --root {out}" in proc.stdout
+    if name.endswith(".tar.gz"):
+        with tarfile.open(out) as tar:
+            names = tar.getnames()
+        assert "./proc/interrupts" in names and "./quietcore-snapshot.json" in names
+    live = {f["id"]: f for f in json.loads(cli("audit", "--json").stdout)}
+    offline = {f["id"]: f for f in json.loads(cli("audit", "--root", str(out), "--json").stdout)}
+    for check_id, finding in live.items():
+        if check_id in ("kthread.placement", "task.placement"):
+            continue  # tasks come and go between the two readings
+        assert offline[check_id]["status"] == finding["status"], check_id
+    again = cli("snapshot", "--out", str(out))
+    assert again.returncode == 2 and "will not overwrite without --force" in again.stderr
+    assert cli("snapshot", "--out", str(out), "--force").returncode == 0
+
+
+def test_snapshot_into_missing_directory(cli: CliRunner, tmp_path: Path) -> None:
+    proc = cli("snapshot", "--out", str(tmp_path / "no" / "snap"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -1,0 +1,134 @@
+"""The audit against fixture roots: each machine's findings are asserted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quietcore.audit import CHECKS, run_checks
+from quietcore.audit.context import AuditContext
+from quietcore.audit.finding import Finding, Status
+from quietcore.facts.root import Root
+from tests.conftest import ALL_ROOTS, ARM_ROOT, KVM_ROOT, XEON_ROOT
+
+
+def audit(root: Path, targets: frozenset[int] | None = None) -> dict[str, Finding]:
+    return {f.id: f for f in run_checks(AuditContext(Root(root), targets))}
+
+
+def statuses(findings: dict[str, Finding]) -> dict[str, str]:
+    return {k: f.status.value for k, f in findings.items()}
+
+
+def test_every_check_runs_on_every_root() -> None:
+    ids = [check_id for check_id, _ in CHECKS]
+    assert len(ids) == len(set(ids))
+    for root in ALL_ROOTS:
+        findings = run_checks(AuditContext(Root(root)))
+        assert [f.id for f in findings] == ids
+        for f in findings:
+            assert f.summary, f.id
+            assert f.evidence, f.id  # every finding says what it read
+
+
+def test_kvm_guest_without_isolation() -> None:
+    f = audit(KVM_ROOT)
+    assert f["virt.hypervisor"].status is Status.WARN and "KVM" in f["virt.hypervisor"].summary
+    assert "host noise" in f["virt.hypervisor"].summary
+    assert "no isolation is configured" in f["audit.targets"].summary
+    assert f["cpu.isolcpus"].status is Status.WARN
+    assert any(
+        "isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0" in a for a in f["cpu.isolcpus"].advice
+    )
+    assert f["cpu.isolcpus"].needs == ["root", "reboot"]
+    # This kernel lacks NO_HZ_FULL: asking for nohz_full would do nothing.
+    assert f["cpu.nohz_full"].status is Status.WARN and "CONFIG_NO_HZ_FULL" in f["cpu.nohz_full"].summary
+    assert f["sched.hz"].summary.startswith("the tick runs at 250 Hz")
+    assert "none" in f["sched.preempt"].summary and "default of PREEMPT_DYNAMIC" in f["sched.preempt"].summary
+    assert f["clock.source"].status is Status.OK
+    assert f["irq.affinity"].status is Status.INFO  # every CPU is a target: nowhere to move IRQs
+
+
+def test_tuned_server_finds_the_stray_irq() -> None:
+    f = audit(XEON_ROOT)
+    stray = f["irq.affinity"]
+    assert stray.status is Status.FAIL
+    assert "120 (mlx5_comp3@pci:0000:3b:00.0)" in stray.summary
+    assert "echo 3333 > /proc/irq/120/smp_affinity" in stray.advice
+    assert stray.needs == ["root"]
+    assert statuses(f) | {"irq.affinity": "fail"} == statuses(f)
+    expected_ok = ("cpu.isolcpus", "cpu.nohz_full", "cpu.rcu_nocbs", "cpu.housekeeping", "irq.default_affinity",
+                   "irq.irqbalance", "kthread.placement", "task.placement", "mem.numa_balancing", "power.governor",
+                   "power.turbo", "power.idle", "clock.source", "virt.hypervisor", "kernel.config")  # fmt: skip
+    assert {k: statuses(f)[k] for k in expected_ok} == dict.fromkeys(expected_ok, "ok")
+    assert "voluntary" in f["sched.preempt"].summary and "/sys/kernel/debug/sched/preempt" in f["sched.preempt"].summary
+    assert f["cpu.topology"].summary.startswith("2 package(s), 8 core(s), 16 thread(s), 2 NUMA node(s)")
+    assert f["cpu.smt"].status is Status.INFO
+
+
+def test_tuned_server_with_a_housekeeping_sibling() -> None:
+    # GIVEN the user targets CPU 2 alone, WHEN its SMT sibling 10 stays housekeeping
+    f = audit(XEON_ROOT, frozenset({2}))
+    assert f["cpu.housekeeping"].status is Status.WARN and "10" in f["cpu.housekeeping"].summary
+
+
+def test_arm64_server() -> None:
+    f = audit(ARM_ROOT)
+    s = statuses(f)
+    assert s["clock.source"] == "ok" and "arch_sys_counter" in f["clock.source"].summary
+    assert (
+        s["power.governor"] == "warn" and "cpupower -c 0-7 frequency-set -g performance" in f["power.governor"].advice
+    )
+    assert s["power.idle"] == "warn" and "cpuoff" in f["power.idle"].summary
+    assert s["mem.swap"] == "warn"
+    assert s["kernel.config"] == "unknown" and s["sched.hz"] == "unknown" and s["sched.preempt"] == "unknown"
+    assert s["cpu.smt"] == "ok" and s["virt.hypervisor"] == "ok"
+    assert s["cpu.isolcpus"] == "warn"
+    assert any("isolcpus=managed_irq,domain,1-7 nohz_full=1-7 rcu_nocbs=1-7 irqaffinity=0" in a
+               for a in f["cpu.isolcpus"].advice)  # fmt: skip
+
+
+def test_user_chosen_targets_without_isolation_need_irq_moves(tmp_path: Path) -> None:
+    f = audit(ARM_ROOT, frozenset({4, 5, 6, 7}))
+    assert f["audit.targets"].summary.startswith("auditing CPUs 4-7 as targets: --cpus")
+    assert f["irq.default_affinity"].status is Status.WARN
+    assert "echo f > /proc/irq/default_smp_affinity" in f["irq.default_affinity"].advice
+    assert f["kthread.placement"].status is Status.WARN
+    assert f["task.placement"].status is Status.WARN
+
+
+GARBLE = ["proc/interrupts", "proc/cmdline", "proc/irq/120/effective_affinity_list", "proc/irq/120/smp_affinity",
+          "proc/irq/default_smp_affinity", "proc/sys/kernel/sched_rt_runtime_us", "sys/devices/system/cpu/online",
+          "sys/devices/system/node/node0/cpulist", "proc/2/stat", "proc/2/status", "proc/swaps",
+          "sys/devices/system/cpu/cpu2/cpuidle/state3/latency", "boot/config-6.8.0-45-generic",
+          "sys/devices/virtual/workqueue/cpumask", "etc/default/irqbalance"]  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(GARBLE), st.binary(max_size=64), st.booleans())
+def test_garbled_files_never_break_the_audit(tmp_path: Path, rel: str, junk: bytes, truncate: bool) -> None:
+    root = tmp_path / "root"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(XEON_ROOT, root)
+    path = root / rel
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2] if truncate else junk)
+    findings = run_checks(AuditContext(Root(root)))
+    assert [f.id for f in findings] == [c for c, _ in CHECKS]
+    for f in findings:
+        assert isinstance(f.status, Status) and f.summary
+
+
+def test_garbled_interrupts_header_is_unknown_not_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    shutil.copytree(XEON_ROOT, root)
+    (root / "proc/irq/120/effective_affinity_list").write_text("6-\n")
+    (root / "proc/irq/120/effective_affinity").write_text("zz\n")
+    (root / "proc/irq/120/smp_affinity_list").write_text("?\n")
+    (root / "proc/irq/120/smp_affinity").write_text("?\n")
+    f = audit(root)
+    # IRQ 120's affinity cannot be read now, so it is not counted as stray.
+    assert f["irq.affinity"].status is Status.OK
