@@ -43,6 +43,7 @@ def preempt(ctx: AuditContext) -> Finding:
     else:
         f.status = Status.UNKNOWN
         f.summary = "preemption model unknown: no debugfs, preempt=, uname -v mark or kernel config"
+        f.see(f"/{DEBUGFS}", why or "missing")
         f.advice.append("mount debugfs (mount -t debugfs none /sys/kernel/debug) and rerun as root")
         f.needs = ["root"]
         return f
