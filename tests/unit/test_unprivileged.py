@@ -39,7 +39,7 @@ def test_root_only_files_say_why() -> None:
                 os.setgroups([])
                 os.setresgid(NOBODY, NOBODY, NOBODY)
                 os.setresuid(NOBODY, NOBODY, NOBODY)
-                text, why = Root(root).read("sys/kernel/debug/sched/preempt")
+                _, why = Root(root).read("sys/kernel/debug/sched/preempt")
                 findings = {f.id: f.to_json() for f in run_checks(AuditContext(Root(root)))}
                 os.write(write_end, json.dumps({"why": why, "preempt": findings["sched.preempt"]}).encode())
             finally:
