@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "json.h"
+
 #define HIST_SUB 5
 #define HIST_SUBCOUNT (1u << HIST_SUB)
 /* Exact buckets 0..2^(SUB+1)-1, then 2^SUB per octave up to bit 63. */
@@ -35,5 +37,12 @@ static inline uint64_t hist_width(unsigned i)
 {
     return i < 2 * HIST_SUBCOUNT ? 1 : (uint64_t)1 << (i / HIST_SUBCOUNT - 1);
 }
+
+/* The value at quantile q, interpolated inside its bucket; NAN if empty. */
+double hist_quantile(const uint64_t *hist, uint64_t total, double q);
+/* The lower bound of the first non-empty bucket (exact below 64). */
+uint64_t hist_min(const uint64_t *hist);
+/* "histogram": {unit, layout, buckets: [[lower_ns, upper_ns, count]...]}. */
+void hist_emit(json_t *j, const uint64_t *hist, double ns_per_unit);
 
 #endif

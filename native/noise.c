@@ -75,49 +75,6 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
     return EXIT_OK;
 }
 
-/* The loop period at quantile q, interpolated inside its bucket. */
-static double hist_quantile(const uint64_t *hist, uint64_t total, double q)
-{
-    double target = q * (double)total, seen = 0;
-    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-        if (!hist[i])
-            continue;
-        if (seen + (double)hist[i] >= target)
-            return (double)hist_lower(i) + (double)hist_width(i) * (target - seen) / (double)hist[i];
-        seen += (double)hist[i];
-    }
-    return NAN;
-}
-
-static uint64_t hist_min(const uint64_t *hist)
-{
-    for (unsigned i = 0; i < HIST_BUCKETS; i++)
-        if (hist[i])
-            return hist_lower(i);
-    return 0;
-}
-
-static void emit_histogram(json_t *j, const uint64_t *hist, double ns_per_tick)
-{
-    json_key(j, "histogram");
-    json_obj_begin(j);
-    json_kv_str(j, "unit", "ns");
-    json_kv_str(j, "layout", "[lower_ns, upper_ns, count] of every non-empty bucket");
-    json_key(j, "buckets");
-    json_arr_begin(j);
-    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-        if (!hist[i])
-            continue;
-        json_arr_begin(j);
-        json_f64(j, (double)hist_lower(i) * ns_per_tick);
-        json_f64(j, (double)(hist_lower(i) + hist_width(i)) * ns_per_tick);
-        json_u64(j, hist[i]);
-        json_arr_end(j);
-    }
-    json_arr_end(j);
-    json_obj_end(j);
-}
-
 static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
 {
     uint64_t min = hist_min(t->hist);
@@ -146,7 +103,7 @@ static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double n
     json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
     json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
     json_obj_end(j);
-    emit_histogram(j, t->hist, ns_per_tick);
+    hist_emit(j, t->hist, ns_per_tick);
     json_key(j, "events");
     json_arr_begin(j);
     for (uint64_t i = 0; i < t->recorded; i++) {

@@ -14,6 +14,9 @@ static const struct {
 } commands[] = {
     {"calibrate", calibrate_main, "measure the counter frequency against CLOCK_MONOTONIC_RAW"},
     {"noise", noise_main, "spin on the counter per CPU and record every gap"},
+    {"latency", latency_main, "wake-up latency of timed sleeps per CPU (cyclictest's method)"},
+    {"ctxswitch", ctxswitch_main, "context-switch cost, cross-CPU wake-up, time slices"},
+    {"disturb", disturb_main, "a known periodic disturbance: wake every P µs, spin B µs"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -55,7 +58,7 @@ int main(int argc, char **argv)
     while (i < NCOMMANDS && strcmp(commands[i].name, argv[1]))
         i++;
     if (i == NCOMMANDS)
-        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise)", argv[1]);
+        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise, latency, ctxswitch, disturb)", argv[1]);
     else
         commands[i].run(&ctx, argc - 1, argv + 1, &result);
     fclose(mem);

@@ -65,9 +65,28 @@ int cpulist_parse(const char *text, cpu_set_t *out);
 void cpulist_format(const cpu_set_t *set, char *buf, size_t len);
 void json_cpuset(json_t *j, const cpu_set_t *set);
 
+/* --policy, --priority, --force as the probes share them. */
+typedef struct {
+    int policy, priority;
+    bool force;
+    long rt_runtime_us;
+} sched_opts;
+
+int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s);
+/* Validate priority for the policy; refuse a real-time policy on every online
+ * CPU, or with RT throttling off, unless --force. */
+int sched_check(probe_ctx *ctx, sched_opts *s, const cpu_set_t *cpus);
+/* Set the calling thread's policy; on failure writes why into err. */
+int sched_apply(int policy, int priority, char *err, size_t len);
+/* End the whole process after `seconds`, whatever its threads are doing. */
+void watchdog_arm(double seconds);
+
 typedef int (*probe_main)(probe_ctx *ctx, int argc, char **argv, json_t *result);
 
 int calibrate_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int latency_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int ctxswitch_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 
 #endif
