@@ -19,9 +19,19 @@ static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static const char usage[] =
-    "usage: quietcore-probe noise --cpus LIST --duration S [--threshold-ns N]\n"
-    "                             [--max-events N] [--preheat-ms MS]\n"
+    "usage: quietcore-probe noise --cpus LIST --duration S [--mode spin|fwq|ftq] [--threshold-ns N]\n"
+    "                             [--max-events N] [--preheat-ms MS] [--work N] [--quantum-us N]\n"
+    "                             [--max-samples N] [--policy P] [--priority N] [--force]\n"
     "Spin on the counter on each CPU and record every gap (OS noise).\n"
+    "  --mode M          spin (gaps in a counter loop, default), fwq (time of fixed work\n"
+    "                    quanta) or ftq (work done in fixed time quanta), as LLNL's FWQ/FTQ\n"
+    "  --work N          fwq: LCG steps per quantum (1-100000000, default 4000);\n"
+    "                    ftq: steps per work unit (1-100000, default 16)\n"
+    "  --quantum-us N    ftq: quantum length (1-1000000, default 100)\n"
+    "  --max-samples N   fwq/ftq: quanta kept per CPU as a series (0-100000000, default 100000)\n"
+    "  --policy P        other, fifo, rr, batch, idle (default other); fifo/rr on every\n"
+    "                    online CPU, or with RT throttling off, needs --force\n"
+    "  --priority N      1-99 for fifo and rr\n"
     "  --cpus LIST       CPUs to measure, e.g. 1 or 0-3,8 (required)\n"
     "  --duration S      seconds to measure (0.001-86400, required)\n"
     "  --threshold-ns N  a gap over N ns is an event (1-1000000000; default:\n"
@@ -32,10 +42,24 @@ static const char usage[] =
 typedef struct {
     cpu_set_t cpus;
     double duration, threshold_ns;
-    uint64_t max_events, preheat_ms;
+    uint64_t max_events, preheat_ms, work, quantum_us, max_samples;
+    enum noise_mode mode;
+    sched_opts sched;
 } noise_opts;
 
-static const char valid_opts[] = "--cpus, --duration, --threshold-ns, --max-events, --preheat-ms";
+static const char valid_opts[] = "--cpus, --duration, --mode, --threshold-ns, --max-events, --preheat-ms, --work, "
+                                 "--quantum-us, --max-samples, --policy, --priority, --force";
+static const char *const mode_names[] = {"spin", "fwq", "ftq"};
+
+static int opt_mode(probe_ctx *ctx, const char *text, enum noise_mode *mode)
+{
+    for (int m = MODE_SPIN; m <= MODE_FTQ; m++)
+        if (!strcmp(text, mode_names[m])) {
+            *mode = (enum noise_mode)m;
+            return EXIT_OK;
+        }
+    return probe_fail(ctx, EXIT_USAGE, "invalid --mode '%s' (valid: spin, fwq, ftq)", text);
+}
 
 static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
 {
@@ -43,12 +67,17 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         {"cpus", required_argument, 0, 'c'},       {"duration", required_argument, 0, 'd'},
         {"threshold-ns", required_argument, 0, 't'}, {"max-events", required_argument, 0, 'm'},
         {"preheat-ms", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"mode", required_argument, 0, 'M'},       {"work", required_argument, 0, 'w'},
+        {"quantum-us", required_argument, 0, 'q'}, {"max-samples", required_argument, 0, 's'},
+        {"policy", required_argument, 0, 'P'},     {"priority", required_argument, 0, 'r'},
+        {"force", no_argument, 0, 'f'},            {0, 0, 0, 0}};
     bool have_cpus = false;
-    o->duration = 0;
-    o->threshold_ns = 0;
+    uint64_t prio = 0;
+    memset(o, 0, sizeof *o);
     o->max_events = 100000;
     o->preheat_ms = 100;
+    o->quantum_us = 100;
+    o->max_samples = 100000;
     opterr = 0;
     optind = 1;
     int c;
@@ -60,6 +89,13 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         case 't': rc = opt_double(ctx, "--threshold-ns", optarg, 1, 1e9, &o->threshold_ns); break;
         case 'm': rc = opt_u64(ctx, "--max-events", optarg, 0, 100000000, &o->max_events); break;
         case 'p': rc = opt_u64(ctx, "--preheat-ms", optarg, 1, 10000, &o->preheat_ms); break;
+        case 'M': rc = opt_mode(ctx, optarg, &o->mode); break;
+        case 'w': rc = opt_u64(ctx, "--work", optarg, 1, 100000000, &o->work); break;
+        case 'q': rc = opt_u64(ctx, "--quantum-us", optarg, 1, 1000000, &o->quantum_us); break;
+        case 's': rc = opt_u64(ctx, "--max-samples", optarg, 0, 100000000, &o->max_samples); break;
+        case 'P': rc = opt_policy(ctx, optarg, &o->sched); break;
+        case 'r': rc = opt_u64(ctx, "--priority", optarg, 0, 99, &prio); o->sched.priority = (int)prio; break;
+        case 'f': o->sched.force = true; break;
         case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
         default: return opt_unknown(ctx, argv[optind - 1], valid_opts);
         }
@@ -72,7 +108,11 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
     if (o->duration == 0)
         return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
-    return EXIT_OK;
+    if (!o->work)
+        o->work = o->mode == MODE_FTQ ? 16 : 4000;
+    else if (o->mode == MODE_FTQ && o->work > 100000)
+        return probe_fail(ctx, EXIT_USAGE, "invalid --work %llu for ftq (valid: 1-100000)", (unsigned long long)o->work);
+    return sched_check(ctx, &o->sched, &o->cpus);
 }
 
 static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
@@ -122,14 +162,85 @@ typedef struct {
     int n;
     double hz;
     uint64_t origin, threshold;
+    counter_pair origin_pair; /* the origin also in CLOCK_MONOTONIC_RAW, for tracers */
     bool auto_threshold, mlocked, interrupted;
     char mlock_error[128];
 } noise_run;
+
+static void emit_series(json_t *j, const noise_thread *t, double scale)
+{
+    json_key(j, "series");
+    json_arr_begin(j);
+    for (uint64_t i = 0; i < t->nseries; i++)
+        json_f64(j, (double)t->series[i] * scale);
+    json_arr_end(j);
+}
+
+static void emit_cpu_common(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
+{
+    json_kv_i64(j, "cpu", t->cpu);
+    json_kv_i64(j, "cpu_observed_start", t->cpu_start);
+    json_kv_i64(j, "cpu_observed_end", t->cpu_end);
+    json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
+    json_kv_f64(j, "measured_ns", (double)(t->t_end - t->t_start) * ns_per_tick);
+    json_key(j, "ctxsw");
+    json_obj_begin(j);
+    json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
+    json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
+    json_obj_end(j);
+}
+
+/* fwq: every quantum did the same work, so time beyond the fastest one is
+ * noise; available = fastest x quanta / total. */
+static void emit_cpu_fwq(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
+{
+    uint64_t min = hist_min(t->hist);
+    json_obj_begin(j);
+    emit_cpu_common(j, t, origin, ns_per_tick);
+    json_kv_u64(j, "quanta", t->loops);
+    json_kv_f64(j, "min_quantum_ns", (double)min * ns_per_tick);
+    json_kv_f64(j, "median_quantum_ns", hist_quantile(t->hist, t->loops, 0.5) * ns_per_tick);
+    json_kv_f64(j, "available_pct",
+                t->work_sum ? 100.0 * (double)min * (double)t->loops / (double)t->work_sum : NAN);
+    json_kv_f64(j, "lost_ns", ((double)t->work_sum - (double)min * (double)t->loops) * ns_per_tick);
+    hist_emit(j, t->hist, ns_per_tick);
+    emit_series(j, t, ns_per_tick);
+    json_obj_end(j);
+}
+
+/* ftq: the busiest quantum is the noiseless capacity; available = mean/max. */
+static void emit_cpu_ftq(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
+{
+    uint64_t max = 0;
+    for (uint64_t i = 0; i < t->nseries; i++)
+        max = t->series[i] > max ? t->series[i] : max;
+    double mean = t->loops ? (double)t->work_sum / (double)t->loops : NAN;
+    json_obj_begin(j);
+    emit_cpu_common(j, t, origin, ns_per_tick);
+    json_kv_u64(j, "quanta", t->loops);
+    json_kv_u64(j, "max_units", max);
+    json_kv_f64(j, "mean_units", mean);
+    json_kv_f64(j, "available_pct", max ? 100.0 * mean / (double)max : NAN);
+    emit_series(j, t, 1.0);
+    json_obj_end(j);
+}
 
 static void emit(json_t *j, const noise_run *r)
 {
     double ns_per_tick = 1e9 / r->hz;
     json_obj_begin(j);
+    json_kv_str(j, "mode", mode_names[r->o->mode]);
+    if (r->o->mode != MODE_SPIN) {
+        json_kv_u64(j, "work", r->o->work);
+        json_key(j, "quantum_us");
+        if (r->o->mode == MODE_FTQ) json_u64(j, r->o->quantum_us); else json_null(j);
+        json_kv_u64(j, "max_samples", r->o->max_samples);
+    }
+    json_key(j, "origin");
+    json_obj_begin(j);
+    json_kv_u64(j, "ticks", r->origin_pair.ticks);
+    json_kv_u64(j, "monotonic_raw_ns", r->origin_pair.ns);
+    json_obj_end(j);
     json_key(j, "counter");
     json_obj_begin(j);
     json_kv_str(j, "name", QC_COUNTER_NAME);
@@ -154,8 +265,14 @@ static void emit(json_t *j, const noise_run *r)
     json_kv_u64(j, "max_events", r->o->max_events);
     json_key(j, "cpus");
     json_arr_begin(j);
-    for (int i = 0; i < r->n; i++)
-        emit_cpu(j, &r->threads[i], r->origin, ns_per_tick);
+    for (int i = 0; i < r->n; i++) {
+        if (r->o->mode == MODE_FWQ)
+            emit_cpu_fwq(j, &r->threads[i], r->origin, ns_per_tick);
+        else if (r->o->mode == MODE_FTQ)
+            emit_cpu_ftq(j, &r->threads[i], r->origin, ns_per_tick);
+        else
+            emit_cpu(j, &r->threads[i], r->origin, ns_per_tick);
+    }
     json_arr_end(j);
     json_obj_end(j);
 }
@@ -183,7 +300,8 @@ static void between_barriers(noise_run *r, noise_shared *sh, double rough_hz)
         sh->threshold = (uint64_t)(r->o->threshold_ns * rough_hz / 1e9);
     }
     r->threshold = sh->threshold;
-    r->origin = counter_read();
+    r->origin_pair = counter_pair_read();
+    r->origin = r->origin_pair.ticks;
     sh->deadline = r->origin + (uint64_t)(r->o->duration * rough_hz);
     pthread_barrier_wait(&sh->go);
 }
@@ -229,17 +347,22 @@ int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     sigaction(SIGTERM, &sa, NULL);
 
     noise_run r = {.o = &o, .n = CPU_COUNT(&o.cpus), .auto_threshold = o.threshold_ns == 0};
-    noise_shared sh = {.stop = &stop_requested};
+    noise_shared sh = {.stop = &stop_requested, .mode = o.mode, .work = o.work,
+                       .policy = o.sched.policy, .priority = o.sched.priority};
+    /* The run ends by its deadline; the watchdog ends it if that fails. */
+    watchdog_arm(o.duration + (double)o.preheat_ms / 1e3 + 30);
     r.threads = calloc((size_t)r.n, sizeof *r.threads);
     if (!r.threads)
         return probe_fail(ctx, EXIT_FAIL, "out of memory");
     for (int c = 0, i = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &o.cpus))
-            r.threads[i++] = (noise_thread){.cpu = c, .sh = &sh, .cap = o.max_events};
+            r.threads[i++] = (noise_thread){.cpu = c, .sh = &sh, .cap = o.mode == MODE_SPIN ? o.max_events : 0,
+                                            .cap_series = o.mode == MODE_SPIN ? 0 : o.max_samples};
 
     counter_pair p0 = counter_pair_read();
     double rough_hz = rough_frequency();
     sh.preheat_ticks = (uint64_t)((double)o.preheat_ms * rough_hz / 1e3);
+    sh.quantum = (uint64_t)((double)o.quantum_us * rough_hz / 1e6);
     if (start_threads(ctx, &r, &sh))
         return ctx->exit_code;
     between_barriers(&r, &sh, rough_hz);
@@ -259,6 +382,7 @@ int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     for (int i = 0; i < r.n; i++) {
         free(r.threads[i].hist);
         free(r.threads[i].events);
+        free(r.threads[i].series);
     }
     free(r.threads);
     return EXIT_OK;

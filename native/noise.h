@@ -15,6 +15,8 @@ typedef struct {
 
 typedef struct noise_shared noise_shared;
 
+enum noise_mode { MODE_SPIN, MODE_FWQ, MODE_FTQ };
+
 /* One spinner: everything it touches in the measured loop is its own. */
 typedef struct {
     int cpu;
@@ -25,6 +27,8 @@ typedef struct {
     uint64_t cap, recorded;
     uint64_t loops, gaps, gap_ticks, max_gap, preheat_min;
     uint64_t t_start, t_end;
+    uint64_t *series; /* fwq: ticks per quantum; ftq: work units per quantum */
+    uint64_t nseries, cap_series, work_sum, sink;
     struct rusage ru0, ru1;
     int cpu_start, cpu_end;
     thread_sched sched;
@@ -37,6 +41,10 @@ struct noise_shared {
     uint64_t threshold; /* ticks; set by main between preheat and go */
     uint64_t deadline;
     volatile sig_atomic_t *stop;
+    enum noise_mode mode;
+    uint64_t work;      /* fwq: LCG steps per quantum; ftq: steps per unit */
+    uint64_t quantum;   /* ftq: ticks per quantum */
+    int policy, priority;
 };
 
 void *noise_spin(void *arg);

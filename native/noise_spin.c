@@ -20,8 +20,18 @@ static int setup(noise_thread *t)
         snprintf(t->error, sizeof t->error, "cannot pin to CPU %d", t->cpu);
         return -1;
     }
+    if (sched_apply(t->sh->policy, t->sh->priority, t->error, sizeof t->error))
+        return -1;
     /* Allocated after pinning, so first touch places them on this CPU's
      * NUMA node; written now so no page fault lands in the measurement. */
+    if (t->cap_series) {
+        t->series = malloc(t->cap_series * sizeof *t->series);
+        if (!t->series) {
+            snprintf(t->error, sizeof t->error, "cannot allocate the series on CPU %d", t->cpu);
+            return -1;
+        }
+        memset(t->series, 0, t->cap_series * sizeof *t->series);
+    }
     t->hist = calloc(HIST_BUCKETS, sizeof *t->hist);
     t->events = t->cap ? malloc(t->cap * sizeof *t->events) : NULL;
     if (!t->hist || (t->cap && !t->events)) {
@@ -83,6 +93,72 @@ static void measure(noise_thread *t)
     t->recorded = n;
 }
 
+/* A fixed amount of dependent work: n steps of a 64-bit LCG (Knuth's MMIX
+ * constants). Each step needs the last, so the compiler cannot batch it. */
+static inline uint64_t work(uint64_t x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x;
+}
+
+/* FWQ (LLNL): time each fixed quantum of work; noise stretches quanta. */
+static void measure_fwq(noise_thread *t)
+{
+    const uint64_t deadline = t->sh->deadline, n_work = t->sh->work;
+    uint64_t *const hist = t->hist, *const series = t->series;
+    uint64_t x = (uint64_t)t->cpu, n = 0, sum = 0, end;
+    t->t_start = counter_read();
+    for (;;) {
+        uint64_t a = counter_read();
+        x = work(x, n_work);
+        end = counter_read();
+        uint64_t d = end - a;
+        hist[hist_index(d)]++;
+        sum += d;
+        if (n < t->cap_series)
+            series[n] = d;
+        n++;
+        if (end >= deadline || *t->sh->stop)
+            break;
+    }
+    t->t_end = end;
+    t->loops = n;
+    t->work_sum = sum;
+    t->nseries = n < t->cap_series ? n : t->cap_series;
+    t->sink = x;
+}
+
+/* FTQ (LLNL): count the work units done in each fixed quantum of time;
+ * noise takes units away. A quantum lost whole counts zero units. */
+static void measure_ftq(noise_thread *t)
+{
+    const uint64_t deadline = t->sh->deadline, q = t->sh->quantum, n_work = t->sh->work;
+    uint64_t *const series = t->series;
+    uint64_t x = (uint64_t)t->cpu, n = 0, sum = 0, now = counter_read();
+    t->t_start = now;
+    uint64_t qend = now + q;
+    while (now < deadline && !*t->sh->stop) {
+        uint64_t units = 0;
+        do {
+            x = work(x, n_work);
+            units++;
+            now = counter_read();
+        } while (now < qend);
+        for (; qend <= now; qend += q, units = 0) {
+            if (n < t->cap_series)
+                series[n] = units;
+            sum += units;
+            n++;
+        }
+    }
+    t->t_end = now;
+    t->loops = n;
+    t->work_sum = sum;
+    t->nseries = n < t->cap_series ? n : t->cap_series;
+    t->sink = x;
+}
+
 void *noise_spin(void *arg)
 {
     noise_thread *t = arg;
@@ -98,7 +174,12 @@ void *noise_spin(void *arg)
         return NULL;
     t->cpu_start = sched_getcpu();
     getrusage(RUSAGE_THREAD, &t->ru0);
-    measure(t);
+    if (t->sh->mode == MODE_FWQ)
+        measure_fwq(t);
+    else if (t->sh->mode == MODE_FTQ)
+        measure_ftq(t);
+    else
+        measure(t);
     getrusage(RUSAGE_THREAD, &t->ru1);
     t->cpu_end = sched_getcpu();
     thread_sched_read(&t->sched);

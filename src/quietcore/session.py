@@ -12,9 +12,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from quietcore.attribution import counters
+from quietcore.attribution.noise import analyze
 from quietcore.errors import Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
-from quietcore.facts.procstat import parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
 from quietcore.probes.calibrate import run_calibrate
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
@@ -47,6 +48,15 @@ class Session:
             sessions.finish_session(self.conn, self.id, "complete")
         self.conn.close()
 
+    @property
+    def config_hz(self) -> int | None:
+        value = self.facts["kernel"]["config"].get("CONFIG_HZ")
+        return int(value) if value and str(value).isdigit() else None
+
+    @property
+    def virtualized(self) -> bool:
+        return bool(self.facts["virtualization"]["virtualized"])
+
     def _user_hz(self) -> int:
         return os.sysconf("SC_CLK_TCK")
 
@@ -56,14 +66,20 @@ class Session:
         """Measure, with /proc/stat read around the run for steal time.
         Returns the per-CPU summary rows and the probe's full result."""
         started = sessions.now_iso()
-        before = parse_proc_stat(self.root.read_text("proc/stat") or "")
+        before = counters.snapshot(self.root)
         probe = run_noise(options, on_tick)
-        after = parse_proc_stat(self.root.read_text("proc/stat") or "")
-        steal = steal_delta_ns(before, after, self._user_hz())
+        after = counters.snapshot(self.root)
+        user_hz = self._user_hz()
+        steal = {cpu: (after.steal.get(cpu, 0) - ticks) * 1e9 / user_hz for cpu, ticks in before.steal.items()}
         rows = summary_rows(probe.result, steal)
-        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": self._user_hz()}
-        self._store("noise", options.params(), started, probe, context, rows)
-        return rows, probe.result
+        analysis: dict[str, Any] = {}
+        if probe.result.get("mode", "spin") == "spin":
+            analysis = analyze(
+                probe.result, before, after, config_hz=self.config_hz, virtualized=self.virtualized, user_hz=user_hz
+            )
+        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}
+        self._store("noise", options.params(), started, probe, context, rows, analysis)
+        return rows, {**probe.result, "analysis": analysis}
 
     def calibrate(self, trials: int = 5, trial_ms: int = 100) -> dict[str, Any]:
         started = sessions.now_iso()
@@ -79,9 +95,10 @@ class Session:
         probe: ProbeResult,
         context: dict[str, Any],
         rows: list[dict[str, Any]],
+        analysis: dict[str, Any] | None = None,
     ) -> None:
         status = "interrupted" if probe.interrupted else "complete"
-        sessions.add_run(self.conn, self.id, kind, params, started, status, probe.text, context, rows)
+        sessions.add_run(self.conn, self.id, kind, params, started, status, probe.text, context, rows, analysis)
         if probe.interrupted:
             # Stored first, then the interrupt goes on: no further runs.
             raise Interrupted(f"interrupted: what was measured is stored as session {self.id} in {self.db_path}")

@@ -1,10 +1,15 @@
-"""Measure OS noise: spin on the cycle counter on each CPU and record every gap.
+"""Measure OS noise per CPU and say where the lost time went.
 
-One pinned thread per CPU reads the counter in a tight loop; every
-loop-to-loop gap goes into a nanosecond histogram, and every gap over the
-threshold is recorded as an event. Results are stored in the database.
+One pinned thread per CPU reads the cycle counter in a tight loop (--mode
+spin); every loop-to-loop gap goes into a nanosecond histogram and every gap
+over the threshold is an event. Around the run quietcore reads the kernel's
+counters (/proc/interrupts, /proc/softirqs, /proc/stat) and attributes the
+lost time to sources, finds periodic sources (the tick, 1 s timers) in the
+event times, and says what no counter explains (on a VM: the host).
+--mode fwq times fixed quanta of work; --mode ftq counts the work done in
+fixed quanta of time (LLNL's FWQ/FTQ). Results are stored in the database.
 
-example: quietcore noise --cpus 1 --duration 5
+example: quietcore noise --cpus 1 --duration 10
 """
 
 from __future__ import annotations
@@ -13,14 +18,17 @@ import argparse
 import json
 from typing import Any
 
+from rich.table import Table
+
 from quietcore.commands import common
+from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
 from quietcore.options import cpus_option, int_in_range, positive_float
-from quietcore.probes.noise import NoiseOptions
+from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.session import Session
-from quietcore.stats.percentiles import duration_summary, histogram_quantile
+from quietcore.stats.percentiles import histogram_quantile
 
 NAME = "noise"
 
@@ -28,21 +36,42 @@ NAME = "noise"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", required=True, metavar="LIST", help="CPUs to measure, e.g. 1 or 0-3,8")
     parser.add_argument("--duration", required=True, metavar="S", help="seconds to measure (0.001-86400)")
+    parser.add_argument("--mode", choices=MODES, default="spin", help="spin (default), fwq or ftq")
     parser.add_argument("--threshold-ns", metavar="N", help="a gap over N ns is an event (default: automatic)")
     parser.add_argument("--max-events", metavar="N", default="100000", help="events kept per CPU (default 100000)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--work", metavar="N", help="fwq: LCG steps per quantum (default 4000); ftq: per unit (16)")
+    parser.add_argument("--quantum-us", metavar="N", help="ftq: quantum length in µs (default 100)")
+    parser.add_argument("--policy", choices=POLICIES, default="other", help="scheduling policy of the spinners")
+    parser.add_argument("--priority", metavar="N", default="0", help="1-99 with fifo or rr")
+    parser.add_argument("--force", action="store_true", help="allow fifo/rr on every online CPU")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_db(parser)
     common.add_tags(parser)
 
 
 def options_from(args: argparse.Namespace) -> NoiseOptions:
     root = common.live_root()
+    priority = int_in_range(args.priority, "--priority", 0, 99)
+    if args.policy in ("fifo", "rr") and priority == 0:
+        priority = 1
+    elif args.policy not in ("fifo", "rr") and priority:
+        raise_usage(f"invalid --priority {priority} with --policy {args.policy} (valid: 0; 1-99 with fifo or rr)")
     return NoiseOptions(
         cpus=cpus_option(args.cpus, online_cpus(root)),
         duration=positive_float(args.duration, "--duration", 0.001, 86400),
         threshold_ns=None if args.threshold_ns is None else positive_float(args.threshold_ns, "--threshold-ns", 1, 1e9),
         max_events=int_in_range(args.max_events, "--max-events", 0, 100_000_000),
+        mode=args.mode,
+        policy=args.policy,
+        priority=priority,
+        force=args.force,
+        work=None if args.work is None else int_in_range(args.work, "--work", 1, 100_000_000),
+        quantum_us=None if args.quantum_us is None else int_in_range(args.quantum_us, "--quantum-us", 1, 1_000_000),
     )
+
+
+def raise_usage(message: str) -> None:
+    raise UsageError(message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,30 +87,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_output(session, result, rows), indent=2))
     else:
-        print_table(session, rows)
+        print_report(session, result, rows)
     return 0
 
 
 def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    by_cpu = {c["cpu"]: c for c in result["cpus"]}
+    analysis = {c["cpu"]: c for c in result.get("analysis", {}).get("cpus", [])}
+    by_row = {r["cpu"]: r for r in rows}
     cpus = []
-    for row in rows:
-        probe = by_cpu[row["cpu"]]
-        buckets = probe["histogram"]["buckets"]
-        cpus.append(
-            {
-                **row,
-                "events": probe["gaps"],
-                "period_ns": {f"p{q * 100:g}": histogram_quantile(buckets, q) for q in (0.5, 0.99, 0.999)},
-                "event_ns": duration_summary([duration for _, duration in probe["events"]]),
-                "histogram": probe["histogram"],
-            }
-        )
+    for probe in result["cpus"]:
+        cpu: dict[str, Any] = {**by_row.get(probe["cpu"], {}), **{k: v for k, v in probe.items() if k != "events"}}
+        if result.get("mode", "spin") == "spin":
+            buckets = probe["histogram"]["buckets"]
+            cpu["events"] = probe["gaps"]
+            cpu["period_ns"] = {f"p{q * 100:g}": histogram_quantile(buckets, q) for q in (0.5, 0.99, 0.999)}
+            cpu.update({k: v for k, v in analysis.get(probe["cpu"], {}).items() if k != "cpu"})
+        cpus.append(cpu)
     return {
         "session": session.id,
         "database": str(session.db_path),
         "fingerprint": session.fingerprint,
         "virtualization": session.facts["virtualization"],
+        "mode": result.get("mode", "spin"),
         "counter": result["counter"],
         "threshold": result["threshold"],
         "interrupted": result["interrupted"],
@@ -89,12 +116,40 @@ def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, A
     }
 
 
-def print_table(session: Session, rows: list[dict[str, Any]]) -> None:
+def print_report(session: Session, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     out = text.console()
-    out.print(text.noise_table(rows))
-    for note in text.noise_notes(rows):
-        out.print(note)
+    if result.get("mode", "spin") != "spin":
+        out.print(text.quanta_table(result))
+    else:
+        out.print(text.noise_table(rows))
+        for note in text.noise_notes(rows):
+            out.print(note)
+        for cpu in result.get("analysis", {}).get("cpus", []):
+            for line in text.periodic_lines(cpu):
+                out.print(line)
+            out.print(attribution_table(cpu))
+            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
     warning = text.virt_warning(session.facts)
     if warning:
         out.print(warning)
     out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
+
+
+def attribution_table(cpu: dict[str, Any], shown: int = 10) -> Table:
+    a = cpu["attribution"]
+    table = Table(title=f"CPU {cpu['cpu']}: where {a['lost_ns'] / 1e6:,.2f} ms went", title_justify="left")
+    for name, justify in (("source", "left"), ("count", "right"), ("cost µs", "right"),
+                          ("estimate ms", "right"), ("share", "right"), ("basis", "left")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for s in a["sources"][:shown]:
+        cost = "-" if s["cost_ns"] is None else f"{s['cost_ns'] / 1000:,.1f}"
+        share = s["estimate_ns"] / a["lost_ns"] if a["lost_ns"] else 0
+        table.add_row(s["name"], f"{s['count']:,}" if s["count"] else "-", cost, f"{s['estimate_ns'] / 1e6:,.2f}",
+                      f"{share:.0%}", s["basis"])  # fmt: skip
+    if len(a["sources"]) > shown:
+        rest = sum(s["estimate_ns"] for s in a["sources"][shown:])
+        table.add_row(f"{len(a['sources']) - shown} more", "", "", f"{rest / 1e6:,.2f}", "", "")
+    unexplained = a["unexplained_ns"]
+    share = f"{unexplained / a['lost_ns']:.0%}" if a["lost_ns"] else "-"
+    table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", share, "lost time no counter accounts for")
+    return table

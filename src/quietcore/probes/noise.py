@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,25 +14,47 @@ from quietcore.store.sessions import NOISE_COLUMNS
 OVERHEAD_S = 0.2
 
 
+MODES = ("spin", "fwq", "ftq")
+POLICIES = ("other", "fifo", "rr", "batch", "idle")
+
+
 @dataclass(frozen=True)
 class NoiseOptions:
     cpus: frozenset[int]
     duration: float
     threshold_ns: float | None = None
     max_events: int = 100_000
+    mode: str = "spin"
+    policy: str = "other"
+    priority: int = 0
+    force: bool = False
+    work: int | None = None
+    quantum_us: int | None = None
 
     def args(self) -> list[str]:
-        args = ["--cpus", format_cpulist(self.cpus), "--duration", repr(self.duration)]
+        args = ["--cpus", format_cpulist(self.cpus), "--duration", repr(self.duration), "--mode", self.mode]
         if self.threshold_ns is not None:
             args += ["--threshold-ns", repr(self.threshold_ns)]
+        if self.work is not None:
+            args += ["--work", str(self.work)]
+        if self.quantum_us is not None:
+            args += ["--quantum-us", str(self.quantum_us)]
+        args += ["--policy", self.policy, "--priority", str(self.priority)]
+        if self.force:
+            args.append("--force")
         return [*args, "--max-events", str(self.max_events)]
 
     def params(self) -> dict[str, Any]:
         return {
             "cpus": format_cpulist(self.cpus),
             "duration_s": self.duration,
+            "mode": self.mode,
+            "policy": self.policy,
+            "priority": self.priority,
             "threshold_ns": self.threshold_ns,
             "max_events": self.max_events,
+            "work": self.work,
+            "quantum_us": self.quantum_us,
         }
 
 
@@ -40,8 +62,10 @@ def run_noise(options: NoiseOptions, on_tick: Callable[[float], None] | None = N
     return run_probe("noise", options.args(), expected_s=options.duration + OVERHEAD_S, on_tick=on_tick)
 
 
-def summary_rows(result: dict[str, Any], steal_ns: dict[int, float]) -> list[dict[str, Any]]:
+def summary_rows(result: dict[str, Any], steal_ns: Mapping[int, float]) -> list[dict[str, Any]]:
     """One flat row per CPU, the columns of the noise_cpu table."""
+    if result.get("mode", "spin") != "spin":
+        return []  # fwq/ftq have no gap summary; their series is in the envelope
     threshold = float(result["threshold"]["ns"])
     rows = []
     for cpu in result["cpus"]:

@@ -19,8 +19,8 @@ SESSION_FIELDS = (
     "status", "tool_version", "fingerprint", "facts", "tags", "error",
 )  # fmt: skip
 JSON_FIELDS = ("argv", "facts", "tags")
-RUN_JSON = ("params", "envelope", "context")
-RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context")
+RUN_JSON = ("params", "envelope", "context", "analysis")
+RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context", "analysis")
 CSV_SESSION = ("session_id", "session_uuid", "host", "fingerprint", "kernel_release", "virtualized", "hypervisor")
 CSV_RUN = ("run_id", "seq", "kind", "run_status", "started_at")
 
@@ -76,7 +76,8 @@ def import_json(conn: sqlite3.Connection, data: Any) -> int:
         values = {k: json.dumps(session[k], sort_keys=True) if k in JSON_FIELDS else session[k] for k in SESSION_FIELDS}
         session_id = sessions.insert(conn, "sessions", values)
         for run in data["runs"]:
-            run_values = {k: json.dumps(run[k]) if k in RUN_JSON else run[k] for k in RUN_FIELDS}
+            # "analysis" came with schema 2; an older export has none.
+            run_values = {k: json.dumps(run.get(k, {})) if k in RUN_JSON else run[k] for k in RUN_FIELDS}
             run_id = sessions.insert(conn, "runs", {"session_id": session_id, **run_values})
             sessions.add_noise_rows(conn, run_id, run["summary"])
     return session_id

@@ -107,3 +107,40 @@ def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str
     """The virtualization sentence every result carries on a VM."""
     v = facts.get("virtualization", {})
     return Virtualization(bool(v.get("virtualized")), hypervisor or v.get("hypervisor")).warning()
+
+
+def periodic_lines(cpu: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for p in cpu.get("periodic", []):
+        name = f": {p['name']}" if p["name"] else ""
+        share = f", {p['share_of_lost']:.0%} of lost time" if p.get("share_of_lost") is not None else ""
+        lines.append(
+            f"CPU {cpu['cpu']}: periodic source at {p['frequency_hz']:,.2f} Hz{name} "
+            f"({p['events']}/{p['expected']} periods, jitter {p['jitter_ns'] / 1000:,.1f} µs, "
+            f"{p['median_duration_ns'] / 1000:,.1f} µs each{share})"
+        )
+    if not cpu.get("periodic"):
+        lines.append(f"CPU {cpu['cpu']}: no periodic source found")
+    return lines
+
+
+def quanta_table(result: Mapping[str, Any]) -> Table:
+    """fwq/ftq: the quanta per CPU."""
+    mode = result["mode"]
+    table = Table(
+        title=f"{mode.upper()}: {'time per fixed work quantum' if mode == 'fwq' else 'work per fixed time quantum'}"
+    )
+    table.add_column("CPU", justify="right")
+    table.add_column("quanta", justify="right")
+    if mode == "fwq":
+        table.add_column("min / median µs", justify="right")
+    else:
+        table.add_column("max / mean units", justify="right")
+    table.add_column("available %", justify="right")
+    for cpu in result["cpus"]:
+        if mode == "fwq":
+            middle = f"{cpu['min_quantum_ns'] / 1000:,.2f} / {cpu['median_quantum_ns'] / 1000:,.2f}"
+        else:
+            middle = f"{cpu['max_units']:,} / {cpu['mean_units']:,.1f}"
+        table.add_row(str(cpu["cpu"]), f"{cpu['quanta']:,}", middle, f"{cpu['available_pct']:.3f}")
+    return table

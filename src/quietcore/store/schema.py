@@ -62,6 +62,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_session ON runs(session_id);
     CREATE INDEX sessions_fingerprint ON sessions(fingerprint);
     """,
+    # 2: an analysis summary per run (attribution, periodic sources, stats),
+    # so reports read it rather than recompute it.
+    """
+    ALTER TABLE runs ADD COLUMN analysis TEXT NOT NULL DEFAULT '{}';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

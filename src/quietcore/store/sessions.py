@@ -109,6 +109,7 @@ def add_run(
     envelope: str,
     context: Mapping[str, Any],
     noise_rows: Iterable[Mapping[str, Any]] = (),
+    analysis: Mapping[str, Any] | None = None,
 ) -> int:
     """Store one finished run and its per-CPU summary in one transaction."""
     with conn:
@@ -128,6 +129,7 @@ def add_run(
                 "status": status,
                 "envelope": envelope,
                 "context": json.dumps(context),
+                "analysis": json.dumps(analysis or {}),
             },
         )
         add_noise_rows(conn, run_id, noise_rows)

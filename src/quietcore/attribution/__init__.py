@@ -1,0 +1,1 @@
+"""Where the lost time went: counters read around a run, and tracers."""

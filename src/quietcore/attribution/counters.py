@@ -1,0 +1,165 @@
+"""Attribution without a tracer: what the kernel counted on each measured CPU
+during the run (/proc/interrupts, /proc/softirqs, /proc/stat, the probe
+threads' context switches), turned into an estimate of the time each source
+took, against the time the probe lost.
+
+An estimate is a count times a cost. Where the run measured the cost (a
+periodic source that matches a counter, such as the tick and LOC), that cost
+is used; otherwise a typical cost on current x86 and arm64 servers, said as
+such. Steal time is measured by the hypervisor itself. What no counter
+explains is left unexplained; on a VM, gaps longer than anything the guest
+counted are the host preempting the vCPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from quietcore.facts.interrupts import parse_interrupts
+from quietcore.facts.procstat import parse_proc_stat
+from quietcore.facts.root import Root
+
+#: Typical cost per event, ns, where the run does not measure one. Orders of
+#: magnitude from published measurements (interrupt entry/exit and handler
+#: on bare metal); a VM's exits cost several times more, hence "typical".
+TYPICAL_NS = {
+    "LOC": 2000, "RES": 1500, "CAL": 2500, "TLB": 2000, "IWI": 1500, "NMI": 2000, "PMI": 1500,
+    "IPI0": 1500, "IPI1": 2500, "IPI5": 1500, "IPI6": 1500,
+    "TIMER": 1500, "RCU": 3000, "SCHED": 3000, "NET_RX": 8000, "NET_TX": 3000, "BLOCK": 5000,
+    "TASKLET": 2000, "HRTIMER": 1500, "HI": 1000, "IRQ_POLL": 3000,
+}  # fmt: skip
+DEVICE_NS = 4000
+#: A gap longer than this is longer than any interrupt or softirq the guest
+#: handles: a task ran instead (a context switch), or, in a VM, the host ran.
+LONG_GAP_NS = 100_000
+
+
+@dataclass(frozen=True)
+class CounterSnapshot:
+    interrupts: dict[str, dict[int, int]]  # row name -> per-CPU count
+    names: dict[str, str]  # row name -> device or description
+    softirqs: dict[str, dict[int, int]]
+    steal: dict[int, int]  # USER_HZ ticks
+
+
+def snapshot(root: Root) -> CounterSnapshot:
+    interrupts: dict[str, dict[int, int]] = {}
+    names: dict[str, str] = {}
+    softirqs: dict[str, dict[int, int]] = {}
+    try:
+        _, rows = parse_interrupts(root.read_text("proc/interrupts") or "")
+        for row in rows:
+            interrupts[row.name] = row.counts
+            names[row.name] = row.device
+    except ValueError:
+        pass
+    try:
+        _, rows = parse_interrupts(root.read_text("proc/softirqs") or "")
+        softirqs = {row.name: row.counts for row in rows}
+    except ValueError:
+        pass
+    stat = parse_proc_stat(root.read_text("proc/stat") or "")
+    return CounterSnapshot(interrupts, names, softirqs, {c: t.ticks.get("steal", 0) for c, t in stat.items()})
+
+
+@dataclass
+class Source:
+    name: str
+    kind: str  # irq, ipi, softirq, steal, switch
+    count: int
+    cost_ns: float | None
+    basis: str  # "measured ...", "typical", "counted by the hypervisor"
+    estimate_ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Attribution:
+    cpu: int
+    lost_ns: float
+    sources: list[Source] = field(default_factory=list)
+    explained_ns: float = 0.0
+    long_gaps: int = 0
+    long_gap_ns: float = 0.0
+    verdict: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cpu": self.cpu,
+            "lost_ns": self.lost_ns,
+            "explained_ns": self.explained_ns,
+            "unexplained_ns": max(self.lost_ns - self.explained_ns, 0.0),
+            "long_gaps": self.long_gaps,
+            "long_gap_ns": self.long_gap_ns,
+            "verdict": self.verdict,
+            "sources": [s.to_json() for s in self.sources],
+        }
+
+
+def _delta(before: dict[str, dict[int, int]], after: dict[str, dict[int, int]], cpu: int) -> dict[str, int]:
+    out = {}
+    for name, counts in after.items():
+        if cpu in counts and cpu in before.get(name, {}):
+            d = counts[cpu] - before[name][cpu]
+            if d > 0:
+                out[name] = d
+    return out
+
+
+def attribute(
+    cpu: int,
+    before: CounterSnapshot,
+    after: CounterSnapshot,
+    *,
+    lost_ns: float,
+    events: list[tuple[float, float]],
+    involuntary: int,
+    user_hz: int,
+    measured_costs: dict[str, tuple[float, str]],
+    virtualized: bool,
+) -> Attribution:
+    """Sources on one CPU, biggest estimate first. measured_costs maps a
+    counter name to (ns per event, how it was measured)."""
+    a = Attribution(cpu, lost_ns)
+    for name, count in _delta(before.interrupts, after.interrupts, cpu).items():
+        kind = "irq" if name.isdigit() else "ipi"
+        label = f"{name} ({after.names.get(name, '')})".replace(" ()", "")
+        cost, basis = measured_costs.get(name) or (TYPICAL_NS.get(name, DEVICE_NS), "typical")
+        a.sources.append(Source(label, kind, count, cost, basis, count * cost))
+    for name, count in _delta(before.softirqs, after.softirqs, cpu).items():
+        cost, basis = measured_costs.get(name) or (TYPICAL_NS.get(name, 2000), "typical")
+        a.sources.append(Source(f"softirq {name}", "softirq", count, cost, basis, count * cost))
+    steal = (after.steal.get(cpu, 0) - before.steal.get(cpu, 0)) * 1e9 / user_hz
+    if steal > 0:
+        a.sources.append(Source("steal", "steal", 0, None, "counted by the hypervisor", steal))
+    long = [d for _, d in events if d >= LONG_GAP_NS]
+    a.long_gaps, a.long_gap_ns = len(long), float(sum(long))
+    if involuntary:
+        # Each involuntary switch is a long gap: another task ran meanwhile.
+        switched = sorted(long, reverse=True)[:involuntary]
+        basis = "the probe's involuntary context switches, longest gaps"
+        a.sources.append(Source("preempted by another task", "switch", involuntary, None, basis, float(sum(switched))))
+    a.sources.sort(key=lambda s: s.estimate_ns, reverse=True)
+    a.explained_ns = min(sum(s.estimate_ns for s in a.sources), lost_ns)
+    a.verdict = _verdict(a, involuntary, virtualized)
+    return a
+
+
+def _verdict(a: Attribution, involuntary: int, virtualized: bool) -> str:
+    unexplained = max(a.lost_ns - a.explained_ns, 0.0)
+    share = unexplained / a.lost_ns if a.lost_ns else 0.0
+    host_gaps = max(a.long_gaps - involuntary, 0)
+    if virtualized and host_gaps:
+        return (
+            f"{host_gaps} of the {a.long_gaps} gaps over {LONG_GAP_NS // 1000} µs ({a.long_gap_ns / 1e6:.1f} ms in "
+            f"all) are longer than any interrupt the guest counted, and more than the {involuntary} times a guest "
+            f"task preempted the probe: the host preempted this vCPU. {share:.0%} of the lost time is not explained "
+            "by guest counters."
+        )
+    if virtualized:
+        return f"{share:.0%} of the lost time is not explained by guest counters: host noise, unseen from inside a VM."
+    if share > 0.5:
+        return f"{share:.0%} of the lost time is not explained by counters: try a tracer (osnoise) or SMIs."
+    return f"counters explain {1 - share:.0%} of the lost time."

@@ -1,0 +1,210 @@
+"""Periodic noise sources from event start times.
+
+The events (gaps over the threshold) are binned into a spike train whose
+power spectrum shows a periodic source as a comb of peaks at its frequency
+and harmonics. The strongest peak is taken, moved down to its lowest
+significant subharmonic (a narrow pulse train has power at every harmonic),
+then refined by least squares on the events that line up with it. Those
+events are removed and the search repeats. This is the periodogram of a
+point process (Bartlett 1963); the threshold on peak power guards against
+the many frequencies searched."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+MAX_BINS = 1 << 22  # spectrum size bound: long runs get coarser bins
+MIN_FREQ_HZ = 0.2
+MAX_FREQ_HZ = 5000.0  # ticks run at 100-1000 Hz; faster "periods" are bursts
+MAX_CANDIDATES = 12
+
+
+@dataclass(frozen=True)
+class PeriodicSource:
+    frequency_hz: float
+    period_ns: float
+    events: int  # events that line up with the period
+    expected: int  # periods in the measured time
+    jitter_ns: float  # standard deviation of start times about the fitted line
+    median_duration_ns: float
+    lost_ns: float  # the members' total duration
+
+    @property
+    def coverage(self) -> float:
+        return self.events / self.expected if self.expected else 0.0
+
+
+def _spectrum(starts: NDArray[np.float64], span_ns: float, bin_ns: float) -> tuple[NDArray[np.float64], float]:
+    nbins = int(span_ns // bin_ns) + 1
+    train = np.bincount((starts // bin_ns).astype(np.int64), minlength=nbins).astype(np.float64)
+    train -= train.mean()
+    power = np.abs(np.fft.rfft(train)) ** 2 / max(len(starts), 1)
+    return power, 1e9 / (nbins * bin_ns)  # power per frequency bin, and the bin width in Hz
+
+
+def _fit(starts: NDArray[np.float64], period: float, tol: float) -> tuple[NDArray[np.bool_], float, float, float]:
+    """Events within tol of a periodic train, the refined period, the phase
+    and the residual jitter. Phase is found as the densest fold offset."""
+    phase = np.mod(starts, period)
+    # The densest offset: histogram of phases with tol-wide bins.
+    bins = max(int(period // tol), 1)
+    counts, edges = np.histogram(phase, bins=bins, range=(0, period))
+    k = int(np.argmax(counts))
+    center = (edges[k] + edges[k + 1]) / 2
+    for _ in range(3):  # refine: fit t = t0 + n * P on the members
+        n = np.round((starts - center) / period)
+        members = np.abs(starts - (center + n * period)) <= tol
+        if members.sum() < 3:
+            break
+        slope, intercept = np.polyfit(n[members], starts[members], 1)
+        period, center = float(slope), float(intercept)
+    n = np.round((starts - center) / period)
+    residual = starts - (center + n * period)
+    members = np.abs(residual) <= tol
+    # One event per period: the closest to the line; others are other sources.
+    order = np.lexsort((np.abs(residual), n))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = n[order][1:] != n[order][:-1]
+    keep = np.zeros(len(starts), dtype=bool)
+    keep[order[first]] = True
+    members &= keep
+    jitter = float(residual[members].std()) if members.any() else float("nan")
+    return members, period, center, jitter
+
+
+def _next_source(
+    starts: NDArray[np.float64],
+    durations: NDArray[np.float64],
+    remaining: NDArray[np.bool_],
+    span_ns: float,
+    bin_ns: float,
+    min_events: int,
+    min_coverage: float,
+    threshold: float,
+) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+    """The strongest periodic source among the remaining events, trying the
+    spectrum's peaks in turn until one lines up enough events."""
+    power, df = _spectrum(starts[remaining], span_ns, bin_ns)
+    lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
+    if lo >= hi:
+        return None
+    power = power[: hi + 1].copy()
+    for _ in range(MAX_CANDIDATES):
+        peak = lo + int(np.argmax(power[lo:]))
+        if power[peak] < threshold:
+            return None
+        best = _best_harmonic(starts, durations, remaining, span_ns, bin_ns, power, peak, lo, df, threshold)
+        if best is not None and best[0].events >= min_events and best[0].coverage >= min_coverage:
+            return best
+        power[max(peak - 2, 0) : peak + 3] = 0  # not this one: try the next peak
+    return None
+
+
+def _best_harmonic(
+    starts: NDArray[np.float64],
+    durations: NDArray[np.float64],
+    remaining: NDArray[np.bool_],
+    span_ns: float,
+    bin_ns: float,
+    power: NDArray[np.float64],
+    peak: int,
+    lo: int,
+    df: float,
+    threshold: float,
+) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+    """A spectral peak may be a harmonic of the source: try it and its
+    subharmonics, and keep the one that explains most, members x coverage.
+    (The fundamental lines up every event at full coverage; a harmonic halves
+    the coverage; a subharmonic halves the members.)"""
+    best: tuple[PeriodicSource, NDArray[np.intp]] | None = None
+    for div in range(1, 9):
+        index = round(peak / div)
+        if index < lo:
+            break
+        # A subharmonic is tried even when weak in the spectrum: two pulse
+        # trains of one period but different phases cancel there.
+        index = max(range(max(index - 1, lo), index + 2), key=lambda i: power[i])
+        candidate = _source(starts, durations, remaining, span_ns, bin_ns, 1e9 / (index * df))
+        if candidate and (best is None or _score(candidate[0]) > _score(best[0])):
+            best = candidate
+    return best
+
+
+def _score(source: PeriodicSource) -> float:
+    return source.events * min(source.coverage, 1.0)
+
+
+def _source(
+    starts: NDArray[np.float64],
+    durations: NDArray[np.float64],
+    remaining: NDArray[np.bool_],
+    span_ns: float,
+    bin_ns: float,
+    period: float,
+) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+    tol = max(2 * bin_ns, 0.02 * period)
+    members, period, _, jitter = _fit(starts[remaining], period, tol)
+    idx = np.flatnonzero(remaining)[members]
+    expected = int(span_ns // period)
+    # Chance alignments spread evenly over the window (std tol/sqrt(3)); a
+    # real source sits far tighter on its line.
+    if not len(idx) or not expected or not jitter <= tol / 4:
+        return None
+    source = PeriodicSource(
+        frequency_hz=1e9 / period,
+        period_ns=period,
+        events=len(idx),
+        expected=expected,
+        jitter_ns=jitter,
+        median_duration_ns=float(np.median(durations[idx])),
+        lost_ns=float(durations[idx].sum()),
+    )
+    return source, idx
+
+
+def find_periodic(
+    starts_ns: NDArray[np.float64] | list[float],
+    durations_ns: NDArray[np.float64] | list[float],
+    span_ns: float,
+    *,
+    max_sources: int = 4,
+    min_events: int = 10,
+    min_coverage: float = 0.5,
+    threshold: float = 25.0,
+) -> list[PeriodicSource]:
+    """Periodic sources among events, strongest first. A source must line up
+    at least min_events events covering min_coverage of its periods."""
+    starts = np.asarray(starts_ns, dtype=np.float64)
+    durations = np.asarray(durations_ns, dtype=np.float64)
+    if starts.shape != durations.shape:
+        raise ValueError("starts and durations differ in length")
+    if span_ns <= 0:
+        raise ValueError("span must be positive")
+    bin_ns = max(10_000.0, span_ns / MAX_BINS)
+    found: list[PeriodicSource] = []
+    remaining = np.ones(len(starts), dtype=bool)
+    while len(found) < max_sources and remaining.sum() >= min_events:
+        source = _next_source(starts, durations, remaining, span_ns, bin_ns, min_events, min_coverage, threshold)
+        if source is None:
+            break
+        found.append(source[0])
+        remaining[source[1]] = False
+    return found
+
+
+def name_source(source: PeriodicSource, config_hz: int | None) -> str | None:
+    """What a periodic source most likely is, where the evidence allows."""
+    f = source.frequency_hz
+    if config_hz and abs(f - config_hz) <= 0.02 * config_hz:
+        return f"the scheduler tick, CONFIG_HZ={config_hz}"
+    if config_hz and any(abs(f - config_hz / k) <= 0.02 * config_hz / k for k in (2, 4)):
+        return f"every {round(config_hz / f)}th tick (CONFIG_HZ={config_hz}): a tick-driven timer"
+    if config_hz and any(abs(f - k * config_hz) <= 0.02 * k * config_hz for k in (2, 3, 4)):
+        k = round(f / config_hz)
+        return f"{k} x the tick rate (CONFIG_HZ={config_hz}): the tick changing phase, or with another source in step"
+    if abs(f - 1.0) <= 0.02:
+        return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
+    return None
