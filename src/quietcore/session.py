@@ -12,6 +12,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from quietcore.attribution import counters
 from quietcore.attribution.noise import analyze
 from quietcore.errors import Interrupted
@@ -19,7 +21,7 @@ from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.root import Root
 from quietcore.probes.calibrate import run_calibrate
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
-from quietcore.probes.runner import ProbeResult
+from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.store import db, sessions
 
 
@@ -74,12 +76,33 @@ class Session:
         rows = summary_rows(probe.result, steal)
         analysis: dict[str, Any] = {}
         if probe.result.get("mode", "spin") == "spin":
-            analysis = analyze(
-                probe.result, before, after, config_hz=self.config_hz, virtualized=self.virtualized, user_hz=user_hz
-            )
+            try:
+                analysis = analyze(
+                    probe.result, before, after, config_hz=self.config_hz, virtualized=self.virtualized, user_hz=user_hz
+                )
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+                # The measurement stands; a failed analysis is recorded, not fatal.
+                analysis = {"error": f"{type(exc).__name__}: {exc}"}
         context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}
         self._store("noise", options.params(), started, probe, context, rows, analysis)
         return rows, {**probe.result, "analysis": analysis}
+
+    def probe(
+        self,
+        command: str,
+        args: list[str],
+        params: dict[str, Any],
+        expected_s: float,
+        on_tick: Callable[[float], None] | None = None,
+        analyze_result: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Run any probe subcommand as one stored run; returns its result with
+        the analysis (also stored) under "analysis"."""
+        started = sessions.now_iso()
+        probe = run_probe(command, args, expected_s=expected_s, on_tick=on_tick)
+        analysis = analyze_result(probe.result) if analyze_result else {}
+        self._store(command, params, started, probe, {}, [], analysis)
+        return {**probe.result, "analysis": analysis}
 
     def calibrate(self, trials: int = 5, trial_ms: int = 100) -> dict[str, Any]:
         started = sessions.now_iso()

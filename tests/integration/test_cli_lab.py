@@ -60,7 +60,7 @@ def test_version_and_help() -> None:
     top = subprocess.run([*run, "--help"], capture_output=True, text=True, check=False)
     assert all(name in top.stdout for name in ("lab", "noise", "results"))
     sub = subprocess.run([*run, "noise", "--help"], capture_output=True, text=True, check=False)
-    assert "example: quietcore noise --cpus 1 --duration 5" in sub.stdout
+    assert "example: quietcore noise --cpus 1 --duration 10" in sub.stdout
     bare = subprocess.run(run, capture_output=True, text=True, check=False)
     assert bare.returncode == 2
 

@@ -18,8 +18,6 @@ import argparse
 import json
 from typing import Any
 
-from rich.table import Table
-
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
@@ -27,6 +25,7 @@ from quietcore.options import cpus_option, int_in_range, positive_float
 from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
+from quietcore.report.tables import attribution_table
 from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
 
@@ -124,6 +123,8 @@ def print_report(session: Session, result: dict[str, Any], rows: list[dict[str, 
         out.print(text.noise_table(rows))
         for note in text.noise_notes(rows):
             out.print(note)
+        if "error" in result.get("analysis", {}):
+            out.print(f"The analysis of this run failed ({result['analysis']['error']}); the measurement is stored.")
         for cpu in result.get("analysis", {}).get("cpus", []):
             for line in text.periodic_lines(cpu):
                 out.print(line)
@@ -133,23 +134,3 @@ def print_report(session: Session, result: dict[str, Any], rows: list[dict[str, 
     if warning:
         out.print(warning)
     out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
-
-
-def attribution_table(cpu: dict[str, Any], shown: int = 10) -> Table:
-    a = cpu["attribution"]
-    table = Table(title=f"CPU {cpu['cpu']}: where {a['lost_ns'] / 1e6:,.2f} ms went", title_justify="left")
-    for name, justify in (("source", "left"), ("count", "right"), ("cost µs", "right"),
-                          ("estimate ms", "right"), ("share", "right"), ("basis", "left")):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for s in a["sources"][:shown]:
-        cost = "-" if s["cost_ns"] is None else f"{s['cost_ns'] / 1000:,.1f}"
-        share = s["estimate_ns"] / a["lost_ns"] if a["lost_ns"] else 0
-        table.add_row(s["name"], f"{s['count']:,}" if s["count"] else "-", cost, f"{s['estimate_ns'] / 1e6:,.2f}",
-                      f"{share:.0%}", s["basis"])  # fmt: skip
-    if len(a["sources"]) > shown:
-        rest = sum(s["estimate_ns"] for s in a["sources"][shown:])
-        table.add_row(f"{len(a['sources']) - shown} more", "", "", f"{rest / 1e6:,.2f}", "", "")
-    unexplained = a["unexplained_ns"]
-    share = f"{unexplained / a['lost_ns']:.0%}" if a["lost_ns"] else "-"
-    table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", share, "lost time no counter accounts for")
-    return table

@@ -15,11 +15,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.report import export, text
+from quietcore.report import export, tables, text
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -78,19 +79,37 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
     out = text.console()
     out.print(text.session_header(row))
     for run in sessions.runs_of(conn, row["id"]):
-        envelope = json.loads(run["envelope"])
-        title = f"run {run['seq']}: {run['kind']} {json.loads(run['params'])} ({run['status']})"
-        if run["kind"] == "calibrate":
-            out.print(title)
-            out.print("  " + text.calibrate_line(envelope["result"]))
-        else:
-            summary = sessions.noise_rows(conn, run["id"])
-            out.print(text.noise_table(summary, title=title))
-            for note in text.noise_notes(summary):
-                out.print(note)
+        show_run(out, conn, run)
     warning = text.virt_warning(json.loads(row["facts"]))
     if warning:
         out.print(warning)
+
+
+def show_run(out: Console, conn: sqlite3.Connection, run: sqlite3.Row) -> None:
+    result = json.loads(run["envelope"])["result"] or {}
+    analysis = json.loads(run["analysis"])
+    title = f"run {run['seq']}: {run['kind']} {json.loads(run['params'])} ({run['status']})"
+    out.print(title)
+    if run["kind"] == "calibrate":
+        out.print("  " + text.calibrate_line(result))
+    elif run["kind"] == "latency":
+        out.print(tables.latency_table(result))
+    elif run["kind"] == "ctxswitch":
+        out.print(tables.ctxswitch_table({**result, "analysis": analysis}))
+        for line in tables.slice_lines(result):
+            out.print(line)
+    elif result.get("mode", "spin") != "spin":
+        out.print(text.quanta_table(result))
+    else:
+        summary = sessions.noise_rows(conn, run["id"])
+        out.print(text.noise_table(summary))
+        for note in text.noise_notes(summary):
+            out.print(note)
+        for cpu in analysis.get("cpus", []):
+            for line in text.periodic_lines(cpu):
+                out.print(line)
+            out.print(tables.attribution_table(cpu))
+            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:

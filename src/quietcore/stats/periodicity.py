@@ -57,8 +57,8 @@ def _fit(starts: NDArray[np.float64], period: float, tol: float) -> tuple[NDArra
     for _ in range(3):  # refine: fit t = t0 + n * P on the members
         n = np.round((starts - center) / period)
         members = np.abs(starts - (center + n * period)) <= tol
-        if members.sum() < 3:
-            break
+        if members.sum() < 3 or np.ptp(n[members]) == 0:
+            break  # too few periods to fit a line through
         slope, intercept = np.polyfit(n[members], starts[members], 1)
         period, center = float(slope), float(intercept)
     n = np.round((starts - center) / period)

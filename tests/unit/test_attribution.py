@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from quietcore.attribution.counters import CounterSnapshot, attribute
+from quietcore.stats.bootstrap import bootstrap_ci, median_ci
+
+
+def snap(loc: int, res: int, nvme: int, timer: int, steal: int) -> CounterSnapshot:
+    return CounterSnapshot(
+        interrupts={"LOC": {1: loc}, "RES": {1: res}, "45": {1: nvme}},
+        names={"LOC": "Local timer interrupts", "RES": "Rescheduling interrupts", "45": "nvme0q1"},
+        softirqs={"TIMER": {1: timer}},
+        steal={1: steal},
+    )
+
+
+def test_counts_costs_and_unexplained() -> None:
+    before, after = snap(100, 10, 0, 50, 0), snap(2600, 12, 5, 300, 2)
+    a = attribute(1, before, after, lost_ns=100e6, events=[(0.0, 30e3)] * 10 + [(0.0, 300e3)] * 3,
+                  involuntary=1, user_hz=100, measured_costs={"LOC": (17e3, "measured")}, virtualized=True)  # fmt: skip
+    by_name = {s.name: s for s in a.sources}
+    loc = by_name["LOC (Local timer interrupts)"]
+    assert loc.count == 2500 and loc.estimate_ns == 2500 * 17e3 and loc.basis == "measured"
+    assert by_name["45 (nvme0q1)"].kind == "irq" and by_name["45 (nvme0q1)"].count == 5
+    assert by_name["softirq TIMER"].count == 250
+    assert by_name["steal"].estimate_ns == 20e6  # 2 ticks at USER_HZ=100
+    assert by_name["preempted by another task"].estimate_ns == 300e3
+    assert a.sources[0].name.startswith("LOC")  # biggest first
+    assert a.explained_ns <= a.lost_ns
+    assert a.long_gaps == 3
+    assert "2 of the 3 gaps over 100 µs" in a.verdict and "host preempted this vCPU" in a.verdict
+
+
+def test_bare_metal_verdict() -> None:
+    a = attribute(1, snap(0, 0, 0, 0, 0), snap(10, 0, 0, 0, 0), lost_ns=1e6, events=[], involuntary=0,
+                  user_hz=100, measured_costs={}, virtualized=False)  # fmt: skip
+    assert "try a tracer" in a.verdict
+
+
+def test_bootstrap_is_seeded_and_brackets_the_median() -> None:
+    values = [10.0, 11.0, 9.0, 12.0, 10.5, 9.5, 11.5]
+    assert bootstrap_ci(values) == bootstrap_ci(values)
+    low, high = bootstrap_ci(values)
+    assert low <= 10.5 <= high
+    summary = median_ci(values)
+    assert summary["n"] == 7 and summary["median"] == 10.5

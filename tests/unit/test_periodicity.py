@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quietcore.stats.periodicity import PeriodicSource, find_periodic, name_source
+
+SPAN = 5e9
+
+
+def train(period: float, phase: float, jitter: float, rng: np.random.Generator) -> np.ndarray:
+    starts = np.arange(phase, SPAN, period)
+    return starts + rng.normal(0, jitter, len(starts))
+
+
+def test_tick_among_random_events() -> None:
+    rng = np.random.default_rng(1)
+    tick = train(4e6, 1.3e6, 2000, rng)
+    noise = rng.uniform(0, SPAN, 3000)
+    starts = np.concatenate([tick, noise])
+    durations = np.concatenate([np.full(len(tick), 3000.0), rng.exponential(5000, 3000)])
+    order = np.argsort(starts)
+    (source, *_) = find_periodic(starts[order], durations[order], SPAN)
+    assert source.frequency_hz == pytest.approx(250, rel=1e-4)
+    assert source.events == source.expected == 1250
+    assert source.jitter_ns == pytest.approx(2000, rel=0.15)
+    assert source.median_duration_ns == 3000
+    assert name_source(source, 250) == "the scheduler tick, CONFIG_HZ=250"
+
+
+def test_two_sources_found_in_turn() -> None:
+    rng = np.random.default_rng(2)
+    a, b = train(10e6, 3e6, 500, rng), train(4e6, 0.5e6, 500, rng)
+    starts = np.concatenate([a, b])
+    durations = np.concatenate([np.full(len(a), 200e3), np.full(len(b), 15e3)])
+    order = np.argsort(starts)
+    found = find_periodic(starts[order], durations[order], SPAN)
+    freqs = sorted(round(s.frequency_hz) for s in found[:2])
+    assert freqs == [100, 250]
+    by_freq = {round(s.frequency_hz): s for s in found}
+    assert by_freq[100].median_duration_ns == 200e3 and by_freq[250].median_duration_ns == 15e3
+
+
+def test_random_events_have_no_period() -> None:
+    rng = np.random.default_rng(3)
+    starts = np.sort(rng.uniform(0, SPAN, 5000))
+    assert find_periodic(starts, np.full(5000, 1000.0), SPAN) == []
+
+
+def test_degenerate_inputs() -> None:
+    # All events inside one period: nothing to fit a line through.
+    starts = np.array([1e6 + i * 10 for i in range(50)], dtype=float)
+    assert find_periodic(starts, np.full(50, 100.0), SPAN) == []
+    assert find_periodic([], [], SPAN) == []
+    with pytest.raises(ValueError):
+        find_periodic([1.0], [], SPAN)
+
+
+def test_names() -> None:
+    def src(hz: float) -> PeriodicSource:
+        return PeriodicSource(hz, 1e9 / hz, 10, 10, 1.0, 1.0, 1.0)
+
+    assert name_source(src(1000.5), 1000) == "the scheduler tick, CONFIG_HZ=1000"
+    assert name_source(src(1.0), 250) is not None and "once a second" in str(name_source(src(1.0), 250))
+    assert "2 x the tick rate" in str(name_source(src(500), 250))
+    assert name_source(src(100), 250) is None
