@@ -80,7 +80,7 @@ class Session:
                 analysis = analyze(
                     probe.result, before, after, config_hz=self.config_hz, virtualized=self.virtualized, user_hz=user_hz
                 )
-            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
                 # The measurement stands; a failed analysis is recorded, not fatal.
                 analysis = {"error": f"{type(exc).__name__}: {exc}"}
         context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}

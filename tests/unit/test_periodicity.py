@@ -56,6 +56,14 @@ def test_degenerate_inputs() -> None:
         find_periodic([1.0], [], SPAN)
 
 
+def test_peak_at_the_top_of_the_searched_band() -> None:
+    # A train just under the highest frequency searched puts the peak at the
+    # spectrum's last bin: its neighbourhood must not run past the end.
+    rng = np.random.default_rng(4)
+    starts = train(1e9 / 4999.0, 0.0, 100, rng)
+    find_periodic(starts, np.full(len(starts), 1000.0), SPAN)
+
+
 def test_names() -> None:
     def src(hz: float) -> PeriodicSource:
         return PeriodicSource(hz, 1e9 / hz, 10, 10, 1.0, 1.0, 1.0)

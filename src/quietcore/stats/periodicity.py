@@ -126,7 +126,7 @@ def _best_harmonic(
             break
         # A subharmonic is tried even when weak in the spectrum: two pulse
         # trains of one period but different phases cancel there.
-        index = max(range(max(index - 1, lo), index + 2), key=lambda i: power[i])
+        index = max(range(max(index - 1, lo), min(index + 2, len(power))), key=lambda i: power[i])
         candidate = _source(starts, durations, remaining, span_ns, bin_ns, 1e9 / (index * df))
         if candidate and (best is None or _score(candidate[0]) > _score(best[0])):
             best = candidate
@@ -183,6 +183,8 @@ def find_periodic(
         raise ValueError("starts and durations differ in length")
     if span_ns <= 0:
         raise ValueError("span must be positive")
+    inside = (starts >= 0) & (starts < span_ns)  # events outside the span are not this run's
+    starts, durations = starts[inside], durations[inside]
     bin_ns = max(10_000.0, span_ns / MAX_BINS)
     found: list[PeriodicSource] = []
     remaining = np.ones(len(starts), dtype=bool)
