@@ -45,6 +45,15 @@ def int_in_range(text: str, option: str, lo: int, hi: int) -> int:
     return _in_range(text, option, lo, hi, int)
 
 
+def rt_guard(policy: str, cpus: frozenset[int], online: frozenset[int], force: bool) -> None:
+    """A real-time spinner on every online CPU leaves the kernel's own work
+    nowhere to run; refused unless --force (the native core checks too)."""
+    if policy in ("fifo", "rr") and cpus >= online and not force:
+        raise UsageError(
+            f"refusing --policy {policy} on every online CPU ({format_cpulist(online)}): leave one free, or add --force"
+        )
+
+
 def tags_option(items: list[str] | None) -> dict[str, str]:
     tags: dict[str, str] = {}
     for item in items or []:

@@ -17,7 +17,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float
+from quietcore.options import cpus_option, int_in_range, positive_float, rt_guard
 from quietcore.probes.noise import POLICIES
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], float]:
-    cpus = cpus_option(args.cpus, online_cpus(common.live_root()))
+    online = online_cpus(common.live_root())
+    cpus = cpus_option(args.cpus, online)
+    rt_guard(args.policy, cpus, online, args.force)
     duration = positive_float(args.duration, "--duration", 0.001, 86400)
     params: dict[str, Any] = {
         "cpus": format_cpulist(cpus),

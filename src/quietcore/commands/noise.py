@@ -21,7 +21,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float
+from quietcore.options import cpus_option, int_in_range, positive_float, rt_guard
 from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
@@ -55,8 +55,11 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
         priority = 1
     elif args.policy not in ("fifo", "rr") and priority:
         raise_usage(f"invalid --priority {priority} with --policy {args.policy} (valid: 0; 1-99 with fifo or rr)")
+    online = online_cpus(root)
+    cpus = cpus_option(args.cpus, online)
+    rt_guard(args.policy, cpus, online, args.force)
     return NoiseOptions(
-        cpus=cpus_option(args.cpus, online_cpus(root)),
+        cpus=cpus,
         duration=positive_float(args.duration, "--duration", 0.001, 86400),
         threshold_ns=None if args.threshold_ns is None else positive_float(args.threshold_ns, "--threshold-ns", 1, 1e9),
         max_events=int_in_range(args.max_events, "--max-events", 0, 100_000_000),

@@ -1,7 +1,7 @@
 """Periodic noise sources from event start times.
 
-The events (gaps over the threshold) are binned into a spike train whose
-power spectrum shows a periodic source as a comb of peaks at its frequency
+The events (gaps over the threshold) are binned into a spike train, each
+weighted by its duration, whose power spectrum shows a periodic source as a comb of peaks at its frequency
 and harmonics. The strongest peak is taken, moved down to its lowest
 significant subharmonic (a narrow pulse train has power at every harmonic),
 then refined by least squares on the events that line up with it. Those
@@ -37,11 +37,18 @@ class PeriodicSource:
         return self.events / self.expected if self.expected else 0.0
 
 
-def _spectrum(starts: NDArray[np.float64], span_ns: float, bin_ns: float) -> tuple[NDArray[np.float64], float]:
+def _spectrum(
+    starts: NDArray[np.float64], weights: NDArray[np.float64], span_ns: float, bin_ns: float
+) -> tuple[NDArray[np.float64], float]:
+    """Power of the spike train weighted by each event's duration: a source
+    matters by the time it takes, not by how often it fires. Normalised by
+    the sum of squared weights, random events give a power of about 1 at
+    every frequency, whatever their durations."""
     nbins = int(span_ns // bin_ns) + 1
-    train = np.bincount((starts // bin_ns).astype(np.int64), minlength=nbins).astype(np.float64)
+    train = np.bincount((starts // bin_ns).astype(np.int64), weights=weights, minlength=nbins)
     train -= train.mean()
-    power = np.abs(np.fft.rfft(train)) ** 2 / max(len(starts), 1)
+    norm = float(np.sum(weights**2)) or 1.0
+    power = np.abs(np.fft.rfft(train)) ** 2 / norm
     return power, 1e9 / (nbins * bin_ns)  # power per frequency bin, and the bin width in Hz
 
 
@@ -87,7 +94,7 @@ def _next_source(
 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events."""
-    power, df = _spectrum(starts[remaining], span_ns, bin_ns)
+    power, df = _spectrum(starts[remaining], durations[remaining], span_ns, bin_ns)
     lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
     if lo >= hi:
         return None

@@ -1,0 +1,85 @@
+"""`quietcore latency`, `ctxswitch` and noise's analysis, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliRunner, allowed_cpus
+
+CPU = str(allowed_cpus()[-1])
+
+
+def test_latency_table_and_session(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("latency", "--cpus", CPU, "--duration", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert "Wake-up latency, every 1000 µs" in proc.stdout and "p99" in proc.stdout
+    assert "Saved as session 1" in proc.stdout
+    conn = sqlite3.connect(db_file)
+    assert conn.execute("SELECT command, status FROM sessions").fetchone() == ("latency", "complete")
+    (kind, envelope) = conn.execute("SELECT kind, envelope FROM runs").fetchone()
+    assert kind == "latency" and json.loads(envelope)["result"]["cpus"][0]["samples"] > 400
+    shown = cli("results", "show", "1")
+    assert "Wake-up latency" in shown.stdout
+
+
+def test_ctxswitch_table_with_intervals(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("ctxswitch", "--reps", "3", "--iterations", "2000", "--slice-ms", "250", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    pipe = out["analysis"]["switch_pipe"]
+    assert pipe["n"] == 3 and pipe["ci_low"] <= pipe["median"] <= pipe["ci_high"]
+    shown = cli("results", "show", "1")
+    assert "context switch, pipe method (lmbench)" in shown.stdout and "95% CI" in shown.stdout
+    assert "Time slice under SCHED_OTHER" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ctxswitch", "--cpus", "0,0"], "A and B must differ"),
+        (["ctxswitch", "--cpus", "x"], "one CPU A, or two as A,B"),
+        (["ctxswitch", "--tests", "nope"], "invalid --tests 'nope'"),
+        (["latency", "--cpus", CPU, "--duration", "1", "--interval-us", "5"], "invalid --interval-us '5'"),
+        (["noise", "--cpus", CPU, "--duration", "1", "--policy", "other", "--priority", "3"], "with --policy other"),
+        (["noise", "--cpus", CPU, "--duration", "1", "--mode", "nope"], "invalid choice: 'nope'"),
+    ],
+)
+def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not db_file.exists()
+
+
+def test_noise_refuses_rt_on_all_cpus_before_measuring(cli: CliRunner, db_file: Path) -> None:
+    all_cpus = ",".join(map(str, allowed_cpus()))
+    proc = cli("noise", "--cpus", all_cpus, "--duration", "1", "--policy", "fifo")
+    assert proc.returncode == 2 and "refusing --policy fifo on every online CPU" in proc.stderr
+    assert not db_file.exists()  # refused before anything was opened or measured
+
+
+@pytest.mark.slow
+def test_noise_names_the_tick_and_attributes(cli: CliRunner, db_file: Path) -> None:
+    proc = cli("noise", "--cpus", CPU, "--duration", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "where" in proc.stdout and "unexplained" in proc.stdout
+    conn = sqlite3.connect(db_file)
+    analysis = json.loads(conn.execute("SELECT analysis FROM runs").fetchone()[0])
+    (cpu,) = analysis["cpus"]
+    names = [s["name"] for s in cpu["attribution"]["sources"]]
+    assert any(n.startswith("LOC") for n in names)
+    config = Path("/proc/config.gz")
+    if config.exists():  # this machine: a 250 Hz tick, running on a busy CPU
+        tick = [p for p in cpu["periodic"] if p["name"] and "scheduler tick" in p["name"]]
+        assert tick and tick[0]["coverage"] > 0.9, cpu["periodic"]
+        assert "scheduler tick" in proc.stdout
+
+
+def test_noise_modes_on_the_cli(cli: CliRunner) -> None:
+    proc = cli("noise", "--cpus", CPU, "--duration", "0.3", "--mode", "fwq")
+    assert proc.returncode == 0, proc.stderr and "FWQ" in proc.stdout
+    data = json.loads(cli("results", "export", "1").stdout)
+    assert data["runs"][0]["params"]["mode"] == "fwq" and data["runs"][0]["summary"] == []
