@@ -2,7 +2,7 @@
 PYTHON ?= python3
 BUILD := build/native
 
-.PHONY: help build install lint test check clean
+.PHONY: help build install lint test check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ test:  ## the whole test suite against the installed package
 	$(PYTHON) -m pytest
 
 check: install lint test  ## everything CI checks
+
+bench:  ## quietcore beside oslat, cyclictest and perf bench (needs rt-tests, root)
+	$(PYTHON) bench/compare_peers.py
 
 clean:  ## remove build output
 	rm -rf build dist *.egg-info
