@@ -87,8 +87,8 @@ def quietcore_latency(cpu: int, seconds: float) -> dict[str, float]:
 def cyclictest(cpu: int, seconds: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cyc.json"
-        subprocess.run(["cyclictest", "-t1", f"-a{cpu}", "-m", "-p80", "-i1000", "-h20000", "-q",
-                        "-D", str(int(seconds)), f"--json={path}"], capture_output=True, check=True, timeout=600)  # fmt: skip
+        argv = ["cyclictest", "-t1", f"-a{cpu}", "-m", "-p80", "-i1000", "-h20000", "-q", "-D", str(int(seconds))]
+        subprocess.run([*argv, f"--json={path}"], capture_output=True, check=True, timeout=600)
         t = next(iter(json.loads(path.read_text())["thread"].values()))
     hist = sorted((int(k), v) for k, v in t["histogram"].items())
     total, seen, p99 = sum(v for _, v in hist), 0, float("nan")
