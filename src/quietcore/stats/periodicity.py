@@ -20,6 +20,8 @@ MAX_BINS = 1 << 22  # spectrum size bound: long runs get coarser bins
 MIN_FREQ_HZ = 0.2
 MAX_FREQ_HZ = 5000.0  # ticks run at 100-1000 Hz; faster "periods" are bursts
 MAX_CANDIDATES = 12
+MAX_DIVISOR = 16  # the strongest peak can be a high harmonic of a narrow pulse train (seen: the 10th)
+WINDOW_PERIODS = 50  # phase is found afresh in each window of this many periods
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,38 @@ def _spectrum(
     return power, 1e9 / (nbins * bin_ns)  # power per frequency bin, and the bin width in Hz
 
 
-def _fit(starts: NDArray[np.float64], period: float, tol: float) -> tuple[NDArray[np.bool_], float, float, float]:
-    """Events within tol of a periodic train, the refined period, the phase
-    and the residual jitter. Phase is found as the densest fold offset."""
+def _densest_phase(starts: NDArray[np.float64], period: float, tol: float) -> float:
+    """The fold offset where most events fall, in tol-wide bins."""
     phase = np.mod(starts, period)
-    # The densest offset: histogram of phases with tol-wide bins.
     bins = max(int(period // tol), 1)
     counts, edges = np.histogram(phase, bins=bins, range=(0, period))
     k = int(np.argmax(counts))
-    center = (edges[k] + edges[k + 1]) / 2
+    return float((edges[k] + edges[k + 1]) / 2)
+
+
+def _members(
+    starts: NDArray[np.float64], period: float, center: float, tol: float
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Events within tol of the train t = center + n * period, one per
+    period (the closest: others are other sources); and the residuals."""
+    n = np.round((starts - center) / period)
+    residual = starts - (center + n * period)
+    members = np.abs(residual) <= tol
+    order = np.lexsort((np.abs(residual), n))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = n[order][1:] != n[order][:-1]
+    keep = np.zeros(len(starts), dtype=bool)
+    keep[order[first]] = True
+    return members & keep, residual
+
+
+def _fit(starts: NDArray[np.float64], period: float, tol: float) -> tuple[NDArray[np.bool_], float, float, float]:
+    """Events on a periodic train, the refined period, its phase and the
+    residual jitter. The period is fitted over the whole run; the phase is
+    found again in each window of WINDOW_PERIODS periods, because a source
+    may change phase mid-run (a tick re-armed, a timer restarted) without
+    changing its period."""
+    center = _densest_phase(starts, period, tol)
     for _ in range(3):  # refine: fit t = t0 + n * P on the members
         n = np.round((starts - center) / period)
         members = np.abs(starts - (center + n * period)) <= tol
@@ -68,16 +93,20 @@ def _fit(starts: NDArray[np.float64], period: float, tol: float) -> tuple[NDArra
             break  # too few periods to fit a line through
         slope, intercept = np.polyfit(n[members], starts[members], 1)
         period, center = float(slope), float(intercept)
-    n = np.round((starts - center) / period)
-    residual = starts - (center + n * period)
-    members = np.abs(residual) <= tol
-    # One event per period: the closest to the line; others are other sources.
-    order = np.lexsort((np.abs(residual), n))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = n[order][1:] != n[order][:-1]
-    keep = np.zeros(len(starts), dtype=bool)
-    keep[order[first]] = True
-    members &= keep
+    window = WINDOW_PERIODS * period
+    members = np.zeros(len(starts), dtype=bool)
+    residual = np.zeros(len(starts))
+    edges = np.arange(0.0, float(starts.max(initial=0.0)) + window, window)
+    for lo in edges:
+        inside = (starts >= lo) & (starts < lo + window)
+        if inside.sum() == 0:
+            continue
+        local = _densest_phase(starts[inside], period, tol)
+        m, r = _members(starts[inside], period, local, tol)
+        if m.any():  # centre the window's phase on its members, then take them again
+            m, r = _members(starts[inside], period, local + float(np.median(r[m])), tol)
+        members[inside] = m
+        residual[inside] = r
     jitter = float(residual[members].std()) if members.any() else float("nan")
     return members, period, center, jitter
 
@@ -127,7 +156,7 @@ def _best_harmonic(
     (The fundamental lines up every event at full coverage; a harmonic halves
     the coverage; a subharmonic halves the members.)"""
     best: tuple[PeriodicSource, NDArray[np.intp]] | None = None
-    for div in range(1, 9):
+    for div in range(1, MAX_DIVISOR + 1):
         index = round(peak / div)
         if index < lo:
             break
