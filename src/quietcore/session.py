@@ -14,15 +14,26 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.attribution import counters
+from quietcore.attribution import counters, tracer
 from quietcore.attribution.noise import analyze
-from quietcore.errors import Interrupted
+from quietcore.errors import CommandError, Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.root import Root
 from quietcore.probes.calibrate import run_calibrate
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.store import db, sessions
+
+
+def _traced(result: dict[str, Any], text: str, clock: str, why_not: str) -> dict[str, Any]:
+    """The tracer's attribution per CPU, or why there is none."""
+    if why_not or not text:
+        return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
+    to_ns = tracer.converter(clock, result["origin"], result["counter"]["hz"])
+    spans = tracer.intervals(text, to_ns)
+    cpus = [tracer.match_gaps(int(c["cpu"]), [(float(s), float(d)) for s, d in c["events"]], spans)
+            for c in result["cpus"]]  # fmt: skip
+    return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
 
 
 class Session:
@@ -63,13 +74,22 @@ class Session:
         return os.sysconf("SC_CLK_TCK")
 
     def noise(
-        self, options: NoiseOptions, on_tick: Callable[[float], None] | None = None
+        self, options: NoiseOptions, on_tick: Callable[[float], None] | None = None, trace: str = "auto"
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Measure, with /proc/stat read around the run for steal time.
         Returns the per-CPU summary rows and the probe's full result."""
         started = sessions.now_iso()
+        trace_ok, trace_why = tracer.usable() if trace != "off" else (False, "--trace off")
+        if trace == "on" and not trace_ok:
+            raise CommandError(f"--trace on: {trace_why}", exit_code=3)
         before = counters.snapshot(self.root)
-        probe = run_noise(options, on_tick)
+        trace_text, clock = "", ""
+        if trace_ok and options.mode == "spin":
+            with tracer.TraceSession(options.cpus) as session:
+                probe = run_noise(options, on_tick)
+                trace_text, clock = session.read(), session.clock
+        else:
+            probe = run_noise(options, on_tick)
         after = counters.snapshot(self.root)
         user_hz = self._user_hz()
         steal = {cpu: (after.steal.get(cpu, 0) - ticks) * 1e9 / user_hz for cpu, ticks in before.steal.items()}
@@ -83,6 +103,7 @@ class Session:
             except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
                 # The measurement stands; a failed analysis is recorded, not fatal.
                 analysis = {"error": f"{type(exc).__name__}: {exc}"}
+            analysis["tracer"] = _traced(probe.result, trace_text, clock, trace_why if not trace_ok else "")
         context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}
         self._store("noise", options.params(), started, probe, context, rows, analysis)
         return rows, {**probe.result, "analysis": analysis}

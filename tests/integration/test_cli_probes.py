@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -83,3 +84,28 @@ def test_noise_modes_on_the_cli(cli: CliRunner) -> None:
     assert proc.returncode == 0, proc.stderr and "FWQ" in proc.stdout
     data = json.loads(cli("results", "export", "1").stdout)
     assert data["runs"][0]["params"]["mode"] == "fwq" and data["runs"][0]["summary"] == []
+
+
+def _tracing_state() -> tuple[int, list[str]]:
+    mounts = Path("/proc/mounts").read_text().count(" tracefs ")
+    instances = sorted(p.name for p in Path("/sys/kernel/tracing/instances").glob("quietcore-*")) if mounts else []
+    return mounts, instances
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or "tracefs" not in Path("/proc/filesystems").read_text(), reason="needs root and tracefs"
+)
+def test_traced_attribution_leaves_tracing_as_it_was(cli: CliRunner) -> None:
+    before = _tracing_state()
+    proc = cli("noise", "--cpus", CPU, "--duration", "1", "--trace", "on", "--json")
+    assert proc.returncode == 0, proc.stderr
+    traced = json.loads(proc.stdout)["tracer"]
+    assert traced["used"] == "tracepoints" and traced["spans"] > 0
+    (cpu,) = traced["cpus"]
+    assert any(s["name"] == "local_timer" for s in cpu["sources"]) or cpu["unmatched"]["gaps"] > 0
+    assert _tracing_state() == before  # mounted only if it was, and no instance left
+
+
+def test_trace_off_says_why(cli: CliRunner) -> None:
+    proc = cli("noise", "--cpus", CPU, "--duration", "0.2", "--trace", "off", "--json")
+    assert json.loads(proc.stdout)["tracer"]["why"] == "--trace off"

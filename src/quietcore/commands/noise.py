@@ -25,7 +25,7 @@ from quietcore.options import cpus_option, int_in_range, positive_float, rt_guar
 from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
-from quietcore.report.tables import attribution_table
+from quietcore.report.tables import attribution_table, traced_table
 from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
 
@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="other", help="scheduling policy of the spinners")
     parser.add_argument("--priority", metavar="N", default="0", help="1-99 with fifo or rr")
     parser.add_argument("--force", action="store_true", help="allow fifo/rr on every online CPU")
+    parser.add_argument(
+        "--trace", choices=("auto", "on", "off"), default="auto", help="match gaps to tracepoints (auto: if root)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_db(parser)
     common.add_tags(parser)
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         Session("noise", path, chosen, common.tags(args), root) as session,
         progress_bar(options.duration, enabled=not args.json) as update,
     ):
-        rows, result = session.noise(options, lambda t: update("measuring noise", t))
+        rows, result = session.noise(options, lambda t: update("measuring noise", t), trace=args.trace)
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, result, rows), indent=2))
@@ -114,6 +117,7 @@ def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, A
         "counter": result["counter"],
         "threshold": result["threshold"],
         "interrupted": result["interrupted"],
+        "tracer": result.get("analysis", {}).get("tracer"),
         "cpus": cpus,
     }
 
@@ -133,6 +137,12 @@ def print_report(session: Session, result: dict[str, Any], rows: list[dict[str, 
                 out.print(line)
             out.print(attribution_table(cpu))
             out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
+        traced = result.get("analysis", {}).get("tracer", {})
+        if traced.get("used"):
+            for cpu_trace in traced["cpus"]:
+                out.print(traced_table(cpu_trace, traced["clock"]))
+        elif traced:
+            out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
     warning = text.virt_warning(session.facts)
     if warning:
         out.print(warning)

@@ -77,3 +77,15 @@ def attribution_table(cpu: dict[str, Any], shown: int = 10) -> Table:
     share = f"{unexplained / a['lost_ns']:.0%}" if a["lost_ns"] else "-"
     table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", share, "lost time no counter accounts for")
     return table
+
+
+def traced_table(cpu: dict[str, Any], clock: str, shown: int = 8) -> Table:
+    """Gaps matched to tracepoints by time (one gap may share several)."""
+    table = Table(title=f"CPU {cpu['cpu']}: gaps matched to tracepoints ({clock} clock)", title_justify="left")
+    for name, justify in (("traced source", "left"), ("gaps", "right"), ("ms", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for s in cpu["sources"][:shown]:
+        table.add_row(s["name"], f"{s['gaps']:,.0f}", f"{s['ns'] / 1e6:,.2f}")
+    un = cpu["unmatched"]
+    table.add_row("untraced (in a VM: the host)", f"{un['gaps']:,}", f"{un['ns'] / 1e6:,.2f}")
+    return table

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from quietcore.attribution.tracer import Interval, converter, intervals, match_gaps
+
+SAMPLE = (Path(__file__).parents[1] / "fixtures" / "trace" / "x86-tsc.txt").read_text()
+
+
+def test_real_trace_lines_become_intervals() -> None:
+    spans = intervals(SAMPLE, float, probe_comm="taskset")
+    names = {s.name for s in spans}
+    assert "irq 36 (virtio1-req.0)" in names and "softirq BLOCK" in names
+    irq = next(s for s in spans if s.name == "irq 36 (virtio1-req.0)")
+    assert irq.cpu == 1 and irq.start == 9049609393553 and irq.end == 9049609402211
+    # taskset was switched out for sleep and back: the span is named by who ran.
+    switched = [s for s in spans if s.name.startswith("task ")]
+    assert switched[0] == Interval(1, 9049611509719, 9049611714989, "task sleep")
+
+
+def test_converter_for_both_clocks() -> None:
+    tsc = converter("x86-tsc", {"ticks": 1000, "monotonic_raw_ns": 0}, 2e9)
+    assert tsc("3000") == 1000.0  # 2000 ticks at 2 GHz
+    raw = converter("mono_raw", {"ticks": 0, "monotonic_raw_ns": 5_000_000_000}, 1.0)
+    assert raw("5.000001") == 1000.0
+
+
+def test_spans_explain_only_what_they_overlap() -> None:
+    spans = [
+        Interval(1, 100, 110, "local_timer"),
+        Interval(1, 1000, 1400, "task kworker"),
+        Interval(0, 0, 1e9, "other"),
+    ]
+    gaps = [(95.0, 20.0), (990.0, 500.0), (5000.0, 50.0)]
+    out = match_gaps(1, gaps, spans)
+    by = {s["name"]: s for s in out["sources"]}
+    assert by["local_timer"]["ns"] == 10 and by["local_timer"]["gaps"] == 1
+    assert by["task kworker"]["ns"] == 400
+    assert "other" not in by  # another CPU's span
+    # untraced: the rest of the first two gaps, and all of the third
+    assert out["unmatched"] == {"gaps": 1, "ns": 10 + 100 + 50}
