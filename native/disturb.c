@@ -63,7 +63,6 @@ static int parse(probe_ctx *ctx, int argc, char **argv, disturb_opts *o)
                                 "--priority, --force";
     memset(o, 0, sizeof *o);
     bool have_cpus = false;
-    uint64_t prio = 0;
     opterr = 0;
     optind = 1;
     int c;
@@ -81,21 +80,17 @@ static int parse(probe_ctx *ctx, int argc, char **argv, disturb_opts *o)
             o->period_us = 300000;
             o->work_adds = 10000000;
             break;
-        case 'P': rc = opt_policy(ctx, optarg, &o->sched); break;
-        case 'r': rc = opt_u64(ctx, "--priority", optarg, 0, 99, &prio); o->sched.priority = (int)prio; break;
-        case 'f': o->sched.force = true; break;
         case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
+        default:
+            rc = opt_sched(ctx, c, optarg, &o->sched);
+            if (rc < 0)
+                return opt_unknown(ctx, argv[optind - 1], valid);
         }
         if (rc)
             return rc;
     }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    if (!have_cpus)
-        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
-    if (o->duration == 0)
-        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    if (opt_finish(ctx, argc, argv, valid, have_cpus, o->duration))
+        return ctx->exit_code;
     if (!o->period_us)
         return probe_fail(ctx, EXIT_USAGE, "missing --period-us (10-10000000) or --preset seed");
     if (!o->burst_us == !o->work_adds)

@@ -82,21 +82,17 @@ static int parse(probe_ctx *ctx, int argc, char **argv, lat_opts *o)
         case 't': rc = opt_u64(ctx, "--threshold-us", optarg, 1, 10000000, &o->threshold_us); break;
         case 'm': rc = opt_u64(ctx, "--max-events", optarg, 0, 10000000, &o->max_events); break;
         case 'D': rc = opt_u64(ctx, "--dma-latency", optarg, 0, 2000000, &v); o->dma_latency = (int64_t)v; break;
-        case 'P': rc = opt_policy(ctx, optarg, &o->sched); break;
-        case 'r': rc = opt_u64(ctx, "--priority", optarg, 0, 99, &v); o->sched.priority = (int)v; break;
-        case 'f': o->sched.force = true; break;
         case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
+        default:
+            rc = opt_sched(ctx, c, optarg, &o->sched);
+            if (rc < 0)
+                return opt_unknown(ctx, argv[optind - 1], valid);
         }
         if (rc)
             return rc;
     }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    if (!have_cpus)
-        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
-    if (o->duration == 0)
-        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    if (opt_finish(ctx, argc, argv, valid, have_cpus, o->duration))
+        return ctx->exit_code;
     return sched_check(ctx, &o->sched, &o->cpus);
 }
 

@@ -72,7 +72,6 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         {"policy", required_argument, 0, 'P'},     {"priority", required_argument, 0, 'r'},
         {"force", no_argument, 0, 'f'},            {0, 0, 0, 0}};
     bool have_cpus = false;
-    uint64_t prio = 0;
     memset(o, 0, sizeof *o);
     o->max_events = 100000;
     o->preheat_ms = 100;
@@ -93,21 +92,17 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         case 'w': rc = opt_u64(ctx, "--work", optarg, 1, 100000000, &o->work); break;
         case 'q': rc = opt_u64(ctx, "--quantum-us", optarg, 1, 1000000, &o->quantum_us); break;
         case 's': rc = opt_u64(ctx, "--max-samples", optarg, 0, 100000000, &o->max_samples); break;
-        case 'P': rc = opt_policy(ctx, optarg, &o->sched); break;
-        case 'r': rc = opt_u64(ctx, "--priority", optarg, 0, 99, &prio); o->sched.priority = (int)prio; break;
-        case 'f': o->sched.force = true; break;
         case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid_opts);
+        default:
+            rc = opt_sched(ctx, c, optarg, &o->sched);
+            if (rc < 0)
+                return opt_unknown(ctx, argv[optind - 1], valid_opts);
         }
         if (rc)
             return rc;
     }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid_opts);
-    if (!have_cpus)
-        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
-    if (o->duration == 0)
-        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    if (opt_finish(ctx, argc, argv, valid_opts, have_cpus, o->duration))
+        return ctx->exit_code;
     if (!o->work)
         o->work = o->mode == MODE_FTQ ? 16 : 4000;
     else if (o->mode == MODE_FTQ && o->work > 100000)

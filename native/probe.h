@@ -73,6 +73,11 @@ typedef struct {
 } sched_opts;
 
 int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s);
+/* The getopt cases every measuring probe shares: 'P' --policy, 'r'
+ * --priority, 'f' --force. Returns 1 when `c` was not one of them. */
+int opt_sched(probe_ctx *ctx, int c, const char *arg, sched_opts *s);
+/* After getopt: no stray arguments, and --cpus and --duration given. */
+int opt_finish(probe_ctx *ctx, int argc, char **argv, const char *valid, bool have_cpus, double duration);
 /* Validate priority for the policy; refuse a real-time policy on every online
  * CPU, or with RT throttling off, unless --force. */
 int sched_check(probe_ctx *ctx, sched_opts *s, const cpu_set_t *cpus);

@@ -1,6 +1,7 @@
 /* Scheduling options shared by the probes: policy and priority by name, the
  * safety rules for real-time spinners, and a watchdog that ends any run. */
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -25,6 +26,32 @@ int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s)
             return EXIT_OK;
         }
     return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: other, fifo, rr, batch, idle)", text);
+}
+
+int opt_sched(probe_ctx *ctx, int c, const char *arg, sched_opts *s)
+{
+    uint64_t prio;
+    switch (c) {
+    case 'P': return opt_policy(ctx, arg, s);
+    case 'r':
+        if (opt_u64(ctx, "--priority", arg, 0, 99, &prio))
+            return ctx->exit_code;
+        s->priority = (int)prio;
+        return EXIT_OK;
+    case 'f': s->force = true; return EXIT_OK;
+    default: return -1;
+    }
+}
+
+int opt_finish(probe_ctx *ctx, int argc, char **argv, const char *valid, bool have_cpus, double duration)
+{
+    if (optind < argc)
+        return opt_unknown(ctx, argv[optind], valid);
+    if (!have_cpus)
+        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
+    if (duration == 0)
+        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    return EXIT_OK;
 }
 
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
