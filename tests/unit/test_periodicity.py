@@ -72,3 +72,21 @@ def test_names() -> None:
     assert name_source(src(1.0), 250) is not None and "once a second" in str(name_source(src(1.0), 250))
     assert "2 x the tick rate" in str(name_source(src(500), 250))
     assert name_source(src(100), 250) is None
+
+
+def test_dense_random_events_do_not_make_slow_sources() -> None:
+    # 850 random events a second: some event is always near any slow grid.
+    rng = np.random.default_rng(5)
+    starts = np.sort(rng.uniform(0, 2e9, 1700))
+    assert find_periodic(starts, rng.exponential(20e3, 1700), 2e9) == []
+
+
+def test_hinted_tick_hidden_by_long_random_gaps() -> None:
+    rng = np.random.default_rng(6)
+    tick = train(4e6, 1e6, 3000, rng)
+    host = rng.uniform(0, SPAN, 600)
+    starts = np.concatenate([tick, host])
+    durations = np.concatenate([np.full(len(tick), 17e3), rng.exponential(400e3, 600)])
+    order = np.argsort(starts)
+    found = find_periodic(starts[order], durations[order], SPAN, hints_hz=(250.0,))
+    assert found and found[0].frequency_hz == pytest.approx(250, rel=1e-3) and found[0].coverage > 0.95

@@ -53,7 +53,8 @@ def analyze_cpu(
 ) -> dict[str, Any]:
     events = [(float(s), float(d)) for s, d in cpu["events"]]
     span = cpu["start_ns"] + cpu["measured_ns"]
-    sources = find_periodic([s for s, _ in events], [d for _, d in events], span) if events else []
+    hints = (float(config_hz),) if config_hz else ()
+    sources = find_periodic([s for s, _ in events], [d for _, d in events], span, hints_hz=hints) if events else []
     named = [(s, name_source(s, config_hz)) for s in sources]
     loc = after.interrupts.get("LOC", {}).get(cpu["cpu"], 0) - before.interrupts.get("LOC", {}).get(cpu["cpu"], 0)
     attribution = attribute(

@@ -60,10 +60,15 @@ def run(args: argparse.Namespace) -> int:
         update("calibrating the counter", 0)
         calibration = session.calibrate(trials=5, trial_ms=trial_ms)
         rows: list[dict[str, Any]] = []
+        analyses: list[dict[str, Any]] = []
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
-            rows += session.noise(NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round))[0]
-    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])))
+            new_rows, result = session.noise(
+                NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round)
+            )
+            rows += new_rows
+            analyses += result.get("analysis", {}).get("cpus", [])
+    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: int(a["cpu"])))
     return 0
 
 
@@ -71,7 +76,9 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
     return lambda elapsed: update(label, offset + elapsed)
 
 
-def show(session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def show(
+    session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[dict[str, Any]]
+) -> None:
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
     out.print(
@@ -82,6 +89,10 @@ def show(session: Session, calibration: dict[str, Any], rows: list[dict[str, Any
     out.print(text.noise_table(rows, title="OS noise per CPU"))
     for note in text.noise_notes(rows):
         out.print(note)
+    for cpu in analyses:  # what the noise is: periodic sources, and what no counter explains
+        for line in text.periodic_lines(cpu)[:2]:
+            out.print(line)
+        out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
     vendor = calibration.get("hypervisor", {}).get("vendor")
     warning = text.virt_warning(session.facts, CPUID_VENDORS.get(vendor) if vendor else None)
     if warning:

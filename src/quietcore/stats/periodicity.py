@@ -55,12 +55,13 @@ def _spectrum(
 
 
 def _densest_phase(starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float) -> float:
-    """The fold offset, in tol-wide bins, where most lost time falls: two
-    sources of one period (this VM's host has one at 100 Hz) are told apart
-    by what they cost, as in the periodogram."""
+    """The fold offset, in tol-wide bins, with the most events weighted by
+    the square root of their length: of two trains of one period (this VM's
+    host has one at 100 Hz) the costlier wins, while one long random gap
+    cannot outweigh a whole train of short ones (the tick)."""
     phase = np.mod(starts, period)
     bins = max(int(period // tol), 1)
-    counts, edges = np.histogram(phase, bins=bins, range=(0, period), weights=weights)
+    counts, edges = np.histogram(phase, bins=bins, range=(0, period), weights=np.sqrt(weights))
     k = int(np.argmax(counts))
     return float((edges[k] + edges[k + 1]) / 2)
 
@@ -189,9 +190,12 @@ def _source(
     members, period, _, jitter = _fit(starts[remaining], durations[remaining], period, tol)
     idx = np.flatnonzero(remaining)[members]
     expected = int(span_ns // period)
-    # Chance alignments spread evenly over the window (std tol/sqrt(3)); a
-    # real source sits far tighter on its line.
-    if not len(idx) or not expected or not jitter <= tol / 4:
+    # Chance alignments: random events at rate r put one within about
+    # 1/(2r) of any grid point, and evenly across the window (std
+    # tol/sqrt(3)); a real source sits far tighter on its line than either.
+    rate = remaining.sum() / span_ns
+    chance = min(tol, 1 / (2 * rate)) if rate else tol
+    if not len(idx) or not expected or not jitter <= chance / 4:
         return None
     source = PeriodicSource(
         frequency_hz=1e9 / period,
@@ -214,9 +218,13 @@ def find_periodic(
     min_events: int = 10,
     min_coverage: float = 0.5,
     threshold: float = 25.0,
+    hints_hz: tuple[float, ...] = (),
 ) -> list[PeriodicSource]:
     """Periodic sources among events, strongest first. A source must line up
-    at least min_events events covering min_coverage of its periods."""
+    at least min_events events covering min_coverage of its periods.
+    hints_hz are frequencies the evidence predicts (the tick at CONFIG_HZ):
+    each is tested directly first, as a matched filter, since a source can
+    hide in a spectrum dominated by long random gaps."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -228,6 +236,11 @@ def find_periodic(
     bin_ns = max(10_000.0, span_ns / MAX_BINS)
     found: list[PeriodicSource] = []
     remaining = np.ones(len(starts), dtype=bool)
+    for hz in hints_hz:
+        hinted = _source(starts, durations, remaining, span_ns, bin_ns, 1e9 / hz) if remaining.any() else None
+        if hinted and hinted[0].events >= min_events and hinted[0].coverage >= min_coverage:
+            found.append(hinted[0])
+            remaining[hinted[1]] = False
     while len(found) < max_sources and remaining.sum() >= min_events:
         source = _next_source(starts, durations, remaining, span_ns, bin_ns, min_events, min_coverage, threshold)
         if source is None:
