@@ -1,0 +1,136 @@
+"""Describing a cell's runs and comparing cells against a baseline.
+
+describe: the figures a cell reports (n, mean, sample std, CV, median, MAD,
+IQR, min, max, and p95/p99 only when n allows). compare: the ratio of
+medians with a seeded bootstrap CI, the Mann-Whitney U test (two-sided;
+exact for small samples, Mann & Whitney 1947), and a verdict. holm: the
+Holm-Bonferroni step-down adjustment across a table (Holm 1979)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats
+
+from quietcore.stats.bootstrap import SEED
+from quietcore.stats.percentiles import min_samples, quantile
+
+ALPHA = 0.05
+HIGH_CV = 0.10  # a cell varying more than this gets a warning
+
+
+@dataclass(frozen=True)
+class Description:
+    n: int
+    mean: float
+    std: float | None  # sample standard deviation (n-1); None for n < 2
+    cv: float | None
+    median: float
+    mad: float  # median absolute deviation, unscaled
+    iqr: float
+    min: float
+    max: float
+    p95: float | None  # None when n is too small for it
+    p99: float | None
+
+
+def describe(values: Sequence[float]) -> Description:
+    if not values:
+        raise ValueError("describe needs at least one value")
+    data = np.asarray(values, dtype=np.float64)
+    ordered = sorted(float(v) for v in data)
+    n = len(ordered)
+    std = float(data.std(ddof=1)) if n > 1 else None
+    mean = float(data.mean())
+    median = quantile(ordered, 0.5)
+    return Description(
+        n=n,
+        mean=mean,
+        std=std,
+        cv=std / mean if std is not None and mean else None,
+        median=median,
+        mad=float(np.median(np.abs(data - median))),
+        iqr=quantile(ordered, 0.75) - quantile(ordered, 0.25),
+        min=ordered[0],
+        max=ordered[-1],
+        p95=quantile(ordered, 0.95) if n >= min_samples(0.95) else None,
+        p99=quantile(ordered, 0.99) if n >= min_samples(0.99) else None,
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ratio: float  # median(candidate) / median(baseline)
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_adjusted: float | None = None
+    verdict: str = ""
+
+
+def ratio_ci(
+    baseline: Sequence[float], candidate: Sequence[float], level: float = 0.95, resamples: int = 10_000
+) -> tuple[float, float]:
+    """Bootstrap CI of the ratio of medians, resampling each group alone."""
+    a, b = np.asarray(baseline, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    if a.size < 2 or b.size < 2:
+        raise ValueError("a ratio interval needs at least two runs in each cell")
+    rng = np.random.default_rng(SEED)
+    ma = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(mb / ma, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def compare(baseline: Sequence[float], candidate: Sequence[float]) -> Comparison:
+    """Candidate against baseline, for a lower-is-better figure (time)."""
+    ratio = float(np.median(candidate) / np.median(baseline))
+    low, high = ratio_ci(baseline, candidate)
+    p = float(stats.mannwhitneyu(candidate, baseline, alternative="two-sided").pvalue)
+    return Comparison(ratio, low, high, p)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values, in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def verdict(c: Comparison, alpha: float = ALPHA) -> str:
+    """Faster, slower, or no detectable difference: both the adjusted test
+    and the ratio's interval must agree before a difference is claimed."""
+    p = c.p_adjusted if c.p_adjusted is not None else c.p_value
+    if p < alpha and c.ci_high < 1:
+        return f"faster ({(1 - c.ratio):.1%} less time)"
+    if p < alpha and c.ci_low > 1:
+        return f"slower ({(c.ratio - 1):.1%} more time)"
+    return "no detectable difference"
+
+
+def compare_table(baseline: Sequence[float], cells: dict[str, Sequence[float]]) -> dict[str, Comparison]:
+    """Every cell against the baseline, Holm-adjusted across the table."""
+    raw = {name: compare(baseline, values) for name, values in cells.items()}
+    adjusted = holm([c.p_value for c in raw.values()])
+    out = {}
+    for (name, c), p in zip(raw.items(), adjusted, strict=True):
+        c = replace(c, p_adjusted=p)
+        out[name] = replace(c, verdict=verdict(c))
+    return out
+
+
+def warnings_for(name: str, d: Description) -> list[str]:
+    out = []
+    if d.cv is not None and d.cv > HIGH_CV:
+        out.append(f"{name}: runs vary by {d.cv:.0%} (CV): add --reps or --warmup, or quiet the node")
+    if d.p95 is None:
+        out.append(f"{name}: {d.n} runs are too few for a p95 (needs {min_samples(0.95)})")
+    return out

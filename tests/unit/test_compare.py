@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quietcore.stats.compare import compare, compare_table, describe, holm, ratio_ci, verdict, warnings_for
+
+
+def test_describe() -> None:
+    d = describe([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert d.n == 5 and d.mean == 4.0 and d.median == 3.0 and d.min == 1.0 and d.max == 10.0
+    assert d.std == pytest.approx(np.std([1, 2, 3, 4, 10], ddof=1))
+    assert d.mad == 1.0 and d.iqr == 2.0
+    assert d.p95 is None and d.p99 is None  # five values give no p95
+    assert describe([float(i) for i in range(100)]).p95 == pytest.approx(94.05)
+    with pytest.raises(ValueError):
+        describe([])
+
+
+def test_holm_matches_the_textbook_example() -> None:
+    # Holm (1979): sorted p 0.01, 0.02, 0.03, 0.04 with m = 4 -> 0.04, 0.06, 0.06, 0.06
+    assert holm([0.04, 0.01, 0.03, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+
+
+def test_clear_difference_gets_a_verdict() -> None:
+    rng = np.random.default_rng(1)
+    base = list(rng.normal(100, 1, 10))
+    slow = list(rng.normal(120, 1, 10))
+    c = compare(base, slow)
+    assert c.ratio == pytest.approx(1.2, rel=0.02) and c.ci_low > 1 and c.p_value < 0.001
+    assert verdict(c).startswith("slower (")
+
+
+def test_no_difference_is_said_plainly() -> None:
+    rng = np.random.default_rng(2)
+    a, b = list(rng.normal(100, 5, 8)), list(rng.normal(100, 5, 8))
+    table = compare_table(a, {"same": b})
+    assert table["same"].verdict == "no detectable difference"
+    assert table["same"].ci_low < 1 < table["same"].ci_high
+
+
+def test_small_samples_cannot_claim_much() -> None:
+    # Three runs each: the exact Mann-Whitney test cannot reach 0.05 two-sided.
+    table = compare_table([1.0, 1.1, 1.2], {"x": [2.0, 2.1, 2.2], "y": [0.5, 0.6, 0.7]})
+    assert all(c.verdict == "no detectable difference" for c in table.values())
+    with pytest.raises(ValueError):
+        ratio_ci([1.0], [1.0, 2.0])
+
+
+def test_warnings() -> None:
+    w = warnings_for("cell", describe([1.0, 2.0, 3.0]))
+    assert any("vary by" in x for x in w) and any("too few for a p95" in x for x in w)
