@@ -19,6 +19,7 @@ from quietcore.attribution.noise import analyze
 from quietcore.errors import CommandError, Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.root import Root
+from quietcore.levers.journal import recover
 from quietcore.probes.calibrate import run_calibrate
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
@@ -43,6 +44,9 @@ class Session:
         self.root = root
         self.conn: sqlite3.Connection = db.open_db(db_path, chosen=chosen)
         sessions.mark_stale(self.conn)
+        # Levers a crashed run left changed go back before anything is measured.
+        for line in recover(self.conn):
+            print(f"quietcore: {line}", file=sys.stderr)
         self.facts: dict[str, Any] = collect_facts(root)
         self.fingerprint = fingerprint(self.facts)
         self.id = sessions.create_session(

@@ -67,6 +67,25 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN analysis TEXT NOT NULL DEFAULT '{}';
     """,
+    # 3: the lever journal: every change to the node, written before it is
+    # made, so that a crash is undone at the next start.
+    """
+    CREATE TABLE journal (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        lever TEXT NOT NULL,
+        target TEXT NOT NULL,
+        old_value TEXT NOT NULL,
+        new_value TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'reverted', 'failed')),
+        changed_at TEXT NOT NULL,
+        reverted_at TEXT,
+        note TEXT
+    );
+    CREATE INDEX journal_open ON journal(state);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
