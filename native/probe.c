@@ -17,6 +17,7 @@ static const struct {
     {"latency", latency_main, "wake-up latency of timed sleeps per CPU (cyclictest's method)"},
     {"ctxswitch", ctxswitch_main, "context-switch cost, cross-CPU wake-up, time slices"},
     {"disturb", disturb_main, "a known periodic disturbance: wake every P µs, spin B µs"},
+    {"matmul", matmul_main, "workload: OpenMP dense matrix multiply, one pinned thread per CPU"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
     while (i < NCOMMANDS && strcmp(commands[i].name, argv[1]))
         i++;
     if (i == NCOMMANDS)
-        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise, latency, ctxswitch, disturb)", argv[1]);
+        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise, latency, ctxswitch, disturb, matmul)", argv[1]);
     else
         commands[i].run(&ctx, argc - 1, argv + 1, &result);
     fclose(mem);

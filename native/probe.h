@@ -93,5 +93,6 @@ int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int latency_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int ctxswitch_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int matmul_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 
 #endif

@@ -155,3 +155,28 @@ def test_real_time_policy_without_privilege_says_why(tmp_path: Path) -> None:
     assert "needs CAP_SYS_NICE or root" in proc.stderr
     # Nothing left running: every thread of the probe ended with it.
     assert subprocess.run(["pgrep", "-f", str(copy)], capture_output=True, check=False).returncode == 1
+
+
+def test_matmul_is_verified_and_reports_placement() -> None:
+    r = result("matmul", "--n", "200", "--cpus", CPU)
+    assert r["verified"] and r["threads"] == 1 and r["placement"][0]["cpu_start"] == int(CPU)
+    m = r["measured"]
+    assert m["wall_ns"] > 0 and m["user_ns"] > 0
+    # Every counter is a number or says why it is not there.
+    assert all(isinstance(v, int) or v.startswith("unsupported: ") for v in m["counters"].values())
+    blocked = result("matmul", "--n", "200", "--cpus", CPU, "--variant", "blocked", "--block", "32")
+    assert blocked["verified"] and blocked["checksum"] == pytest.approx(r["checksum"])
+
+
+def test_matmul_detects_threads_sharing_a_cpu() -> None:
+    # The seed experiment's mistake: two OpenMP threads on one isolated CPU.
+    r = result("matmul", "--n", "200", "--threads", "2", "--cpus", CPU)
+    assert r["threads_share_a_cpu"] is True
+    assert r["warning"] == f"threads 0 and 1 ran on the same CPU ({CPU}): they time-shared it"
+
+
+def test_matmul_bad_usage() -> None:
+    proc = probe("matmul", "--variant", "ikj")
+    assert proc.returncode == 2 and "invalid --variant 'ikj' (valid: ijk, blocked)" in proc.stderr
+    proc = probe("matmul", "--n", "9")
+    assert proc.returncode == 2 and "invalid --n '9' (valid: 16-8192)" in proc.stderr
