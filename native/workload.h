@@ -18,6 +18,7 @@ typedef struct {
     uint64_t value[WL_COUNTERS];
     struct rusage ru0, ru1;
     uint64_t t0, t1;
+    uint64_t cpu0, cpu1; /* CLOCK_PROCESS_CPUTIME_ID: every thread, to the ns */
 } wl_measure;
 
 /* Open the counters (inherited by threads created later) and start. */
