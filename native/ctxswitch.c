@@ -37,13 +37,8 @@ typedef struct {
     bool pipe, yield, cross, slice, force;
 } cs_opts;
 
-static int pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set);
-}
+/* The helper processes are single-threaded: pinning the thread pins them. */
+static int pin(int cpu) { return pin_self(cpu); }
 
 /* A child that dies with its parent: no helper outlives the probe. */
 static pid_t fork_child(void)

@@ -114,10 +114,7 @@ static void add_work(uint64_t n)
 static void *disturb_thread_main(void *arg)
 {
     disturb_thread *t = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(t->cpu, &set);
-    int ok = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    int ok = pin_self(t->cpu) == 0;
     if (!ok)
         snprintf(t->error, sizeof t->error, "cannot pin to CPU %d", t->cpu);
     else if (sched_apply(t->o->sched.policy, t->o->sched.priority, t->error, sizeof t->error))

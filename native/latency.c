@@ -99,10 +99,7 @@ static int parse(probe_ctx *ctx, int argc, char **argv, lat_opts *o)
 static void *lat_thread_main(void *arg)
 {
     lat_thread *t = arg;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(t->cpu, &set);
-    int ok = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    int ok = pin_self(t->cpu) == 0;
     if (!ok)
         snprintf(t->error, sizeof t->error, "cannot pin to CPU %d", t->cpu);
     else if (sched_apply(t->o->sched.policy, t->o->sched.priority, t->error, sizeof t->error))

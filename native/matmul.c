@@ -112,12 +112,8 @@ static void place(const mm_opts *o, int *where, bool pin)
 #pragma omp parallel
     {
         int t = omp_get_thread_num();
-        if (pin && o->pinned) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(o->cpus[t % o->ncpus], &one);
-            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-        }
+        if (pin && o->pinned)
+            pin_self(o->cpus[t % o->ncpus]);
         where[t] = sched_getcpu();
     }
 }

@@ -13,10 +13,7 @@
 
 static int setup(noise_thread *t)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(t->cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+    if (pin_self(t->cpu)) {
         snprintf(t->error, sizeof t->error, "cannot pin to CPU %d", t->cpu);
         return -1;
     }

@@ -83,6 +83,8 @@ int opt_finish(probe_ctx *ctx, int argc, char **argv, const char *valid, bool ha
 int sched_check(probe_ctx *ctx, sched_opts *s, const cpu_set_t *cpus);
 /* Set the calling thread's policy; on failure writes why into err. */
 int sched_apply(int policy, int priority, char *err, size_t len);
+/* Pin the calling thread to one CPU; 0 on success. */
+int pin_self(int cpu);
 /* End the whole process after `seconds`, whatever its threads are doing. */
 void watchdog_arm(double seconds);
 

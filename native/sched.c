@@ -116,6 +116,14 @@ int sched_apply(int policy, int priority, char *err, size_t len)
     return rc;
 }
 
+int pin_self(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+}
+
 static void on_watchdog(int sig)
 {
     (void)sig;
