@@ -45,13 +45,22 @@ def int_in_range(text: str, option: str, lo: int, hi: int) -> int:
     return _in_range(text, option, lo, hi, int)
 
 
-def rt_guard(policy: str, cpus: frozenset[int], online: frozenset[int], force: bool) -> None:
-    """A real-time spinner on every online CPU leaves the kernel's own work
-    nowhere to run; refused unless --force (the native core checks too)."""
-    if policy in ("fifo", "rr") and cpus >= online and not force:
+def sched_option(policy: str, priority_text: str, cpus: frozenset[int], online: frozenset[int], force: bool) -> int:
+    """The priority for a policy, checked before anything is opened or
+    measured (the native core checks the same again): 1-99 with fifo and rr
+    (0 means the lowest, 1), 0 otherwise. A real-time spinner on every
+    online CPU leaves the kernel's own work nowhere to run, so it is refused
+    unless --force."""
+    priority = int_in_range(priority_text, "--priority", 0, 99)
+    if policy not in ("fifo", "rr"):
+        if priority:
+            raise UsageError(f"invalid --priority {priority} with --policy {policy} (valid: 0; 1-99 with fifo or rr)")
+        return 0
+    if cpus >= online and not force:
         raise UsageError(
             f"refusing --policy {policy} on every online CPU ({format_cpulist(online)}): leave one free, or add --force"
         )
+    return priority or 1
 
 
 def tags_option(items: list[str] | None) -> dict[str, str]:

@@ -46,6 +46,8 @@ def test_ctxswitch_table_with_intervals(cli: CliRunner, db_file: Path) -> None:
         (["ctxswitch", "--tests", "nope"], "invalid --tests 'nope'"),
         (["latency", "--cpus", CPU, "--duration", "1", "--interval-us", "5"], "invalid --interval-us '5'"),
         (["noise", "--cpus", CPU, "--duration", "1", "--policy", "other", "--priority", "3"], "with --policy other"),
+        (["latency", "--cpus", CPU, "--duration", "1", "--policy", "other", "--priority", "3"], "with --policy other"),
+        (["latency", "--cpus", CPU, "--duration", "1", "--policy", "fifo", "--priority", "120"], "(valid: 0-99)"),
         (["noise", "--cpus", CPU, "--duration", "1", "--mode", "nope"], "invalid choice: 'nope'"),
     ],
 )

@@ -17,7 +17,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float, rt_guard
+from quietcore.options import cpus_option, int_in_range, positive_float, sched_option
 from quietcore.probes.noise import POLICIES
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], float]:
     online = online_cpus(common.live_root())
     cpus = cpus_option(args.cpus, online)
-    rt_guard(args.policy, cpus, online, args.force)
+    priority = sched_option(args.policy, args.priority, cpus, online, args.force)
     duration = positive_float(args.duration, "--duration", 0.001, 86400)
     params: dict[str, Any] = {
         "cpus": format_cpulist(cpus),
@@ -52,7 +52,7 @@ def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], flo
         "interval_us": int_in_range(args.interval_us, "--interval-us", 50, 1_000_000),
         "threshold_us": int_in_range(args.threshold_us, "--threshold-us", 1, 10_000_000),
         "policy": args.policy,
-        "priority": int_in_range(args.priority, "--priority", 0, 99),
+        "priority": priority,
         "dma_latency_us": None
         if args.dma_latency is None
         else int_in_range(args.dma_latency, "--dma-latency", 0, 2_000_000),

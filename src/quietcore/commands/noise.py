@@ -19,9 +19,8 @@ import json
 from typing import Any
 
 from quietcore.commands import common
-from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float, rt_guard
+from quietcore.options import cpus_option, int_in_range, positive_float, sched_option
 from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
@@ -52,15 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> NoiseOptions:
-    root = common.live_root()
-    priority = int_in_range(args.priority, "--priority", 0, 99)
-    if args.policy in ("fifo", "rr") and priority == 0:
-        priority = 1
-    elif args.policy not in ("fifo", "rr") and priority:
-        raise_usage(f"invalid --priority {priority} with --policy {args.policy} (valid: 0; 1-99 with fifo or rr)")
-    online = online_cpus(root)
+    online = online_cpus(common.live_root())
     cpus = cpus_option(args.cpus, online)
-    rt_guard(args.policy, cpus, online, args.force)
+    priority = sched_option(args.policy, args.priority, cpus, online, args.force)
     return NoiseOptions(
         cpus=cpus,
         duration=positive_float(args.duration, "--duration", 0.001, 86400),
@@ -73,10 +66,6 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
         work=None if args.work is None else int_in_range(args.work, "--work", 1, 100_000_000),
         quantum_us=None if args.quantum_us is None else int_in_range(args.quantum_us, "--quantum-us", 1, 1_000_000),
     )
-
-
-def raise_usage(message: str) -> None:
-    raise UsageError(message)
 
 
 def run(args: argparse.Namespace) -> int:
