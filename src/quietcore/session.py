@@ -18,9 +18,9 @@ from quietcore.attribution import counters, tracer
 from quietcore.attribution.noise import analyze
 from quietcore.errors import CommandError, Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
+from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
 from quietcore.levers.journal import recover
-from quietcore.probes.calibrate import run_calibrate
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.store import db, sessions
@@ -96,7 +96,7 @@ class Session:
             probe = run_noise(options, on_tick)
         after = counters.snapshot(self.root)
         user_hz = self._user_hz()
-        steal = {cpu: (after.steal.get(cpu, 0) - ticks) * 1e9 / user_hz for cpu, ticks in before.steal.items()}
+        steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
         rows = summary_rows(probe.result, steal)
         analysis: dict[str, Any] = {}
         if probe.result.get("mode", "spin") == "spin":
@@ -130,10 +130,8 @@ class Session:
         return {**probe.result, "analysis": analysis}
 
     def calibrate(self, trials: int = 5, trial_ms: int = 100) -> dict[str, Any]:
-        started = sessions.now_iso()
-        probe = run_calibrate(trials, trial_ms)
-        self._store("calibrate", {"trials": trials, "trial_ms": trial_ms}, started, probe, {}, [])
-        return probe.result
+        args = ["--trials", str(trials), "--trial-ms", str(trial_ms)]
+        return self.probe("calibrate", args, {"trials": trials, "trial_ms": trial_ms}, trials * trial_ms / 1000)
 
     def _store(
         self,

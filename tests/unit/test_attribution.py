@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
+from quietcore.facts.procstat import CpuTimes
 from quietcore.stats.bootstrap import bootstrap_ci, median_ci
 
 
@@ -9,7 +10,7 @@ def snap(loc: int, res: int, nvme: int, timer: int, steal: int) -> CounterSnapsh
         interrupts={"LOC": {1: loc}, "RES": {1: res}, "45": {1: nvme}},
         names={"LOC": "Local timer interrupts", "RES": "Rescheduling interrupts", "45": "nvme0q1"},
         softirqs={"TIMER": {1: timer}},
-        steal={1: steal},
+        cpu_times={1: CpuTimes(1, {"steal": steal})},
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quietcore.facts.interrupts import parse_interrupts
-from quietcore.facts.procstat import parse_proc_stat
+from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
 
 #: Typical cost per event, ns, where the run does not measure one. Orders of
@@ -39,7 +39,7 @@ class CounterSnapshot:
     interrupts: dict[str, dict[int, int]]  # row name -> per-CPU count
     names: dict[str, str]  # row name -> device or description
     softirqs: dict[str, dict[int, int]]
-    steal: dict[int, int]  # USER_HZ ticks
+    cpu_times: dict[int, CpuTimes]  # /proc/stat, for steal
 
 
 def snapshot(root: Root) -> CounterSnapshot:
@@ -59,7 +59,7 @@ def snapshot(root: Root) -> CounterSnapshot:
     except ValueError:
         pass
     stat = parse_proc_stat(root.read_text("proc/stat") or "")
-    return CounterSnapshot(interrupts, names, softirqs, {c: t.ticks.get("steal", 0) for c, t in stat.items()})
+    return CounterSnapshot(interrupts, names, softirqs, stat)
 
 
 @dataclass
@@ -131,7 +131,7 @@ def attribute(
     for name, count in _delta(before.softirqs, after.softirqs, cpu).items():
         cost, basis = measured_costs.get(name) or (TYPICAL_NS.get(name, 2000), "typical")
         a.sources.append(Source(f"softirq {name}", "softirq", count, cost, basis, count * cost))
-    steal = (after.steal.get(cpu, 0) - before.steal.get(cpu, 0)) * 1e9 / user_hz
+    steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz).get(cpu, 0.0)
     if steal > 0:
         a.sources.append(Source("steal", "steal", 0, None, "counted by the hypervisor", steal))
     long = [d for _, d in events if d >= LONG_GAP_NS]
