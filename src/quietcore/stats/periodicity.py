@@ -116,19 +116,36 @@ def _fit(
     return members, period, center, jitter
 
 
-def _next_source(
-    starts: NDArray[np.float64],
-    durations: NDArray[np.float64],
-    remaining: NDArray[np.bool_],
-    span_ns: float,
-    bin_ns: float,
-    min_events: int,
-    min_coverage: float,
-    threshold: float,
-) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+@dataclass
+class _Events:
+    """The events being searched, and which of them no source has taken."""
+
+    starts: NDArray[np.float64]
+    durations: NDArray[np.float64]
+    span_ns: float
+    bin_ns: float
+    remaining: NDArray[np.bool_]
+    min_events: int
+    min_coverage: float
+
+    def accepts(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None) -> bool:
+        return found is not None and found[0].events >= self.min_events and found[0].coverage >= self.min_coverage
+
+    def take(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None, into: list[PeriodicSource]) -> None:
+        """Keep an accepted source, and take its events out of the search."""
+        if found is not None and self.accepts(found):
+            into.append(found[0])
+            self.remaining[found[1]] = False
+
+    @property
+    def enough_left(self) -> bool:
+        return int(self.remaining.sum()) >= self.min_events
+
+
+def _next_source(ev: _Events, threshold: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events."""
-    power, df = _spectrum(starts[remaining], durations[remaining], span_ns, bin_ns)
+    power, df = _spectrum(ev.starts[ev.remaining], ev.durations[ev.remaining], ev.span_ns, ev.bin_ns)
     lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
     if lo >= hi:
         return None
@@ -137,24 +154,15 @@ def _next_source(
         peak = lo + int(np.argmax(power[lo:]))
         if power[peak] < threshold:
             return None
-        best = _best_harmonic(starts, durations, remaining, span_ns, bin_ns, power, peak, lo, df, threshold)
-        if best is not None and best[0].events >= min_events and best[0].coverage >= min_coverage:
+        best = _best_harmonic(ev, power, peak, lo, df)
+        if ev.accepts(best):
             return best
         power[max(peak - 2, 0) : peak + 3] = 0  # not this one: try the next peak
     return None
 
 
 def _best_harmonic(
-    starts: NDArray[np.float64],
-    durations: NDArray[np.float64],
-    remaining: NDArray[np.bool_],
-    span_ns: float,
-    bin_ns: float,
-    power: NDArray[np.float64],
-    peak: int,
-    lo: int,
-    df: float,
-    threshold: float,
+    ev: _Events, power: NDArray[np.float64], peak: int, lo: int, df: float
 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """A spectral peak may be a harmonic of the source: try it and its
     subharmonics, and keep the one that explains most, members x coverage.
@@ -168,7 +176,7 @@ def _best_harmonic(
         # A subharmonic is tried even when weak in the spectrum: two pulse
         # trains of one period but different phases cancel there.
         index = max(range(max(index - 1, lo), min(index + 2, len(power))), key=lambda i: power[i])
-        candidate = _source(starts, durations, remaining, span_ns, bin_ns, 1e9 / (index * df))
+        candidate = _source(ev, 1e9 / (index * df))
         if candidate and (best is None or _score(candidate[0]) > _score(best[0])):
             best = candidate
     return best
@@ -178,22 +186,16 @@ def _score(source: PeriodicSource) -> float:
     return source.events * min(source.coverage, 1.0)
 
 
-def _source(
-    starts: NDArray[np.float64],
-    durations: NDArray[np.float64],
-    remaining: NDArray[np.bool_],
-    span_ns: float,
-    bin_ns: float,
-    period: float,
-) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
-    tol = max(2 * bin_ns, 0.02 * period)
-    members, period, _, jitter = _fit(starts[remaining], durations[remaining], period, tol)
-    idx = np.flatnonzero(remaining)[members]
-    expected = int(span_ns // period)
+def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+    """The source of this period among the remaining events, if one is there."""
+    tol = max(2 * ev.bin_ns, 0.02 * period)
+    members, period, _, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol)
+    idx = np.flatnonzero(ev.remaining)[members]
+    expected = int(ev.span_ns // period)
     # Chance alignments: random events at rate r put one within about
     # 1/(2r) of any grid point, and evenly across the window (std
     # tol/sqrt(3)); a real source sits far tighter on its line than either.
-    rate = remaining.sum() / span_ns
+    rate = ev.remaining.sum() / ev.span_ns
     chance = min(tol, 1 / (2 * rate)) if rate else tol
     if not len(idx) or not expected or not jitter <= chance / 4:
         return None
@@ -203,8 +205,8 @@ def _source(
         events=len(idx),
         expected=expected,
         jitter_ns=jitter,
-        median_duration_ns=float(np.median(durations[idx])),
-        lost_ns=float(durations[idx].sum()),
+        median_duration_ns=float(np.median(ev.durations[idx])),
+        lost_ns=float(ev.durations[idx].sum()),
     )
     return source, idx
 
@@ -232,21 +234,17 @@ def find_periodic(
     if span_ns <= 0:
         raise ValueError("span must be positive")
     inside = (starts >= 0) & (starts < span_ns)  # events outside the span are not this run's
-    starts, durations = starts[inside], durations[inside]
-    bin_ns = max(10_000.0, span_ns / MAX_BINS)
+    ev = _Events(starts[inside], durations[inside], span_ns, max(10_000.0, span_ns / MAX_BINS),
+                 np.ones(int(inside.sum()), dtype=bool), min_events, min_coverage)  # fmt: skip
     found: list[PeriodicSource] = []
-    remaining = np.ones(len(starts), dtype=bool)
     for hz in hints_hz:
-        hinted = _source(starts, durations, remaining, span_ns, bin_ns, 1e9 / hz) if remaining.any() else None
-        if hinted and hinted[0].events >= min_events and hinted[0].coverage >= min_coverage:
-            found.append(hinted[0])
-            remaining[hinted[1]] = False
-    while len(found) < max_sources and remaining.sum() >= min_events:
-        source = _next_source(starts, durations, remaining, span_ns, bin_ns, min_events, min_coverage, threshold)
+        if ev.enough_left:
+            ev.take(_source(ev, 1e9 / hz), found)
+    while len(found) < max_sources and ev.enough_left:
+        source = _next_source(ev, threshold)
         if source is None:
             break
-        found.append(source[0])
-        remaining[source[1]] = False
+        ev.take(source, found)
     return found
 
 
