@@ -54,15 +54,16 @@ static pid_t fork_child(void)
 
 static int parse_tests(probe_ctx *ctx, const char *text, cs_opts *o)
 {
-    o->pipe = strstr(text, "pipe") != NULL;
-    o->yield = strstr(text, "yield") != NULL;
-    o->cross = strstr(text, "cross") != NULL;
-    o->slice = strstr(text, "slice") != NULL;
+    o->pipe = o->yield = o->cross = o->slice = false;
     char copy[128];
     snprintf(copy, sizeof copy, "%s", text);
-    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
-        if (strcmp(tok, "pipe") && strcmp(tok, "yield") && strcmp(tok, "cross") && strcmp(tok, "slice"))
+    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        bool *flag = !strcmp(tok, "pipe") ? &o->pipe : !strcmp(tok, "yield") ? &o->yield
+                   : !strcmp(tok, "cross") ? &o->cross : !strcmp(tok, "slice") ? &o->slice : NULL;
+        if (!flag)
             return probe_fail(ctx, EXIT_USAGE, "invalid --tests '%s' (valid: pipe, yield, cross, slice)", tok);
+        *flag = true;
+    }
     return EXIT_OK;
 }
 

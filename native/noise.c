@@ -110,6 +110,20 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
     return sched_check(ctx, &o->sched, &o->cpus);
 }
 
+static void emit_cpu_common(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
+{
+    json_kv_i64(j, "cpu", t->cpu);
+    json_kv_i64(j, "cpu_observed_start", t->cpu_start);
+    json_kv_i64(j, "cpu_observed_end", t->cpu_end);
+    json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
+    json_kv_f64(j, "measured_ns", (double)(t->t_end - t->t_start) * ns_per_tick);
+    json_key(j, "ctxsw");
+    json_obj_begin(j);
+    json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
+    json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
+    json_obj_end(j);
+}
+
 static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
 {
     uint64_t min = hist_min(t->hist);
@@ -117,11 +131,7 @@ static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double n
     /* A gap costs what it took beyond the loop's own fastest period. */
     double lost = ((double)t->gap_ticks - (double)t->gaps * (double)min) * ns_per_tick;
     json_obj_begin(j);
-    json_kv_i64(j, "cpu", t->cpu);
-    json_kv_i64(j, "cpu_observed_start", t->cpu_start);
-    json_kv_i64(j, "cpu_observed_end", t->cpu_end);
-    json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
-    json_kv_f64(j, "measured_ns", measured);
+    emit_cpu_common(j, t, origin, ns_per_tick);
     json_kv_u64(j, "loops", t->loops);
     json_kv_f64(j, "min_period_ns", (double)min * ns_per_tick);
     json_kv_f64(j, "median_period_ns", hist_quantile(t->hist, t->loops, 0.5) * ns_per_tick);
@@ -133,11 +143,6 @@ static void emit_cpu(json_t *j, const noise_thread *t, uint64_t origin, double n
     json_kv_f64(j, "events_per_s", measured > 0 ? (double)t->gaps / (measured * 1e-9) : NAN);
     json_kv_u64(j, "events_recorded", t->recorded);
     json_kv_u64(j, "events_dropped", t->gaps - t->recorded);
-    json_key(j, "ctxsw");
-    json_obj_begin(j);
-    json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
-    json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
-    json_obj_end(j);
     hist_emit(j, t->hist, ns_per_tick);
     json_key(j, "events");
     json_arr_begin(j);
@@ -171,19 +176,6 @@ static void emit_series(json_t *j, const noise_thread *t, double scale)
     json_arr_end(j);
 }
 
-static void emit_cpu_common(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
-{
-    json_kv_i64(j, "cpu", t->cpu);
-    json_kv_i64(j, "cpu_observed_start", t->cpu_start);
-    json_kv_i64(j, "cpu_observed_end", t->cpu_end);
-    json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
-    json_kv_f64(j, "measured_ns", (double)(t->t_end - t->t_start) * ns_per_tick);
-    json_key(j, "ctxsw");
-    json_obj_begin(j);
-    json_kv_i64(j, "voluntary", t->ru1.ru_nvcsw - t->ru0.ru_nvcsw);
-    json_kv_i64(j, "involuntary", t->ru1.ru_nivcsw - t->ru0.ru_nivcsw);
-    json_obj_end(j);
-}
 
 /* fwq: every quantum did the same work, so time beyond the fastest one is
  * noise; available = fastest x quanta / total. */
