@@ -2,7 +2,7 @@
 
 Runs a counter calibration and then a noise scan of every online CPU, in two
 rounds (half of the CPUs each) so the other half keeps the housekeeping work
-and quietcore's own process off the CPUs being measured. About 21 s on a
+and quietcore's own process off the CPUs being measured. About 24 s on a
 2-CPU machine; --quick takes about 5 s.
 
 example: quietcore lab --quick
