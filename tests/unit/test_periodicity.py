@@ -90,3 +90,13 @@ def test_hinted_tick_hidden_by_long_random_gaps() -> None:
     order = np.argsort(starts)
     found = find_periodic(starts[order], durations[order], SPAN, hints_hz=(250.0,))
     assert found and found[0].frequency_hz == pytest.approx(250, rel=1e-3) and found[0].coverage > 0.95
+
+
+def test_expected_periods_count_from_the_phase() -> None:
+    # 1250 periods of 4 ms fit in 5 s from a phase of 0.1 ms, 1250 from
+    # 3.9 ms; either way every event is one period, coverage exactly 1.
+    rng = np.random.default_rng(7)
+    for phase in (0.1e6, 3.9e6):
+        starts = train(4e6, phase, 300, rng)
+        (source,) = find_periodic(starts, np.full(len(starts), 5e3), SPAN)
+        assert source.events == source.expected == len(starts) and source.coverage == 1.0

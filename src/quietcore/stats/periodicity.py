@@ -189,9 +189,11 @@ def _score(source: PeriodicSource) -> float:
 def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The source of this period among the remaining events, if one is there."""
     tol = max(2 * ev.bin_ns, 0.02 * period)
-    members, period, _, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol)
+    members, period, center, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol)
     idx = np.flatnonzero(ev.remaining)[members]
-    expected = int(ev.span_ns // period)
+    # Periods whose moment falls inside the span, counted from the phase: a
+    # train starting near 0 fits one more than span // period.
+    expected = int((ev.span_ns - center % period) // period) + 1
     # Chance alignments: random events at rate r put one within about
     # 1/(2r) of any grid point, and evenly across the window (std
     # tol/sqrt(3)); a real source sits far tighter on its line than either.
