@@ -18,6 +18,15 @@ static const struct {
     {"ctxswitch", ctxswitch_main, "context-switch cost, cross-CPU wake-up, time slices"},
     {"disturb", disturb_main, "a known periodic disturbance: wake every P µs, spin B µs"},
     {"matmul", matmul_main, "workload: OpenMP dense matrix multiply, one pinned thread per CPU"},
+    {"compute", compute_main, "workload: a fixed amount of dense scalar arithmetic"},
+    {"cpuburn", cpuburn_main, "workload: iterations done in a fixed time, per pinned thread"},
+    {"memory", memory_main, "workload: one add per cache line of a pre-faulted buffer"},
+    {"memscan", memscan_main, "workload: sequential, strided or pointer-chasing scan; huge pages obtained"},
+    {"stride", stride_main, "workload: equal numbers of loads at a stride or at random"},
+    {"stream", stream_main, "workload: STREAM triad bandwidth"},
+    {"numa", numa_main, "workload: bandwidth and latency for one CPU node x memory node pair"},
+    {"io", io_main, "workload: sequential writes, buffered, fsync or direct"},
+    {"mixed", mixed_main, "workload: compute with periodic checkpoint writes"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -55,11 +64,16 @@ int main(int argc, char **argv)
     }
     json_t result;
     json_init(&result, mem);
+    char names[512] = "";
+    for (size_t k = 0; k < NCOMMANDS; k++) {
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "", commands[k].name);
+    }
     size_t i = 0;
     while (i < NCOMMANDS && strcmp(commands[i].name, argv[1]))
         i++;
     if (i == NCOMMANDS)
-        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: calibrate, noise, latency, ctxswitch, disturb, matmul)", argv[1]);
+        probe_fail(&ctx, EXIT_USAGE, "unknown command '%s' (valid: %s)", argv[1], names);
     else
         commands[i].run(&ctx, argc - 1, argv + 1, &result);
     fclose(mem);

@@ -96,5 +96,14 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int latency_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int ctxswitch_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int matmul_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int compute_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int cpuburn_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int memory_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int memscan_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int stride_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int stream_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int numa_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int io_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int mixed_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 
 #endif

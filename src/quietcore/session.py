@@ -4,6 +4,7 @@ and close the session as complete, failed or interrupted."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
@@ -128,6 +129,12 @@ class Session:
         analysis = analyze_result(probe.result) if analyze_result else {}
         self._store(command, params, started, probe, {}, [], analysis)
         return {**probe.result, "analysis": analysis}
+
+    def record(self, kind: str, params: dict[str, Any], started: str, envelope: dict[str, Any]) -> None:
+        """Store a run quietcore measured itself (a user's command, an
+        experiment's summary), with the same provenance as a probe's."""
+        text = json.dumps(envelope)
+        self._store(kind, params, started, ProbeResult(envelope, text, False), {}, [], envelope.get("analysis"))
 
     def calibrate(self, trials: int = 5, trial_ms: int = 100) -> dict[str, Any]:
         args = ["--trials", str(trials), "--trial-ms", str(trial_ms)]

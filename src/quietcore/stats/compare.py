@@ -112,7 +112,7 @@ def verdict(c: Comparison, alpha: float = ALPHA) -> str:
     if p < alpha and c.ci_high < 1:
         return f"faster ({(1 - c.ratio):.1%} less time)"
     if p < alpha and c.ci_low > 1:
-        return f"slower ({(c.ratio - 1):.1%} more time)"
+        return f"slower ({c.ratio:.2f}x the time)" if c.ratio >= 2 else f"slower ({(c.ratio - 1):.1%} more time)"
     return "no detectable difference"
 
 

@@ -1,0 +1,118 @@
+"""From the runs of each cell to the table: descriptive statistics with a
+bootstrap interval of the median, each cell against its group's baseline
+(ratio of medians with its interval, Mann-Whitney U, Holm across the whole
+table), plain verdicts, the experiment's own figures, and warnings a user
+can act on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from quietcore.experiments.model import Experiment
+from quietcore.experiments.runner import Outcome
+from quietcore.stats.bootstrap import bootstrap_ci
+from quietcore.stats.compare import Comparison, compare, describe, holm, verdict, warnings_for
+from quietcore.stats.percentiles import min_samples
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))
+
+
+def _extras(exp: Experiment, outcome: Outcome, base: Outcome | None) -> dict[str, str]:
+    """Figures particular to a workload, from its runs' own results."""
+    results, out = outcome.results, {}
+    if not results:
+        return out
+    work = results[0].get("workload")
+    if work == "memscan":
+        fractions = [r["huge_fraction"] for r in results if r.get("huge_fraction", -1) >= 0]
+        if fractions:
+            out["huge pages"] = f"{_median(fractions):.0%}"
+    if work == "numa":
+        out["latency ns"] = f"{_median([r['latency_ns'] for r in results]):.1f}"
+    if work == "io":
+        out["measures"] = str(results[0].get("mode"))
+    if work == "cpuburn" and base and base.results:
+        mine = _median([r["metric"]["value"] for r in results])
+        theirs = _median([r["metric"]["value"] for r in base.results])
+        out["per-thread speed"] = f"{theirs / mine:.2f}x"
+        if exp.name == "affinity":
+            # The seed's T_X: the time each thread needs for a common amount
+            # of work, X = what one thread of the baseline did per run.
+            x = _median([r["iters_total"] / r["threads"] for r in base.results])
+            out["time to common work"] = f"{x * mine / 1e9:.3f} s"
+    return out
+
+
+def _verdict(c: Comparison, higher: bool) -> str:
+    if not higher:
+        return verdict(c)
+    # A throughput: the same test, the words turned round.
+    flipped = Comparison(1 / c.ratio, 1 / c.ci_high, 1 / c.ci_low, c.p_value, c.p_adjusted)
+    word = verdict(flipped)
+    if word.startswith("faster"):
+        more = f"{c.ratio:.2f}x the throughput" if c.ratio >= 2 else f"{c.ratio - 1:.1%} more throughput"
+        return f"faster ({more})"
+    if word.startswith("slower"):
+        return f"slower ({1 - c.ratio:.1%} less throughput)"
+    return word
+
+
+def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict[str, Any]:
+    by_label = {o.cell.label: o for o in outcomes}
+    groups = exp.groups()
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    pending: list[tuple[dict[str, Any], Comparison, bool]] = []
+    for group, cells in groups.items():
+        base_cell = next((c for c in cells if c.baseline), None)
+        base = by_label.get(base_cell.label) if base_cell else None
+        for cell in cells:
+            o = by_label[cell.label]
+            values = [float(r["metric"]["value"]) for r in o.results]
+            row: dict[str, Any] = {"cell": cell.label, "group": group, "factors": cell.factors,
+                                   "baseline": cell.baseline, "values": values, "failed": o.failed}  # fmt: skip
+            if o.failed:
+                warnings.append(f"{cell.label}: could not run: {o.failed}")
+            if not values:
+                rows.append(row)
+                continue
+            metric = o.results[0]["metric"]
+            row["metric"] = {k: metric[k] for k in ("name", "unit", "better")}
+            d = describe(values)
+            row["stats"] = asdict(d)
+            if len(values) >= 2:
+                row["median_ci"] = list(bootstrap_ci(values))
+            warnings += warnings_for(cell.label, d)[:1] if d.cv is not None and d.cv > 0.10 else []
+            row["extra"] = _extras(exp, o, base)
+            for r in o.results:
+                w = r.get("warning")
+                if w and f"{cell.label}: {w}" not in warnings:
+                    warnings.append(f"{cell.label}: {w}")
+            if base and not cell.baseline and len(values) >= 2 and len(base.results) >= 2:
+                base_values = [float(r["metric"]["value"]) for r in base.results]
+                pending.append((row, compare(base_values, values), metric["better"] == "higher"))
+            rows.append(row)
+    adjusted = holm([c.p_value for _, c, _ in pending])
+    for (row, c, higher), p in zip(pending, adjusted, strict=True):
+        c = Comparison(c.ratio, c.ci_low, c.ci_high, c.p_value, p)
+        row["comparison"] = {**asdict(c), "verdict": _verdict(c, higher)}
+    sizes = sorted({len(r["values"]) for r in rows if r["values"]})
+    if sizes and sizes[0] < min_samples(0.95):
+        warnings.append(
+            f"p95 and p99 are not shown: the cells have {sizes[0]} runs, a p95 needs {min_samples(0.95)} "
+            f"(use --reps {min_samples(0.95)})"
+        )
+    for label, why in exp.skipped:
+        warnings.append(f"{label}: not run: {why}")
+    if virtualized:
+        warnings.append(
+            "this node is a virtual machine: the host's own scheduling adds noise no guest setting removes, "
+            "and some levers (isolation, governor) act only on the guest"
+        )
+    return {"experiment": exp.name, "title": exp.title, "reps": exp.reps, "warmup": exp.warmup, "rows": rows,
+            "notes": exp.notes, "warnings": warnings}  # fmt: skip

@@ -1,0 +1,243 @@
+"""The built-in experiments, planned for this node's real topology. Each
+has a full form (the seed's parameters where they are practical) and a
+--quick form sized to finish in about a minute on a 2-vCPU VM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from quietcore.experiments.model import Cell, Experiment, Load
+from quietcore.experiments.node import Node
+from quietcore.facts.cpulist import format_cpulist
+from quietcore.levers.preempt import PreemptLever
+
+REPS, QUICK_REPS = 10, 6  # 6 against 6 is the fewest that can reach p < 0.05 after Holm over ~20 tests
+WARMUP = 1
+
+
+def _cpus(*cpus: int) -> str:
+    return format_cpulist(frozenset(cpus))
+
+
+def _burner(cpu: int, seconds: float) -> Load:
+    # A competitor at SCHED_OTHER on the workload's CPU, running longer than
+    # the workload; it is killed when the workload ends.
+    return Load("cpuburn on the same CPU", "cpuburn", ("--cpus", str(cpu), "--seconds", f"{seconds + 30:g}"))
+
+
+def tickless(node: Node, quick: bool, priority: int) -> Experiment:
+    n = 600 if quick else 1000
+    expected = 0.1 if quick else 0.8
+    iso = sorted(node.isolated & node.allowed)
+    hk = sorted(node.housekeeping)
+    notes, cells = [], []
+    args = ("--n", str(n))
+    if iso:
+        threads = min(2, len(iso), len(hk))
+        on_iso, on_hk = _cpus(*iso[:threads]), _cpus(*hk[-threads:])
+        cells.append(Cell("housekeeping", "matmul", {"cpus": on_hk}, "matmul", (*args, "--cpus", on_hk), expected,
+                          baseline=True))
+        cells.append(Cell("isolated", "matmul", {"cpus": on_iso}, "matmul", (*args, "--cpus", on_iso), expected))
+        notes.append(f"isolated CPUs {format_cpulist(frozenset(iso))} against housekeeping CPUs {on_hk}, {threads} threads")
+    else:
+        threads = min(2, len(node.allowed))
+        cpus = _cpus(*sorted(node.allowed)[-threads:])
+        cells.append(Cell("unpinned", "matmul", {"placement": "unpinned"}, "matmul",
+                          (*args, "--threads", str(threads), "--unpinned"), expected, baseline=True))
+        cells.append(Cell("pinned", "matmul", {"placement": f"pinned {cpus}"}, "matmul",
+                          (*args, "--threads", str(threads), "--cpus", cpus), expected))
+        notes.append(
+            "no isolated CPUs in this boot: pinned against unpinned here; boot with isolcpus= nohz_full= and "
+            "compare the sessions (quietcore compare) for the effect of isolation"
+        )
+    return Experiment("tickless", f"matmul {n}x{n}, {threads} threads: isolation and pinning", cells,
+                      QUICK_REPS if quick else REPS, WARMUP, notes)
+
+
+SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]] = {
+    # workload: (quick args, full args, quick seconds, full seconds)
+    "compute": (("--iters", "60000000"), ("--iters", "2000000000"), 0.1, 3.2),
+    "memory": (("--size", "256M", "--passes", "2"), ("--size", "1G", "--passes", "4"), 0.05, 0.2),
+    "io": (("--size", "32M", "--mode", "buffered"), ("--size", "512M", "--mode", "buffered"), 0.05, 0.6),
+    "mixed": (("--iters", "600", "--every", "100", "--checkpoint", "1M"), ("--iters", "3000", "--every", "300"), 0.1, 0.6),
+}
+
+
+def sched(node: Node, quick: bool, priority: int) -> Experiment:
+    cpu = node.work_cpu
+    cells = []
+    for workload, (q_args, f_args, q_s, f_s) in SCHED_WORKLOADS.items():
+        base, seconds = (q_args, q_s) if quick else (f_args, f_s)
+        for policy in ("other", "fifo", "rr"):
+            for loaded in (False, True):
+                label = f"{workload} {policy}{' +load' if loaded else ''}"
+                args = (*base, "--cpus", str(cpu), "--policy", policy)
+                if policy != "other":
+                    args += ("--priority", str(priority))
+                cells.append(Cell(
+                    label, workload, {"workload": workload, "policy": policy, "load": "same-cpu" if loaded else "none"},
+                    workload, args, seconds * (2 if loaded else 1),
+                    loads=(_burner(cpu, seconds),) if loaded else (), baseline=policy == "other" and not loaded,
+                ))  # fmt: skip
+    notes = [f"workloads pinned to CPU {cpu}; fifo and rr at priority {priority}; the load is a SCHED_OTHER cpuburn"]
+    return Experiment("sched", "scheduling policy x workload, with and without a competitor on the CPU", cells,
+                      QUICK_REPS if quick else REPS, WARMUP, notes)
+
+
+def preempt(node: Node, quick: bool, priority: int) -> Experiment:
+    """Under the running model, and under every other one when the kernel can
+    switch at run time."""
+    lever = PreemptLever()
+    ok, why = lever.available()
+    models = None
+    notes = []
+    if ok:
+        current = lever.read()
+        models = [current] + [m for m in lever.choices() if m != current]
+    else:
+        notes.append(f"only the running model is measured: {why}")
+    n = 500 if quick else 1500
+    expected = 0.1 if quick else 6.0
+    cpu = node.work_cpu
+    cells = []
+    for model in models or ["current"]:
+        levers = {"preempt": model} if models else {}
+        for disturbed in (False, True):
+            label = f"{model} {'disturbed' if disturbed else 'stable'}"
+            load = Load("seed disturbance on the same CPU", "disturb",
+                        ("--cpus", str(cpu), "--preset", "seed", "--duration", f"{expected * 3 + 30:g}"))
+            cells.append(Cell(
+                label, "matmul", {"preempt": model, "disturbance": "same-cpu" if disturbed else "none"}, "matmul",
+                ("--n", str(n), "--threads", "1", "--cpus", str(cpu)), expected, levers=levers,
+                loads=(load,) if disturbed else (), baseline=label == f"{(models or ['current'])[0]} stable",
+            ))  # fmt: skip
+    notes.append(
+        f"matmul {n}x{n} on CPU {cpu}; the disturbance is the seed's thread: every 300 ms, 1e7 additions, SCHED_OTHER"
+    )
+    return Experiment("preempt", "preemption model, stable and disturbed matmul", cells,
+                      QUICK_REPS if quick else REPS, WARMUP, notes)
+
+
+def affinity(node: Node, quick: bool, priority: int) -> Experiment:
+    seconds = 0.3 if quick else 5.0
+    a = node.work_cpu
+    b = node.other_core(a)
+    sec = ("--seconds", f"{seconds:g}")
+    cells = [
+        Cell("one unpinned", "cpuburn", {"threads": "1", "layout": "unpinned"}, "cpuburn", (*sec, "--unpinned"),
+             seconds, baseline=True),
+        Cell("one pinned", "cpuburn", {"threads": "1", "layout": f"CPU {a}"}, "cpuburn", (*sec, "--cpus", str(a)),
+             seconds),
+        Cell("two unpinned", "cpuburn", {"threads": "2", "layout": "unpinned"}, "cpuburn",
+             (*sec, "--threads", "2", "--unpinned"), seconds),
+        Cell("two on one CPU", "cpuburn", {"threads": "2", "layout": f"CPU {a} twice"}, "cpuburn",
+             (*sec, "--threads", "2", "--cpus", str(a)), seconds),
+    ]
+    skipped = []
+    if b is None:
+        skipped.append(("two on different cores", "this node has only one core available"))
+    else:
+        cells.append(Cell("two on different cores", "cpuburn", {"threads": "2", "layout": f"CPUs {a},{b}"},
+                          "cpuburn", (*sec, "--threads", "2", "--cpus", _cpus(a, b)), seconds))
+    notes = ["metric: ns per iteration of the average thread, the time a fixed amount of work per thread takes"]
+    exp = Experiment("affinity", f"cpuburn layouts, {seconds:g} s each", cells, QUICK_REPS if quick else 5, WARMUP,
+                     notes, skipped)
+    return exp
+
+
+def thp(node: Node, quick: bool, priority: int) -> Experiment:
+    size = "64M" if quick else "1G"
+    cpu = node.work_cpu
+    cells = []
+    for pattern in ("seq", "stride", "random"):
+        for mode in ("never", "madvise", "always"):
+            # Under madvise only a program that asks gets huge pages: that
+            # cell's program asks; the others are unmodified programs.
+            args = ("--size", size, "--pattern", pattern, "--cpus", str(cpu))
+            if mode == "madvise":
+                args += ("--hugepage",)
+            cells.append(Cell(
+                f"{pattern} {mode}", pattern, {"pattern": pattern, "thp": mode,
+                                               "madvise": "yes" if mode == "madvise" else "no"},
+                "memscan", args, 0.3 if quick else 4.0, levers={"thp": mode}, baseline=mode == "never",
+            ))  # fmt: skip
+    notes = [f"memscan over {size} on CPU {cpu}; stride is 4096 B (one access per page); the madvise cells call "
+             "madvise(MADV_HUGEPAGE), the others do not"]  # fmt: skip
+    return Experiment("thp", "transparent huge pages x access pattern", cells, QUICK_REPS if quick else 5, WARMUP,
+                      notes)
+
+
+def smt(node: Node, quick: bool, priority: int) -> Experiment:
+    seconds = 0.3 if quick else 5.0
+    a = node.work_cpu
+    sec = ("--seconds", f"{seconds:g}")
+    cells = [Cell("alone", "cpuburn", {"layout": "alone"}, "cpuburn", (*sec, "--cpus", str(a)), seconds,
+                  baseline=True)]
+    notes, skipped = [], []
+    sibling, other = node.sibling_of(a), node.other_core(a)
+    if sibling is None:
+        why = f"no SMT sibling of CPU {a} (smt: {node.smt or 'unknown'}): this node has one thread per core"
+        skipped.append(("SMT siblings", why))
+        notes.append(why)
+    else:
+        cells.append(Cell("SMT siblings", "cpuburn", {"layout": f"CPUs {a},{sibling}"}, "cpuburn",
+                          (*sec, "--threads", "2", "--cpus", _cpus(a, sibling)), seconds))
+    if other is None:
+        skipped.append(("different cores", "only one core available"))
+    else:
+        cells.append(Cell("different cores", "cpuburn", {"layout": f"CPUs {a},{other}"}, "cpuburn",
+                          (*sec, "--threads", "2", "--cpus", _cpus(a, other)), seconds))
+    return Experiment("smt", "two threads on SMT siblings or separate cores, normalised to one alone", cells,
+                      QUICK_REPS if quick else 5, WARMUP, notes, skipped)
+
+
+STRIDES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def prefetch(node: Node, quick: bool, priority: int) -> Experiment:
+    size, accesses = ("64M", "2000000") if quick else ("256M", "16777216")
+    cpu = node.work_cpu
+    common = ("--size", size, "--accesses", accesses, "--cpus", str(cpu))
+    cells = [
+        Cell(f"stride {s}", "stride", {"stride": str(s)}, "stride", (*common, "--stride", str(s)), 0.05,
+             baseline=s == 1)
+        for s in STRIDES
+    ]
+    cells.append(Cell("random", "stride", {"stride": "random"}, "stride", (*common, "--pattern", "random"), 0.05))
+    notes = [f"{accesses} loads of 8 B at every point over {size} on CPU {cpu}; strides in elements of 8 B"]
+    return Experiment("prefetch", "equal-work stride sweep against sequential and random references", cells,
+                      QUICK_REPS if quick else 5, WARMUP, notes)
+
+
+def numa(node: Node, quick: bool, priority: int) -> Experiment:
+    size = "64M" if quick else "512M"
+    nodes = sorted(n for n, cpus in node.topology.nodes.items() if cpus & node.allowed)
+    mem_nodes = sorted(node.topology.nodes)
+    cells, notes = [], []
+    for c in nodes:
+        for m in mem_nodes:
+            cells.append(Cell(
+                f"cpu node {c} / mem node {m}", f"cpu node {c}", {"cpu_node": str(c), "mem_node": str(m)}, "numa",
+                ("--cpu-node", str(c), "--mem-node", str(m), "--size", size), 0.3, baseline=c == m,
+            ))  # fmt: skip
+    if len(mem_nodes) == 1:
+        notes.append("one NUMA node: the 1x1 matrix is measured, but there is no remote memory to compare")
+    distances = node.topology.distances
+    if distances:
+        notes.append("firmware distances (SLIT): " + "; ".join(f"node {n}: {row}" for n, row in sorted(distances.items())))
+    return Experiment("numa", "bandwidth and latency, CPU node x memory node", cells, QUICK_REPS if quick else 5,
+                      WARMUP, notes)
+
+
+Planner = Callable[[Node, bool, int], Experiment]
+
+BUILTIN: dict[str, Planner] = {
+    "tickless": tickless,
+    "sched": sched,
+    "preempt": preempt,
+    "affinity": affinity,
+    "thp": thp,
+    "smt": smt,
+    "prefetch": prefetch,
+    "numa": numa,
+}

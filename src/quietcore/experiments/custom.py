@@ -1,0 +1,179 @@
+"""User-defined experiments: `--cmd` with `--factor` options, or a TOML file.
+
+    reps = 8                 # optional (default 10)
+    warmup = 1               # optional (default 1)
+    seed = 7                 # optional
+    [factors]                # every combination is a cell
+    policy = ["other", "fifo"]
+    thp = ["never", "always"]
+    [baseline]               # optional; default: the first value of each factor
+    policy = "other"
+    [[workload]]
+    name = "memscan"         # a built-in workload, with its options
+    args = ["--pattern", "random", "--size", "64M"]
+    [[workload]]
+    cmd = "make -j2"         # or any command (no shell), measured from outside
+
+Factors: policy (other, batch, idle, fifo, rr, deadline), priority (1-99),
+cpus (a CPU list, or "any"), load (none, same-cpu), and the levers thp,
+thp_defrag, governor, preempt (values as this kernel offers them)."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from quietcore.errors import UsageError
+from quietcore.experiments.custom_exec import POLICIES, check_argv
+from quietcore.experiments.model import Cell, Experiment, Load
+from quietcore.experiments.node import Node
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.levers.registry import NAMES as LEVERS
+
+WORKLOADS = ("matmul", "compute", "memory", "io", "mixed", "cpuburn", "memscan", "stride", "stream", "numa")
+FACTORS = ("policy", "priority", "cpus", "load", *LEVERS)
+LOADS = ("none", "same-cpu")
+EXPECTED_S = 2.0  # a user workload's length is unknown; the watchdog allows far more
+
+
+def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
+    if name not in FACTORS:
+        raise UsageError(f"{where}: unknown factor {name!r} (valid: {', '.join(FACTORS)})")
+    if not values:
+        raise UsageError(f"{where}: factor {name!r} has no values")
+    for v in values:
+        if name == "policy" and v not in (*POLICIES, "deadline"):
+            raise UsageError(f"{where}: invalid policy {v!r} (valid: {', '.join((*POLICIES, 'deadline'))})")
+        if name == "load" and v not in LOADS:
+            raise UsageError(f"{where}: invalid load {v!r} (valid: {', '.join(LOADS)})")
+        if name == "priority" and not (v.isdigit() and 1 <= int(v) <= 99):
+            raise UsageError(f"{where}: invalid priority {v!r} (valid: 1-99)")
+        if name == "cpus" and v != "any":
+            try:
+                cpus = parse_cpulist(v)
+            except ValueError:
+                cpus = frozenset()
+            if not cpus or not cpus <= node.allowed:
+                raise UsageError(
+                    f"{where}: invalid cpus {v!r} (a CPU list within {format_cpulist(node.allowed)}, or any)"
+                )
+
+
+def _workload_cell(
+    label: str, group: str, factors: dict[str, str], workload: dict[str, Any], node: Node, baseline: bool
+) -> Cell:
+    policy = factors.get("policy", "other")
+    priority = int(factors.get("priority", "0"))
+    if policy in ("fifo", "rr") and not priority:
+        priority = 1
+    cpus_text = factors.get("cpus", "any")
+    cpus = frozenset() if cpus_text == "any" else parse_cpulist(cpus_text)
+    load = factors.get("load", "none")
+    loads: tuple[Load, ...] = ()
+    if load == "same-cpu":
+        if not cpus:
+            raise UsageError("factor load=same-cpu needs a cpus factor: the competitor goes on the workload's CPU")
+        cpu = min(cpus)
+        loads = (Load("cpuburn on the same CPU", "cpuburn", ("--cpus", str(cpu), "--seconds", "3600")),)
+    levers = {k: v for k, v in factors.items() if k in LEVERS}
+    if "cmd" in workload:
+        if policy == "deadline":
+            raise UsageError("policy deadline is only available for built-in workloads, not for a command")
+        return Cell(label, group, factors, "exec", (), EXPECTED_S, levers, loads, baseline,
+                    argv=tuple(shlex.split(workload["cmd"])), cpus=cpus, policy=policy, priority=priority)  # fmt: skip
+    args = [str(a) for a in workload.get("args", [])]
+    if cpus:
+        args += ["--cpus", format_cpulist(cpus)]
+    if policy != "other":
+        args += ["--policy", policy]
+        if policy in ("fifo", "rr"):
+            args += ["--priority", str(priority)]
+    return Cell(label, group, factors, workload["name"], tuple(args), EXPECTED_S, levers, loads, baseline)
+
+
+def build(
+    name: str,
+    factors: dict[str, list[str]],
+    workloads: list[dict[str, Any]],
+    baseline: dict[str, str],
+    node: Node,
+    reps: int,
+    warmup: int,
+    where: str,
+) -> Experiment:
+    for key, values in factors.items():
+        _check_factor(key, values, where, node)
+    for key, value in baseline.items():
+        if key not in factors or value not in factors[key]:
+            raise UsageError(f"{where}: baseline {key}={value!r} is not one of the factor's values")
+    chosen = {k: baseline.get(k, v[0]) for k, v in factors.items()}
+    cells = []
+    keys = list(factors)
+    for w in workloads:
+        if "cmd" in w:
+            argv = shlex.split(str(w["cmd"]))
+            check_argv(argv, f"{where}: cmd")
+            group = str(w.get("label") or argv[0])
+        else:
+            if w.get("name") not in WORKLOADS:
+                raise UsageError(f"{where}: unknown workload {w.get('name')!r} (valid: {', '.join(WORKLOADS)})")
+            group = str(w.get("label") or w["name"])
+        for combo in itertools.product(*(factors[k] for k in keys)):
+            f = dict(zip(keys, combo, strict=True))
+            label = " ".join([group, *(f"{k}={v}" for k, v in f.items() if len(factors[k]) > 1)])
+            cells.append(_workload_cell(label, group, f, w, node, baseline=f == chosen))
+    labels = [c.label for c in cells]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"{where}: two workloads share a name: give them a label")
+    return Experiment(name, f"custom: {len(cells)} cells", cells, reps, warmup)
+
+
+def from_cmd(cmd: str, factor_items: list[str], node: Node, reps: int, warmup: int) -> Experiment:
+    factors: dict[str, list[str]] = {}
+    for item in factor_items:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise UsageError(f"invalid --factor {item!r} (expected NAME=V1,V2; names: {', '.join(FACTORS)})")
+        factors[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
+    return build("custom", factors, [{"cmd": cmd}], {}, node, reps, warmup, "--factor")
+
+
+def from_file(path: Path, node: Node, reps: int | None, warmup: int | None) -> tuple[Experiment, int | None]:
+    """The experiment and the file's seed (None when it names none)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"invalid --file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"invalid --file {path}: {exc}") from exc
+    where = str(path)
+    known = {"name", "reps", "warmup", "seed", "factors", "baseline", "workload"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(sorted(known))})")
+    workloads = data.get("workload")
+    if not isinstance(workloads, list) or not workloads or not all(isinstance(w, dict) for w in workloads):
+        raise UsageError(f"{where}: expected at least one [[workload]] table with name = ... or cmd = ...")
+    for w in workloads:
+        if ("cmd" in w) == ("name" in w):
+            raise UsageError(f"{where}: each [[workload]] needs exactly one of name = \"...\" or cmd = \"...\"")
+        if not isinstance(w.get("args", []), list):
+            raise UsageError(f"{where}: args must be a list of strings, like [\"--size\", \"64M\"]")
+    raw = data.get("factors", {})
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: [factors] must be a table of lists")
+    factors = {k: [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in raw.items()}
+    baseline = {k: str(v) for k, v in data.get("baseline", {}).items()}
+    file_reps, file_warmup = data.get("reps", 10), data.get("warmup", 1)
+    for key, value in (("reps", file_reps), ("warmup", file_warmup)):
+        if not isinstance(value, int) or value < (1 if key == "reps" else 0) or value > 10000:
+            raise UsageError(f"{where}: invalid {key} {value!r} (valid: {1 if key == 'reps' else 0}-10000)")
+    seed = data.get("seed")
+    if seed is not None and not isinstance(seed, int):
+        raise UsageError(f"{where}: invalid seed {seed!r} (an integer)")
+    exp = build(str(data.get("name", path.stem)), factors, workloads, baseline, node,
+                reps if reps is not None else file_reps, warmup if warmup is not None else file_warmup, where)  # fmt: skip
+    return exp, seed

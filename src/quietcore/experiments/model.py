@@ -1,0 +1,60 @@
+"""What an experiment is: cells (one combination of factor values and a
+workload), grouped so that each cell is compared with its group's baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Load:
+    """A process run beside the workload: a competitor or a disturbance."""
+
+    label: str
+    command: str  # a quietcore-probe subcommand
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    label: str
+    group: str  # cells are compared with the baseline of their group
+    factors: dict[str, str]
+    command: str  # a quietcore-probe workload, or "exec" for a user command
+    args: tuple[str, ...]
+    expected_s: float
+    levers: dict[str, str] = field(default_factory=dict)  # lever name -> value
+    loads: tuple[Load, ...] = ()
+    baseline: bool = False
+    argv: tuple[str, ...] = ()  # for "exec": the user's command
+    cpus: frozenset[int] = frozenset()  # for "exec": where to pin it (empty: anywhere)
+    policy: str = "other"  # for "exec"
+    priority: int = 0
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "cell": self.label,
+            "group": self.group,
+            "factors": self.factors,
+            "levers": self.levers,
+            "loads": [load.label for load in self.loads],
+            "baseline": self.baseline,
+        }
+
+
+@dataclass
+class Experiment:
+    name: str
+    title: str
+    cells: list[Cell]
+    reps: int
+    warmup: int
+    notes: list[str] = field(default_factory=list)  # plain facts about this node's limits
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (cell, why)
+
+    def groups(self) -> dict[str, list[Cell]]:
+        out: dict[str, list[Cell]] = {}
+        for cell in self.cells:
+            out.setdefault(cell.group, []).append(cell)
+        return out

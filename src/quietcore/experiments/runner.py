@@ -1,0 +1,149 @@
+"""Running an experiment: levers checked before anything starts, warm-ups
+first, then every (cell, repetition) in a seeded random order, each run set
+up (levers through the journal, competing loads started), measured, stored
+and torn down before the next. Ctrl-C and SIGTERM stop between or inside a
+run; the journal and the finally clauses put the node back."""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quietcore.errors import CommandError, UsageError
+from quietcore.experiments.custom_exec import run_command
+from quietcore.experiments.model import Cell, Experiment, Load
+from quietcore.levers.journal import Journal
+from quietcore.levers.registry import lever
+from quietcore.probes.runner import probe_path
+from quietcore.session import Session
+
+RT = ("fifo", "rr")
+
+
+@dataclass
+class Outcome:
+    """What the runs of one cell gave."""
+
+    cell: Cell
+    results: list[dict[str, Any]] = field(default_factory=list)  # measured runs, not warm-ups
+    failed: str | None = None  # why the cell stopped, if it did
+
+
+def _policy_of(cell: Cell) -> tuple[str, int]:
+    if cell.command == "exec":
+        return cell.policy, cell.priority
+    args = list(cell.args)
+    policy = args[args.index("--policy") + 1] if "--policy" in args else "other"
+    priority = int(args[args.index("--priority") + 1]) if "--priority" in args else 0
+    return policy, priority
+
+
+def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
+    """Drop the cells this node cannot run, saying why (strict: a value the
+    kernel does not offer is bad input instead, for user-written plans)."""
+    kept = []
+    for cell in exp.cells:
+        why = None
+        for name, value in cell.levers.items():
+            knob = lever(name, cpus)
+            ok, reason = knob.available()
+            if not ok:
+                why = f"{name}: {reason}"
+                break
+            offered = knob.choices()
+            if value not in offered:
+                if strict:
+                    raise UsageError(f"invalid {name} value {value!r} (this kernel offers: {', '.join(offered)})")
+                why = f"{name}={value} is not offered (this kernel offers: {', '.join(offered)})"
+                break
+            if os.geteuid() != 0:
+                why = f"{name}: changing it needs root"
+                break
+        policy, priority = _policy_of(cell)
+        if why is None and policy in RT and os.geteuid() != 0:
+            limit = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
+            if limit != resource.RLIM_INFINITY and limit < priority:
+                why = f"policy {policy} needs root, CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority} (it is {limit})"
+        if why is None and policy == "deadline" and os.geteuid() != 0:
+            why = "policy deadline needs root or CAP_SYS_NICE"
+        if why:
+            exp.skipped.append((cell.label, why))
+        else:
+            kept.append(cell)
+    exp.cells = kept
+
+
+def order(exp: Experiment, seed: int) -> list[tuple[Cell, int]]:
+    """Warm-ups (negative repetition numbers) first, then the measured runs;
+    each part shuffled with the seed, so drift over time spreads across the
+    cells instead of landing on one."""
+    rng = random.Random(seed)
+    warm = [(cell, -1 - k) for cell in exp.cells for k in range(exp.warmup)]
+    runs = [(cell, k) for cell in exp.cells for k in range(exp.reps)]
+    rng.shuffle(warm)
+    rng.shuffle(runs)
+    return warm + runs
+
+
+def _start(load: Load) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(probe_path()), load.command, *load.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+LOAD_SETTLE_S = 0.05  # the competitor is running on its CPU before the workload starts
+
+
+def run_experiment(
+    session: Session,
+    exp: Experiment,
+    seed: int,
+    cpus: frozenset[int],
+    on_run: Callable[[int, int, Cell], None] | None = None,
+) -> list[Outcome]:
+    """`cpus`: where CPU-wide levers (the governor) apply."""
+    outcomes = {cell.label: Outcome(cell) for cell in exp.cells}
+    plan = order(exp, seed)
+    for index, (cell, rep) in enumerate(plan):
+        outcome = outcomes[cell.label]
+        if outcome.failed:
+            continue
+        if on_run:
+            on_run(index, len(plan), cell)
+        params = {"experiment": exp.name, **cell.params(), "rep": rep, "warmup": rep < 0, "order": index, "seed": seed}
+        loads: list[subprocess.Popen[bytes]] = []
+        try:
+            with Journal(session.conn, session.id) as journal:
+                for name, value in cell.levers.items():
+                    lever(name, cpus).apply(value, journal)
+                loads = [_start(load) for load in cell.loads]
+                if loads:
+                    time.sleep(LOAD_SETTLE_S)
+                if cell.command == "exec":
+                    result = run_command(session, cell, params)
+                else:
+                    result = session.probe(cell.command, list(cell.args), params, cell.expected_s)
+        except UsageError:
+            raise
+        except CommandError as exc:
+            outcome.failed = str(exc)
+            continue
+        finally:
+            _stop(loads)
+        if rep >= 0:
+            outcome.results.append(result)
+    return list(outcomes.values())

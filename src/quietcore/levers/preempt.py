@@ -1,0 +1,68 @@
+"""The preemption model of a PREEMPT_DYNAMIC kernel, switched at run time
+through debugfs (/sys/kernel/debug/sched/preempt: "none voluntary (full)
+lazy", the running one in parentheses). A kernel built with one model, a
+locked-down kernel, or a node without debugfs mounted cannot switch: the
+lever says which."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from quietcore.errors import CommandError, UsageError
+from quietcore.levers.journal import Journal
+
+PATH = Path("/sys/kernel/debug/sched/preempt")
+
+
+def parse(text: str) -> tuple[list[str], str | None]:
+    """(choices, current) from the debugfs file's one line."""
+    choices, current = [], None
+    for word in text.split():
+        if word.startswith("(") and word.endswith(")"):
+            word = word[1:-1]
+            current = word
+        choices.append(word)
+    return choices, current
+
+
+class PreemptLever:
+    name = "preempt"
+
+    def __init__(self, path: Path = PATH) -> None:
+        self.path = path
+
+    def _text(self) -> str:
+        return self.path.read_text()
+
+    def available(self) -> tuple[bool, str]:
+        if not self.path.parent.parent.exists() or not any(self.path.parent.parent.iterdir()):
+            return False, f"debugfs is not mounted at {self.path.parent.parent} (mount -t debugfs none {self.path.parent.parent})"
+        try:
+            self._text()
+        except FileNotFoundError:
+            return False, f"{self.path} is missing: the kernel is not PREEMPT_DYNAMIC, its model is built in"
+        except PermissionError as exc:
+            if exc.errno == errno.EPERM:
+                return False, "the kernel is locked down (see kernel_lockdown(7)): debugfs cannot be read or written"
+            return False, f"cannot read {self.path}: needs root"
+        except OSError as exc:
+            return False, f"cannot read {self.path}: {exc.strerror}"
+        return True, ""
+
+    def choices(self) -> list[str]:
+        return parse(self._text())[0]
+
+    def read(self) -> str:
+        current = parse(self._text())[1]
+        if current is None:
+            raise CommandError(f"cannot tell the running model from {self.path}")
+        return current
+
+    def apply(self, value: str, journal: Journal) -> None:
+        offered = self.choices()
+        if value not in offered:
+            raise UsageError(f"invalid preempt value {value!r} (this kernel offers: {', '.join(offered)})")
+        current = self.read()
+        if current != value:
+            journal.change(self.name, self.path, current, value)
