@@ -130,6 +130,13 @@ static void emit(json_t *j, const mm_opts *o, const wl_measure *m, const int *st
             }
     json_obj_begin(j);
     json_kv_str(j, "workload", "matmul");
+    json_key(j, "metric");
+    json_obj_begin(j);
+    json_kv_str(j, "name", "wall_s");
+    json_kv_str(j, "unit", "s");
+    json_kv_f64(j, "value", (double)(m->t1 - m->t0) / 1e9);
+    json_kv_str(j, "better", "lower");
+    json_obj_end(j);
     json_kv_u64(j, "n", o->n);
     json_kv_str(j, "variant", o->blocked ? "blocked" : "ijk");
     json_kv_u64(j, "threads", o->threads);

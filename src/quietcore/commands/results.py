@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.commands import common
+from quietcore.report.experiment import experiment_table
 from quietcore.errors import UsageError
 from quietcore.report import export, tables, text
 from quietcore.store import db, sessions
@@ -78,8 +79,12 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
     row = sessions.get_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
-    for run in sessions.runs_of(conn, row["id"]):
+    runs = sessions.runs_of(conn, row["id"])
+    summaries = [run for run in runs if run["kind"] == "experiment"]
+    for run in summaries or runs:
         show_run(out, conn, run)
+    if summaries:
+        out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row['id']}` lists them all.")
     warning = text.virt_warning(json.loads(row["facts"]))
     if warning:
         out.print(warning)
@@ -90,7 +95,14 @@ def show_run(out: Console, conn: sqlite3.Connection, run: sqlite3.Row) -> None:
     analysis = json.loads(run["analysis"])
     title = f"run {run['seq']}: {run['kind']} {json.loads(run['params'])} ({run['status']})"
     out.print(title)
-    if run["kind"] == "calibrate":
+    if run["kind"] == "experiment":
+        out.print(experiment_table(analysis))
+        for sentence in analysis.get("notes", []) + [f"warning: {w}" for w in analysis.get("warnings", [])]:
+            out.print(sentence)
+    elif "cell" in json.loads(run["params"]):
+        metric = result.get("metric") or {}
+        out.print(f"  {metric.get('name')} = {metric.get('value')} {metric.get('unit', '')}")
+    elif run["kind"] == "calibrate":
         out.print("  " + text.calibrate_line(result))
     elif run["kind"] == "latency":
         out.print(tables.latency_table(result))

@@ -30,16 +30,17 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
             if key not in extras:
                 extras.append(key)
     table = Table(title=f"{analysis['experiment']}: {analysis['title']}", title_justify="left")
-    for name, justify in (("cell", "left"), ("n", "right"), ("median", "right"), ("95% CI", "right"),
-                          ("mean ± sd", "right"), ("CV", "right"), ("p95", "right"), ("vs baseline [95% CI]", "right"),
-                          ("p (Holm)", "right"), ("verdict", "left")):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    with_p95 = any(row.get("stats") and row["stats"]["p95"] is not None for row in rows)
+    columns = ["cell", "n", "median [95% CI]", "mean ± sd", "CV", *(["p95"] if with_p95 else []),
+               "vs baseline [95% CI]", "p (Holm)", "verdict"]  # fmt: skip
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("cell", "verdict") else "right", no_wrap=name != "verdict")
     for key in extras:
         table.add_column(key, justify="right")
     for row in rows:
         stats = row.get("stats")
         if not stats:
-            table.add_row(row["cell"], "0", *["-"] * 7, "not run", *["" for _ in extras])
+            table.add_row(row["cell"], "0", *["-"] * (len(columns) - 3), "not run", *["" for _ in extras])
             continue
         unit = row["metric"]["unit"]
         ci = row.get("median_ci")
@@ -49,11 +50,10 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
         table.add_row(
             row["cell"],
             str(stats["n"]),
-            f"{fmt(stats['median'], unit)} {shown_unit(unit)}",
-            f"{fmt(ci[0], unit)}-{fmt(ci[1], unit)}" if ci else "-",
+            f"{fmt(stats['median'], unit)} {shown_unit(unit)}" + (f" [{fmt(ci[0], unit)}-{fmt(ci[1], unit)}]" if ci else ""),
             f"{fmt(stats['mean'], unit)} ± {fmt(std, unit)}" if std is not None else fmt(stats["mean"], unit),
             "-" if cv is None else f"{cv:.1%}",
-            fmt(stats["p95"], unit) if stats["p95"] is not None else f"(n<{20})",
+            *([fmt(stats["p95"], unit) if stats["p95"] is not None else "n too small"] if with_p95 else []),
             "baseline" if row["baseline"] else
             f"{comparison['ratio']:.3f} [{comparison['ci_low']:.3f}-{comparison['ci_high']:.3f}]" if comparison else "-",
             f"{comparison['p_adjusted']:.3g}" if comparison else "",

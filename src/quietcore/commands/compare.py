@@ -1,0 +1,77 @@
+"""Compare two sessions: what changed in the node, then every common cell.
+
+A and B are session IDs (or UUID prefixes) or tags KEY=VALUE (the latest
+session with that tag). First the facts behind the fingerprint that differ
+(kernel, boot parameters such as nohz_full, THP, governors...), then each
+experiment cell both sessions measured: B's median over A's with a 95 %
+bootstrap interval, Mann-Whitney U, Holm across the table, and a verdict.
+
+example: quietcore compare boot=before boot=after
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from quietcore.commands import common
+from quietcore.experiments.crosscheck import compare_sessions, resolve
+from quietcore.report import text
+from quietcore.report.experiment import fmt, shown_unit
+from quietcore.store import db
+
+NAME = "compare"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="the reference session: ID, UUID prefix or KEY=VALUE tag")
+    parser.add_argument("b", metavar="B", help="the session compared with it")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common.add_db(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    path, chosen = common.db_path(args)
+    conn = db.open_db(path, create=False, chosen=chosen)
+    try:
+        a, b = resolve(conn, args.a), resolve(conn, args.b)
+        result = compare_sessions(conn, a, b)
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    out = text.console()
+    out.print(f"A = session {a['id']} ({a['command']}, {a['started_at'][:19]}), "
+              f"B = session {b['id']} ({b['command']}, {b['started_at'][:19]})")  # fmt: skip
+    if result["same_fingerprint"]:
+        out.print(f"Same node configuration (fingerprint {a['fingerprint']}).")
+    else:
+        changes = Table(title="What changed in the node", title_justify="left")
+        for name in ("fact", "A", "B"):
+            changes.add_column(name)
+        for change in result["changes"]:
+            changes.add_row(change["fact"], str(change["a"]), str(change["b"]))
+        out.print(changes)
+    if not result["cells"]:
+        out.print("No experiment cell was measured in both sessions; nothing to compare run by run.")
+        return 0
+    table = Table(title="B against A, per cell", title_justify="left")
+    for name in ("experiment", "cell", "A median (n)", "B median (n)", "B/A [95% CI]", "p (Holm)", "verdict"):
+        table.add_column(name, justify="left" if name in ("experiment", "cell", "verdict") else "right")
+    for row in result["cells"]:
+        unit = row["metric"]["unit"]
+        c = row.get("comparison")
+        table.add_row(
+            row["experiment"], row["cell"],
+            f"{fmt(row['a']['median'], unit)} {shown_unit(unit)} ({row['a']['n']})",
+            f"{fmt(row['b']['median'], unit)} {shown_unit(unit)} ({row['b']['n']})",
+            f"{c['ratio']:.3f} [{c['ci_low']:.3f}-{c['ci_high']:.3f}]" if c else "-",
+            f"{c['p_adjusted']:.3g}" if c else "", c["verdict"] if c else "too few runs",
+        )  # fmt: skip
+    out.print(table)
+    if result["unmatched"]:
+        out.print(f"Measured in only one of the sessions: {', '.join(result['unmatched'])}")
+    return 0

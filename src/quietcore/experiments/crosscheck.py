@@ -1,0 +1,93 @@
+"""Comparing two sessions: what changed in the node (the facts behind the
+fingerprint), then every cell both sessions measured, B against A."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from quietcore.errors import UsageError
+from quietcore.stats.compare import Comparison, compare, describe, holm
+from quietcore.store import sessions
+
+DRIFTING = ("virtualization.evidence",)  # changes while the configuration does not
+
+
+def resolve(conn: sqlite3.Connection, ident: str) -> sqlite3.Row:
+    """A session by ID or UUID prefix, or the latest with tag KEY=VALUE."""
+    if "=" in ident:
+        key, _, value = ident.partition("=")
+        rows = [r for r in sessions.list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+        if not rows:
+            raise UsageError(f"no session is tagged {ident!r} (see `quietcore results list`)")
+        return rows[-1]
+    return sessions.get_session(conn, ident)
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out |= _flatten(item, f"{prefix}{key}.")
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def fact_changes(a: sqlite3.Row, b: sqlite3.Row) -> list[tuple[str, Any, Any]]:
+    fa, fb = _flatten(json.loads(a["facts"])), _flatten(json.loads(b["facts"]))
+    keys = sorted(set(fa) | set(fb))
+    return [(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k) and k not in DRIFTING]
+
+
+def cell_values(conn: sqlite3.Connection, session_id: int) -> dict[tuple[str, str], tuple[list[float], dict[str, Any]]]:
+    """(experiment, cell) -> (measured values, metric) of a session's experiment runs."""
+    out: dict[tuple[str, str], tuple[list[float], dict[str, Any]]] = {}
+    runs = sessions.runs_of(conn, session_id)
+    planned: list[tuple[str, str]] = []  # the experiment's own cell order
+    for run in runs:
+        if run["kind"] == "experiment":
+            result = json.loads(run["envelope"]).get("result") or {}
+            planned += [(result.get("name", ""), c["cell"]) for c in result.get("cells", [])]
+    for run in runs:
+        params = json.loads(run["params"])
+        if "cell" not in params or params.get("warmup") or run["status"] != "complete":
+            continue
+        result = json.loads(run["envelope"]).get("result") or {}
+        metric = result.get("metric")
+        if not metric:
+            continue
+        values, _ = out.setdefault((params["experiment"], params["cell"]), ([], metric))
+        values.append(float(metric["value"]))
+    rank = {key: i for i, key in enumerate(planned)}
+    return dict(sorted(out.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
+def compare_sessions(conn: sqlite3.Connection, a: sqlite3.Row, b: sqlite3.Row) -> dict[str, Any]:
+    va, vb = cell_values(conn, a["id"]), cell_values(conn, b["id"])
+    common = [key for key in va if key in vb]
+    rows: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], Comparison]] = []
+    for key in common:
+        (xa, metric), (xb, _) = va[key], vb[key]
+        row: dict[str, Any] = {"experiment": key[0], "cell": key[1], "metric": metric,
+                               "a": {"n": len(xa), "median": describe(xa).median},
+                               "b": {"n": len(xb), "median": describe(xb).median}}  # fmt: skip
+        if len(xa) >= 2 and len(xb) >= 2:
+            pending.append((row, compare(xa, xb)))
+        rows.append(row)
+    from quietcore.experiments.analysis import _verdict  # one wording for both tables
+
+    for (row, c), p in zip(pending, holm([c.p_value for _, c in pending]), strict=True):
+        c = Comparison(c.ratio, c.ci_low, c.ci_high, c.p_value, p)
+        row["comparison"] = {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value,
+                             "p_adjusted": p, "verdict": _verdict(c, row["metric"].get("better") == "higher")}  # fmt: skip
+    only = sorted({f"{e}: {c}" for (e, c) in set(va) ^ set(vb)})
+    return {
+        "a": {"id": a["id"], "command": a["command"], "fingerprint": a["fingerprint"], "started_at": a["started_at"]},
+        "b": {"id": b["id"], "command": b["command"], "fingerprint": b["fingerprint"], "started_at": b["started_at"]},
+        "same_fingerprint": a["fingerprint"] == b["fingerprint"],
+        "changes": [{"fact": k, "a": x, "b": y} for k, x, y in fact_changes(a, b)],
+        "cells": rows,
+        "unmatched": only,
+    }
