@@ -5,11 +5,11 @@ what applying that advice needs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     FAIL = "fail"
     WARN = "warn"
     OK = "ok"

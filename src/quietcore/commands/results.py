@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.commands import common
-from quietcore.report.experiment import experiment_table
 from quietcore.errors import UsageError
 from quietcore.report import export, tables, text
+from quietcore.report.experiment import experiment_table
 from quietcore.store import db, sessions
 
 NAME = "results"

@@ -24,7 +24,7 @@ def _median(values: list[float]) -> float:
 
 def _extras(exp: Experiment, outcome: Outcome, base: Outcome | None) -> dict[str, str]:
     """Figures particular to a workload, from its runs' own results."""
-    results, out = outcome.results, {}
+    results, out = outcome.results, dict[str, str]()
     if not results:
         return out
     work = results[0].get("workload")
@@ -34,8 +34,6 @@ def _extras(exp: Experiment, outcome: Outcome, base: Outcome | None) -> dict[str
             out["huge pages"] = f"{_median(fractions):.0%}"
     if work == "numa":
         out["latency ns"] = f"{_median([r['latency_ns'] for r in results]):.1f}"
-    if work == "io":
-        out["measures"] = str(results[0].get("mode"))
     if work == "cpuburn" and base and base.results:
         mine = _median([r["metric"]["value"] for r in results])
         theirs = _median([r["metric"]["value"] for r in base.results])

@@ -35,23 +35,49 @@ def tickless(node: Node, quick: bool, priority: int) -> Experiment:
     if iso:
         threads = min(2, len(iso), len(hk))
         on_iso, on_hk = _cpus(*iso[:threads]), _cpus(*hk[-threads:])
-        cells.append(Cell("housekeeping", "matmul", {"cpus": on_hk}, "matmul", (*args, "--cpus", on_hk), expected,
-                          baseline=True))
+        cells.append(
+            Cell("housekeeping", "matmul", {"cpus": on_hk}, "matmul", (*args, "--cpus", on_hk), expected, baseline=True)
+        )
         cells.append(Cell("isolated", "matmul", {"cpus": on_iso}, "matmul", (*args, "--cpus", on_iso), expected))
-        notes.append(f"isolated CPUs {format_cpulist(frozenset(iso))} against housekeeping CPUs {on_hk}, {threads} threads")
+        notes.append(
+            f"isolated CPUs {format_cpulist(frozenset(iso))} against housekeeping CPUs {on_hk}, {threads} threads"
+        )
     else:
         threads = min(2, len(node.allowed))
         cpus = _cpus(*sorted(node.allowed)[-threads:])
-        cells.append(Cell("unpinned", "matmul", {"placement": "unpinned"}, "matmul",
-                          (*args, "--threads", str(threads), "--unpinned"), expected, baseline=True))
-        cells.append(Cell("pinned", "matmul", {"placement": f"pinned {cpus}"}, "matmul",
-                          (*args, "--threads", str(threads), "--cpus", cpus), expected))
+        cells.append(
+            Cell(
+                "unpinned",
+                "matmul",
+                {"placement": "unpinned"},
+                "matmul",
+                (*args, "--threads", str(threads), "--unpinned"),
+                expected,
+                baseline=True,
+            )
+        )
+        cells.append(
+            Cell(
+                "pinned",
+                "matmul",
+                {"placement": f"pinned {cpus}"},
+                "matmul",
+                (*args, "--threads", str(threads), "--cpus", cpus),
+                expected,
+            )
+        )
         notes.append(
             "no isolated CPUs in this boot: pinned against unpinned here; boot with isolcpus= nohz_full= and "
             "compare the sessions (quietcore compare) for the effect of isolation"
         )
-    return Experiment("tickless", f"matmul {n}x{n}, {threads} threads: isolation and pinning", cells,
-                      QUICK_REPS if quick else REPS, WARMUP, notes)
+    return Experiment(
+        "tickless",
+        f"matmul {n}x{n}, {threads} threads: isolation and pinning",
+        cells,
+        QUICK_REPS if quick else REPS,
+        WARMUP,
+        notes,
+    )
 
 
 SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]] = {
@@ -59,7 +85,12 @@ SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]
     "compute": (("--iters", "60000000"), ("--iters", "2000000000"), 0.1, 3.2),
     "memory": (("--size", "256M", "--passes", "2"), ("--size", "1G", "--passes", "4"), 0.05, 0.2),
     "io": (("--size", "32M", "--mode", "buffered"), ("--size", "512M", "--mode", "buffered"), 0.05, 0.6),
-    "mixed": (("--iters", "600", "--every", "100", "--checkpoint", "1M"), ("--iters", "3000", "--every", "300"), 0.1, 0.6),
+    "mixed": (
+        ("--iters", "600", "--every", "100", "--checkpoint", "1M"),
+        ("--iters", "3000", "--every", "300"),
+        0.1,
+        0.6,
+    ),
 }
 
 
@@ -79,9 +110,18 @@ def sched(node: Node, quick: bool, priority: int) -> Experiment:
                     workload, args, seconds * (2 if loaded else 1),
                     loads=(_burner(cpu, seconds),) if loaded else (), baseline=policy == "other" and not loaded,
                 ))  # fmt: skip
-    notes = [f"workloads pinned to CPU {cpu}; fifo and rr at priority {priority}; the load is a SCHED_OTHER cpuburn"]
-    return Experiment("sched", "scheduling policy x workload, with and without a competitor on the CPU", cells,
-                      QUICK_REPS if quick else REPS, WARMUP, notes)
+    notes = [
+        f"workloads pinned to CPU {cpu}; fifo and rr at priority {priority}; the load is a SCHED_OTHER cpuburn",
+        "io times buffered writes into the page cache; their writeback is forced after the measured region",
+    ]
+    return Experiment(
+        "sched",
+        "scheduling policy x workload, with and without a competitor on the CPU",
+        cells,
+        QUICK_REPS if quick else REPS,
+        WARMUP,
+        notes,
+    )
 
 
 def preempt(node: Node, quick: bool, priority: int) -> Experiment:
@@ -105,8 +145,11 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
         levers = {"preempt": model} if models else {}
         for disturbed in (False, True):
             label = f"{model} {'disturbed' if disturbed else 'stable'}"
-            load = Load("seed disturbance on the same CPU", "disturb",
-                        ("--cpus", str(cpu), "--preset", "seed", "--duration", f"{expected * 3 + 30:g}"))
+            load = Load(
+                "seed disturbance on the same CPU",
+                "disturb",
+                ("--cpus", str(cpu), "--preset", "seed", "--duration", f"{expected * 3 + 30:g}"),
+            )
             cells.append(Cell(
                 label, "matmul", {"preempt": model, "disturbance": "same-cpu" if disturbed else "none"}, "matmul",
                 ("--n", str(n), "--threads", "1", "--cpus", str(cpu)), expected, levers=levers,
@@ -115,8 +158,9 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
     notes.append(
         f"matmul {n}x{n} on CPU {cpu}; the disturbance is the seed's thread: every 300 ms, 1e7 additions, SCHED_OTHER"
     )
-    return Experiment("preempt", "preemption model, stable and disturbed matmul", cells,
-                      QUICK_REPS if quick else REPS, WARMUP, notes)
+    return Experiment(
+        "preempt", "preemption model, stable and disturbed matmul", cells, QUICK_REPS if quick else REPS, WARMUP, notes
+    )
 
 
 def affinity(node: Node, quick: bool, priority: int) -> Experiment:
@@ -125,24 +169,58 @@ def affinity(node: Node, quick: bool, priority: int) -> Experiment:
     b = node.other_core(a)
     sec = ("--seconds", f"{seconds:g}")
     cells = [
-        Cell("one unpinned", "cpuburn", {"threads": "1", "layout": "unpinned"}, "cpuburn", (*sec, "--unpinned"),
-             seconds, baseline=True),
-        Cell("one pinned", "cpuburn", {"threads": "1", "layout": f"CPU {a}"}, "cpuburn", (*sec, "--cpus", str(a)),
-             seconds),
-        Cell("two unpinned", "cpuburn", {"threads": "2", "layout": "unpinned"}, "cpuburn",
-             (*sec, "--threads", "2", "--unpinned"), seconds),
-        Cell("two on one CPU", "cpuburn", {"threads": "2", "layout": f"CPU {a} twice"}, "cpuburn",
-             (*sec, "--threads", "2", "--cpus", str(a)), seconds),
+        Cell(
+            "one unpinned",
+            "cpuburn",
+            {"threads": "1", "layout": "unpinned"},
+            "cpuburn",
+            (*sec, "--unpinned"),
+            seconds,
+            baseline=True,
+        ),
+        Cell(
+            "one pinned",
+            "cpuburn",
+            {"threads": "1", "layout": f"CPU {a}"},
+            "cpuburn",
+            (*sec, "--cpus", str(a)),
+            seconds,
+        ),
+        Cell(
+            "two unpinned",
+            "cpuburn",
+            {"threads": "2", "layout": "unpinned"},
+            "cpuburn",
+            (*sec, "--threads", "2", "--unpinned"),
+            seconds,
+        ),
+        Cell(
+            "two on one CPU",
+            "cpuburn",
+            {"threads": "2", "layout": f"CPU {a} twice"},
+            "cpuburn",
+            (*sec, "--threads", "2", "--cpus", str(a)),
+            seconds,
+        ),
     ]
     skipped = []
     if b is None:
         skipped.append(("two on different cores", "this node has only one core available"))
     else:
-        cells.append(Cell("two on different cores", "cpuburn", {"threads": "2", "layout": f"CPUs {a},{b}"},
-                          "cpuburn", (*sec, "--threads", "2", "--cpus", _cpus(a, b)), seconds))
+        cells.append(
+            Cell(
+                "two on different cores",
+                "cpuburn",
+                {"threads": "2", "layout": f"CPUs {a},{b}"},
+                "cpuburn",
+                (*sec, "--threads", "2", "--cpus", _cpus(a, b)),
+                seconds,
+            )
+        )
     notes = ["metric: ns per iteration of the average thread, the time a fixed amount of work per thread takes"]
-    exp = Experiment("affinity", f"cpuburn layouts, {seconds:g} s each", cells, QUICK_REPS if quick else 5, WARMUP,
-                     notes, skipped)
+    exp = Experiment(
+        "affinity", f"cpuburn layouts, {seconds:g} s each", cells, QUICK_REPS if quick else 5, WARMUP, notes, skipped
+    )
     return exp
 
 
@@ -154,7 +232,7 @@ def thp(node: Node, quick: bool, priority: int) -> Experiment:
         for mode in ("never", "madvise", "always"):
             # Under madvise only a program that asks gets huge pages: that
             # cell's program asks; the others are unmodified programs.
-            args = ("--size", size, "--pattern", pattern, "--cpus", str(cpu))
+            args: tuple[str, ...] = ("--size", size, "--pattern", pattern, "--cpus", str(cpu))
             if mode == "madvise":
                 args += ("--hugepage",)
             cells.append(Cell(
@@ -164,31 +242,55 @@ def thp(node: Node, quick: bool, priority: int) -> Experiment:
             ))  # fmt: skip
     notes = [f"memscan over {size} on CPU {cpu}; stride is 4096 B (one access per page); the madvise cells call "
              "madvise(MADV_HUGEPAGE), the others do not"]  # fmt: skip
-    return Experiment("thp", "transparent huge pages x access pattern", cells, QUICK_REPS if quick else 5, WARMUP,
-                      notes)
+    return Experiment(
+        "thp", "transparent huge pages x access pattern", cells, QUICK_REPS if quick else 5, WARMUP, notes
+    )
 
 
 def smt(node: Node, quick: bool, priority: int) -> Experiment:
     seconds = 0.3 if quick else 5.0
     a = node.work_cpu
     sec = ("--seconds", f"{seconds:g}")
-    cells = [Cell("alone", "cpuburn", {"layout": "alone"}, "cpuburn", (*sec, "--cpus", str(a)), seconds,
-                  baseline=True)]
-    notes, skipped = [], []
+    cells = [Cell("alone", "cpuburn", {"layout": "alone"}, "cpuburn", (*sec, "--cpus", str(a)), seconds, baseline=True)]
+    notes: list[str] = []
+    skipped: list[tuple[str, str]] = []
     sibling, other = node.sibling_of(a), node.other_core(a)
     if sibling is None:
         why = f"no SMT sibling of CPU {a} (smt: {node.smt or 'unknown'}): this node has one thread per core"
         skipped.append(("SMT siblings", why))
     else:
-        cells.append(Cell("SMT siblings", "cpuburn", {"layout": f"CPUs {a},{sibling}"}, "cpuburn",
-                          (*sec, "--threads", "2", "--cpus", _cpus(a, sibling)), seconds))
+        cells.append(
+            Cell(
+                "SMT siblings",
+                "cpuburn",
+                {"layout": f"CPUs {a},{sibling}"},
+                "cpuburn",
+                (*sec, "--threads", "2", "--cpus", _cpus(a, sibling)),
+                seconds,
+            )
+        )
     if other is None:
         skipped.append(("different cores", "only one core available"))
     else:
-        cells.append(Cell("different cores", "cpuburn", {"layout": f"CPUs {a},{other}"}, "cpuburn",
-                          (*sec, "--threads", "2", "--cpus", _cpus(a, other)), seconds))
-    return Experiment("smt", "two threads on SMT siblings or separate cores, normalised to one alone", cells,
-                      QUICK_REPS if quick else 5, WARMUP, notes, skipped)
+        cells.append(
+            Cell(
+                "different cores",
+                "cpuburn",
+                {"layout": f"CPUs {a},{other}"},
+                "cpuburn",
+                (*sec, "--threads", "2", "--cpus", _cpus(a, other)),
+                seconds,
+            )
+        )
+    return Experiment(
+        "smt",
+        "two threads on SMT siblings or separate cores, normalised to one alone",
+        cells,
+        QUICK_REPS if quick else 5,
+        WARMUP,
+        notes,
+        skipped,
+    )
 
 
 STRIDES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -199,14 +301,21 @@ def prefetch(node: Node, quick: bool, priority: int) -> Experiment:
     cpu = node.work_cpu
     common = ("--size", size, "--accesses", accesses, "--cpus", str(cpu))
     cells = [
-        Cell(f"stride {s}", "stride", {"stride": str(s)}, "stride", (*common, "--stride", str(s)), 0.05,
-             baseline=s == 1)
+        Cell(
+            f"stride {s}", "stride", {"stride": str(s)}, "stride", (*common, "--stride", str(s)), 0.05, baseline=s == 1
+        )
         for s in STRIDES
     ]
     cells.append(Cell("random", "stride", {"stride": "random"}, "stride", (*common, "--pattern", "random"), 0.05))
     notes = [f"{accesses} loads of 8 B at every point over {size} on CPU {cpu}; strides in elements of 8 B"]
-    return Experiment("prefetch", "equal-work stride sweep against sequential and random references", cells,
-                      QUICK_REPS if quick else 5, WARMUP, notes)
+    return Experiment(
+        "prefetch",
+        "equal-work stride sweep against sequential and random references",
+        cells,
+        QUICK_REPS if quick else 5,
+        WARMUP,
+        notes,
+    )
 
 
 def numa(node: Node, quick: bool, priority: int) -> Experiment:
@@ -224,9 +333,12 @@ def numa(node: Node, quick: bool, priority: int) -> Experiment:
         notes.append("one NUMA node: the 1x1 matrix is measured, but there is no remote memory to compare")
     distances = node.topology.distances
     if distances:
-        notes.append("firmware distances (SLIT): " + "; ".join(f"node {n}: {row}" for n, row in sorted(distances.items())))
-    return Experiment("numa", "bandwidth and latency, CPU node x memory node", cells, QUICK_REPS if quick else 5,
-                      WARMUP, notes)
+        notes.append(
+            "firmware distances (SLIT): " + "; ".join(f"node {n}: {row}" for n, row in sorted(distances.items()))
+        )
+    return Experiment(
+        "numa", "bandwidth and latency, CPU node x memory node", cells, QUICK_REPS if quick else 5, WARMUP, notes
+    )
 
 
 Planner = Callable[[Node, bool, int], Experiment]

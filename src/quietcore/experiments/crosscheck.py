@@ -80,8 +80,9 @@ def compare_sessions(conn: sqlite3.Connection, a: sqlite3.Row, b: sqlite3.Row) -
 
     for (row, c), p in zip(pending, holm([c.p_value for _, c in pending]), strict=True):
         c = Comparison(c.ratio, c.ci_low, c.ci_high, c.p_value, p)
+        higher = row["metric"].get("better") == "higher"
         row["comparison"] = {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value,
-                             "p_adjusted": p, "verdict": _verdict(c, row["metric"].get("better") == "higher")}  # fmt: skip
+                             "p_adjusted": p, "verdict": _verdict(c, higher)}  # fmt: skip
     only = sorted({f"{e}: {c}" for (e, c) in set(va) ^ set(vb)})
     return {
         "a": {"id": a["id"], "command": a["command"], "fingerprint": a["fingerprint"], "started_at": a["started_at"]},

@@ -159,9 +159,9 @@ def from_file(path: Path, node: Node, reps: int | None, warmup: int | None) -> t
         raise UsageError(f"{where}: expected at least one [[workload]] table with name = ... or cmd = ...")
     for w in workloads:
         if ("cmd" in w) == ("name" in w):
-            raise UsageError(f"{where}: each [[workload]] needs exactly one of name = \"...\" or cmd = \"...\"")
+            raise UsageError(f'{where}: each [[workload]] needs exactly one of name = "..." or cmd = "..."')
         if not isinstance(w.get("args", []), list):
-            raise UsageError(f"{where}: args must be a list of strings, like [\"--size\", \"64M\"]")
+            raise UsageError(f'{where}: args must be a list of strings, like ["--size", "64M"]')
     raw = data.get("factors", {})
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: [factors] must be a table of lists")
@@ -174,6 +174,7 @@ def from_file(path: Path, node: Node, reps: int | None, warmup: int | None) -> t
     seed = data.get("seed")
     if seed is not None and not isinstance(seed, int):
         raise UsageError(f"{where}: invalid seed {seed!r} (an integer)")
-    exp = build(str(data.get("name", path.stem)), factors, workloads, baseline, node,
-                reps if reps is not None else file_reps, warmup if warmup is not None else file_warmup, where)  # fmt: skip
+    reps = reps if reps is not None else file_reps
+    warmup = warmup if warmup is not None else file_warmup
+    exp = build(str(data.get("name", path.stem)), factors, workloads, baseline, node, reps, warmup, where)
     return exp, seed

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.errors import CommandError, UsageError
+from quietcore.errors import CommandError, Interrupted, UsageError
 from quietcore.experiments.custom_exec import run_command
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.levers.journal import Journal
@@ -139,6 +139,12 @@ def run_experiment(
                     result = session.probe(cell.command, list(cell.args), params, cell.expected_s)
         except UsageError:
             raise
+        except (Interrupted, KeyboardInterrupt) as exc:
+            done = sum(len(o.results) for o in outcomes.values())
+            raise Interrupted(
+                f"interrupted: {done} measured runs are stored as session {session.id} in {session.db_path}; "
+                "the levers it changed are put back"
+            ) from exc
         except CommandError as exc:
             outcome.failed = str(exc)
             continue

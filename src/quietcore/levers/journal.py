@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -77,7 +78,8 @@ class Journal:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.undo()
+        for problem in self.undo():
+            print(f"quietcore: {problem} (left in the journal: the next start tries again)", file=sys.stderr)
 
 
 def recover(conn: sqlite3.Connection) -> list[str]:

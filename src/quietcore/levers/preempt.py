@@ -36,8 +36,12 @@ class PreemptLever:
         return self.path.read_text()
 
     def available(self) -> tuple[bool, str]:
+        debugfs = self.path.parent.parent
         if not self.path.parent.parent.exists() or not any(self.path.parent.parent.iterdir()):
-            return False, f"debugfs is not mounted at {self.path.parent.parent} (mount -t debugfs none {self.path.parent.parent})"
+            return (
+                False,
+                f"debugfs is not mounted at {debugfs} (mount -t debugfs none {debugfs})",
+            )
         try:
             self._text()
         except FileNotFoundError:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quietcore.errors import CommandError, UsageError
+from quietcore.errors import CommandError, Interrupted, UsageError
 
 ENV_VAR = "QUIETCORE_PROBE"
 FORMAT_VERSION = 1
@@ -123,6 +123,9 @@ def _wait(
 
 
 def _finish(command: str, code: int, out: str, err: str, interrupted: bool) -> ProbeResult:
+    if interrupted and (code < 0 or not out.strip()):
+        # A workload without a SIGINT handler just ends: nothing to keep.
+        raise Interrupted(f"interrupted during quietcore-probe {command}")
     if code < 0:
         raise CommandError(f"quietcore-probe {command} was killed by signal {-code}")
     if not out.strip():

@@ -50,12 +50,12 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
         table.add_row(
             row["cell"],
             str(stats["n"]),
-            f"{fmt(stats['median'], unit)} {shown_unit(unit)}" + (f" [{fmt(ci[0], unit)}-{fmt(ci[1], unit)}]" if ci else ""),
+            f"{fmt(stats['median'], unit)} {shown_unit(unit)}" + (f" [{fmt(ci[0], unit)}-{fmt(ci[1], unit)}]" if ci else ""),  # noqa: E501
             f"{fmt(stats['mean'], unit)} ± {fmt(std, unit)}" if std is not None else fmt(stats["mean"], unit),
             "-" if cv is None else f"{cv:.1%}",
             *([fmt(stats["p95"], unit) if stats["p95"] is not None else "n too small"] if with_p95 else []),
             "baseline" if row["baseline"] else
-            f"{comparison['ratio']:.3f} [{comparison['ci_low']:.3f}-{comparison['ci_high']:.3f}]" if comparison else "-",
+            f"{comparison['ratio']:.3f} [{comparison['ci_low']:.3f}-{comparison['ci_high']:.3f}]" if comparison else "-",  # noqa: E501
             f"{comparison['p_adjusted']:.3g}" if comparison else "",
             comparison["verdict"] if comparison else "",
             *[row.get("extra", {}).get(key, "") for key in extras],

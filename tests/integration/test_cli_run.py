@@ -1,0 +1,227 @@
+"""`quietcore run` as a user runs it: every built-in experiment with
+--quick, the sched effect that must show, levers restored after the run and
+after Ctrl-C or SIGTERM, compare across sessions, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CliRunner
+from tests.integration.test_cli_interrupt import _probes_of
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+ROOT = os.geteuid() == 0
+
+
+def thp_now() -> str:
+    text = THP.read_text()
+    return text[text.index("[") + 1 : text.index("]")]
+
+
+@pytest.fixture
+def thp_guard() -> Iterator[str]:
+    """The node's THP setting, put back whatever the test does."""
+    if not ROOT or not THP.exists():
+        pytest.skip("changing THP needs root and a kernel with THP")
+    before = thp_now()
+    try:
+        yield before
+    finally:
+        THP.write_text(before)
+
+
+def run_json(cli: CliRunner, *args: str, timeout: float = 240) -> dict[str, Any]:
+    proc = cli("run", *args, "--json", timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    data: dict[str, Any] = json.loads(proc.stdout)
+    return data
+
+
+def rows(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["cell"]: row for row in data["rows"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tickless", "preempt", "affinity", "smt", "prefetch", "numa"])
+def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path, name: str) -> None:
+    started = time.monotonic()
+    data = run_json(cli, name, "--quick", "--seed", "7")
+    assert time.monotonic() - started < 90, "--quick should take about a minute at most"
+    measured = [r for r in data["rows"] if r.get("stats")]
+    assert measured, data["warnings"]
+    for row in measured:
+        assert row["stats"]["n"] == 6 and len(row["values"]) == 6
+        assert row["median_ci"][0] <= row["stats"]["median"] <= row["median_ci"][1]
+        if not row["baseline"] and "comparison" in row:
+            assert row["comparison"]["verdict"]
+    conn = sqlite3.connect(db_file)
+    status, command = conn.execute("SELECT status, command FROM sessions").fetchone()
+    kinds = [k for (k,) in conn.execute("SELECT kind FROM runs ORDER BY seq")]
+    assert (status, command) == ("complete", f"run {name}")
+    assert kinds[-1] == "experiment"
+    # Every run is stored: warm-ups and measured ones.
+    assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * 7
+
+
+@pytest.mark.slow
+def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(cli: CliRunner) -> None:
+    if not ROOT:
+        pytest.skip("fifo and rr need root or CAP_SYS_NICE")
+    cells = rows(run_json(cli, "sched", "--quick", "--seed", "3"))
+    for workload in ("compute", "memory", "io", "mixed"):
+        other = cells[f"{workload} other +load"]["comparison"]
+        # SCHED_OTHER shares the CPU with the competitor: about twice the time.
+        assert other["ratio"] > 1.5 and other["verdict"].startswith("slower"), (workload, other)
+        for policy in ("fifo", "rr"):
+            rt = cells[f"{workload} {policy} +load"]["comparison"]
+            # A real-time task preempts the SCHED_OTHER competitor; RT throttling gives it at most 5 %.
+            assert rt["ratio"] < 1.2, (workload, policy, rt)
+
+
+@pytest.mark.slow
+def test_thp_experiment_sets_and_restores_thp(cli: CliRunner, thp_guard: str, db_file: Path) -> None:
+    data = run_json(cli, "thp", "--quick", "--seed", "1")
+    assert thp_now() == thp_guard
+    cells = rows(data)
+    assert cells["seq never"]["extra"]["huge pages"] == "0%"
+    assert cells["seq always"]["extra"]["huge pages"] != "0%"
+    conn = sqlite3.connect(db_file)
+    states = {s for (s,) in conn.execute("SELECT state FROM journal")}
+    assert states == {"reverted"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_restores_thp_and_leaves_no_workload(db_file: Path, thp_guard: str, how: str) -> None:
+    env = {**os.environ, "QUIETCORE_DB": str(db_file)}
+    cmd = [sys.executable, "-m", "quietcore", "run", "thp", "--quick", "--reps", "50"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        changed = False
+        while not changed:
+            assert time.monotonic() < deadline, "THP was never changed"
+            changed = thp_now() != thp_guard and bool(_probes_of(proc.pid))
+            time.sleep(0.02)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert thp_now() == thp_guard
+    assert not _probes_of(proc.pid)
+    conn = sqlite3.connect(db_file)
+    assert {s for (s,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
+    assert conn.execute("SELECT status FROM sessions").fetchone()[0] == "interrupted"
+
+
+@pytest.mark.slow
+def test_compare_shows_what_changed_and_ratios(cli: CliRunner, thp_guard: str) -> None:
+    other = "always" if thp_guard != "always" else "never"
+    run_json(cli, "prefetch", "--quick", "--tag", "boot=before")
+    THP.write_text(other)
+    run_json(cli, "prefetch", "--quick", "--tag", "boot=after")
+    THP.write_text(thp_guard)
+    proc = cli("compare", "boot=before", "boot=after", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert {"fact": "thp.enabled", "a": thp_guard, "b": other} in result["changes"]
+    assert [c["cell"] for c in result["cells"]][:2] == ["stride 1", "stride 2"]
+    for cell in result["cells"]:
+        c = cell["comparison"]
+        assert c["ci_low"] <= c["ratio"] <= c["ci_high"] and c["verdict"]
+    text = cli("compare", "1", "2")
+    assert "What changed in the node" in text.stdout and "thp.enabled" in text.stdout
+
+
+def test_custom_command_with_factors(cli: CliRunner, db_file: Path) -> None:
+    cpu = str(sorted(os.sched_getaffinity(0))[-1])
+    data = run_json(cli, "custom", "--cmd", "sleep 0.01", "--factor", f"cpus={cpu}", "--factor", "load=none,same-cpu",
+                    "--reps", "3", "--warmup", "0")  # fmt: skip
+    cells = rows(data)
+    assert set(cells) == {"sleep load=none", "sleep load=same-cpu"}
+    assert cells["sleep load=none"]["baseline"]
+    for row in cells.values():
+        assert row["stats"]["n"] == 3 and row["stats"]["min"] >= 0.01
+    conn = sqlite3.connect(db_file)
+    envelope = json.loads(conn.execute("SELECT envelope FROM runs WHERE kind = 'exec' LIMIT 1").fetchone()[0])
+    measured = envelope["result"]["measured"]
+    assert measured["wall_ns"] >= 10_000_000 and "interrupts_on_its_cpus" in measured
+    assert envelope["result"]["cpus"] == [int(cpu)]
+
+
+def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
+    cpu = str(sorted(os.sched_getaffinity(0))[-1])
+    plan = tmp_path / "e.toml"
+    plan.write_text(
+        f'reps = 3\nwarmup = 0\nseed = 5\n[factors]\ncpus = ["{cpu}"]\n'
+        '[[workload]]\nname = "compute"\nargs = ["--iters", "1000000"]\n'
+        '[[workload]]\nname = "stride"\nargs = ["--size", "4M", "--accesses", "10000"]\n'
+    )
+    data = run_json(cli, "custom", "--file", str(plan))
+    assert data["seed"] == 5
+    assert {r["cell"]: r["stats"]["n"] for r in data["rows"]} == {"compute": 3, "stride": 3}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["warp"], "unknown experiment 'warp' (valid: tickless, sched, preempt, affinity, thp, smt, prefetch, numa, custom)"),
+        (["sched", "--reps", "0"], "invalid --reps '0' (valid: 1-10000)"),
+        (["sched", "--priority", "100"], "invalid --priority '100' (valid: 1-99)"),
+        (["custom", "--cmd", "no-such-command-qc --x"], "command not found: 'no-such-command-qc'"),
+        (["custom"], "run custom needs exactly one of --cmd CMD or --file EXPERIMENT.toml"),
+        (["custom", "--cmd", "true", "--factor", "colour=red"], "unknown factor 'colour' (valid: policy, priority, cpus, load"),
+        (["custom", "--cmd", "true", "--factor", "policy=fast"], "invalid policy 'fast' (valid: other, batch, idle, fifo, rr, deadline)"),
+        (["custom", "--cmd", "true", "--factor", "load=same-cpu"], "load=same-cpu needs a cpus factor"),
+        (["thp", "--cmd", "true"], "--cmd is only for `run custom`"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
+    cli: CliRunner, db_file: Path, args: list[str], message: str
+) -> None:
+    thp = THP.read_text() if THP.exists() else None
+    proc = cli("run", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert not db_file.exists()
+    assert (THP.read_text() if THP.exists() else None) == thp
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("reps = \n", "e.toml: Invalid value (at line 1, column 8)"),
+        ('[[workload]]\nname = "warp"\n', "unknown workload 'warp' (valid: matmul, compute"),
+        ('[factors]\nthp = ["sometimes"]\n[[workload]]\nname = "compute"\n', "invalid thp value 'sometimes' (this kernel offers:"),
+        ('reps = 0\n[[workload]]\nname = "compute"\n', "invalid reps 0 (valid: 1-10000)"),
+        ("colour = 1\n", "unknown key 'colour'"),
+    ],
+)  # fmt: skip
+def test_bad_custom_file(cli: CliRunner, tmp_path: Path, db_file: Path, text: str, message: str) -> None:
+    if "thp" in text and not THP.exists():
+        pytest.skip("no THP on this kernel")
+    plan = tmp_path / "e.toml"
+    plan.write_text(text)
+    proc = cli("run", "custom", "--file", str(plan))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert not db_file.exists()
