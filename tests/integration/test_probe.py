@@ -113,7 +113,10 @@ def test_several_cpus_at_once() -> None:
         (["noise", "--cpus"], "unknown or incomplete option '--cpus'"),
         (["calibrate", "--trials", "0"], "invalid --trials '0' (valid: 1-1000)"),
         (["calibrate", "--cpu", "0-1"], "invalid --cpu"),
-        (["warp"], "unknown command 'warp' (valid: calibrate, noise, latency, ctxswitch, disturb, matmul, compute, cpuburn, memory, memscan, stride, stream, numa, io, mixed)"),
+        (
+            ["warp"],
+            "unknown command 'warp' (valid: calibrate, noise, latency, ctxswitch, disturb, matmul, compute, cpuburn, memory, memscan, stride, stream, numa, io, mixed)",
+        ),
     ],
 )
 def test_bad_usage_exits_2_with_one_line_and_an_error_envelope(args: list[str], message: str) -> None:

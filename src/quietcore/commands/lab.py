@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from quietcore.commands import common
+from quietcore.audit import run_checks
+from quietcore.audit.context import AuditContext
+from quietcore.commands import common, report
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
+from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.options import positive_float
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.session import Session
+from quietcore.store import db, sessions
 
 NAME = "lab"
 ROUND_S = 10.0
@@ -32,6 +37,8 @@ QUICK_ROUND_S = 2.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROUND_S:g} s per round instead of {ROUND_S:g} s")
     parser.add_argument("--duration", metavar="S", help="seconds per round (0.1-3600), overrides --quick")
+    parser.add_argument("--report", metavar="DIR", help="where to write the report (default: reports/session-N "
+                        "beside the database; replaced if it exists)")  # fmt: skip
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -68,8 +75,24 @@ def run(args: argparse.Namespace) -> int:
             )
             rows += new_rows
             analyses += result.get("analysis", {}).get("cpus", [])
+        record_audit(session, root)
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: int(a["cpu"])))
+    out = Path(args.report) if args.report else path.parent / "reports" / f"session-{session.id}"
+    conn = db.open_db(path, create=False, chosen=chosen)
+    try:
+        written = report.write_report(conn, [sessions.get_session(conn, session.id)], out, ("html", "md"), True)
+    finally:
+        conn.close()
+    text.console().print(f"Report: {written[0]} (open it in a browser; {written[1].name} beside it)")
     return 0
+
+
+def record_audit(session: Session, root: Root) -> None:
+    """The audit of the node as it was measured, for the report."""
+    started = sessions.now_iso()
+    findings = [f.to_json() for f in run_checks(AuditContext(root))]
+    session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
+                                          "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
 
 
 def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> Callable[[float], None]:

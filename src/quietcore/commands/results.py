@@ -35,14 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("id", metavar="ID")
     exp = sub.add_parser("export", help="write a session as JSON (everything) or CSV (one row per run and CPU)")
     exp.add_argument("id", metavar="ID")
-    exp.add_argument("--format", choices=("json", "csv"), default="json")
+    exp.add_argument("--format", choices=("json", "csv", "parquet"), default="json")
     exp.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     exp.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    sub.add_parser("schema", help="print the JSON schema of the export (its path is in the package)")
     imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say)")
     imp.add_argument("file", metavar="FILE")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "schema":
+        print(export.SCHEMA.read_text(encoding="utf-8"), end="")
+        return 0
     path, chosen = common.db_path(args)
     conn = db.open_db(path, create=args.action == "import", chosen=chosen)
     try:
@@ -126,18 +130,27 @@ def show_run(out: Console, conn: sqlite3.Connection, run: sqlite3.Row) -> None:
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
     row = sessions.get_session(conn, args.id)
+    data: str | bytes
     if args.format == "json":
         data = json.dumps(export.session_to_json(conn, row), indent=1) + "\n"
-    else:
+    elif args.format == "csv":
         data = export.session_to_csv(conn, row)
+    else:
+        data = export.session_to_parquet(conn, row)
+        if not args.out:
+            raise UsageError("--format parquet is binary: give --out FILE")
     if not args.out:
+        assert isinstance(data, str)
         print(data, end="")
         return
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists, will not overwrite without --force")
     try:
-        out.write_text(data, encoding="utf-8")
+        if isinstance(data, bytes):
+            out.write_bytes(data)
+        else:
+            out.write_text(data, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write --out {out}: {exc.strerror}") from exc
 

@@ -113,4 +113,4 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             "and some levers (isolation, governor) act only on the guest"
         )
     return {"experiment": exp.name, "title": exp.title, "reps": exp.reps, "warmup": exp.warmup, "rows": rows,
-            "notes": exp.notes, "warnings": warnings}  # fmt: skip
+            "notes": exp.notes, "warnings": warnings, "data": exp.data}  # fmt: skip

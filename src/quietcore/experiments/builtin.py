@@ -336,9 +336,11 @@ def numa(node: Node, quick: bool, priority: int) -> Experiment:
         notes.append(
             "firmware distances (SLIT): " + "; ".join(f"node {n}: {row}" for n, row in sorted(distances.items()))
         )
-    return Experiment(
+    exp = Experiment(
         "numa", "bandwidth and latency, CPU node x memory node", cells, QUICK_REPS if quick else 5, WARMUP, notes
     )
+    exp.data["distances"] = {str(n): row for n, row in distances.items()}
+    return exp
 
 
 Planner = Callable[[Node, bool, int], Experiment]

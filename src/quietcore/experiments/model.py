@@ -52,6 +52,7 @@ class Experiment:
     warmup: int
     notes: list[str] = field(default_factory=list)  # plain facts about this node's limits
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (cell, why)
+    data: dict[str, Any] = field(default_factory=dict)  # facts a figure needs (the SLIT for numa)
 
     def groups(self) -> dict[str, list[Cell]]:
         out: dict[str, list[Cell]] = {}

@@ -1,5 +1,7 @@
 """Exports of one session: JSON (everything, raw envelopes included; can be
-imported back) and CSV (one row per run and CPU with the fingerprint)."""
+imported back; described by schemas/results-v1.schema.json) and a flat
+table as CSV or Parquet (one row per run, per run and CPU for noise runs,
+with the factor values and the session fingerprint)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ import csv
 import io
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
 
-from quietcore.errors import UsageError
+from quietcore.errors import CommandError, UsageError
 from quietcore.store import sessions
 
 FORMAT = "quietcore-results"
@@ -23,6 +26,12 @@ RUN_JSON = ("params", "envelope", "context", "analysis")
 RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context", "analysis")
 CSV_SESSION = ("session_id", "session_uuid", "host", "fingerprint", "kernel_release", "virtualized", "hypervisor")
 CSV_RUN = ("run_id", "seq", "kind", "run_status", "started_at")
+EXPERIMENT = ("experiment", "cell", "group", "baseline", "warmup", "rep")
+METRIC = ("metric_name", "metric_unit", "metric_value", "metric_better")
+# The measured region of a workload, prefixed: noise rows have ctxsw columns of their own.
+MEASURED_KEYS = ("wall_ns", "cpu_ns", "user_ns", "system_ns", "ctxsw_voluntary", "ctxsw_involuntary", "minor_faults",
+                 "major_faults")  # fmt: skip
+MEASURED = tuple(f"measured_{k}" for k in MEASURED_KEYS)
 
 
 def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
@@ -41,7 +50,12 @@ def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "session": session, "runs": runs}
 
 
-def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], list[dict[str, Any]]]:
+    """The flat table of a session: one row per run, and for noise runs one
+    row per run and CPU. Columns (documented in the README):
+    session columns, run columns, the experiment's cell and every factor as
+    factor_NAME, the workload's metric, its measured region, and the noise
+    summary of a CPU."""
     facts = json.loads(row["facts"])
     fixed = {
         "session_id": row["id"],
@@ -52,15 +66,59 @@ def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
         "virtualized": facts["virtualization"]["virtualized"],
         "hypervisor": facts["virtualization"]["hypervisor"],
     }
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[*CSV_SESSION, *CSV_RUN, *sessions.NOISE_COLUMNS], lineterminator="\n")
-    writer.writeheader()
+    out: list[dict[str, Any]] = []
+    factors: list[str] = []
     for run in sessions.runs_of(conn, row["id"]):
-        per_run = {"run_id": run["id"], "seq": run["seq"], "kind": run["kind"], "run_status": run["status"],
-                   "started_at": run["started_at"]}  # fmt: skip
-        for summary in sessions.noise_rows(conn, run["id"]):
-            writer.writerow({**fixed, **per_run, **summary})
+        if run["kind"] in ("experiment", "audit"):
+            continue  # summaries, not measurements: in the JSON export
+        params = json.loads(run["params"])
+        result = json.loads(run["envelope"]).get("result") or {}
+        per_run: dict[str, Any] = {"run_id": run["id"], "seq": run["seq"], "kind": run["kind"],
+                                   "run_status": run["status"], "started_at": run["started_at"]}  # fmt: skip
+        if "cell" in params:
+            per_run |= {k: params.get(k) for k in ("experiment", "group", "baseline", "warmup", "rep")}
+            per_run["cell"] = params["cell"]
+            for name, value in params.get("factors", {}).items():
+                key = f"factor_{name}"
+                factors += [key] if key not in factors else []
+                per_run[key] = value
+        metric = result.get("metric")
+        if metric:
+            per_run |= {f"metric_{k}": metric[k] for k in ("name", "unit", "value", "better")}
+        measured = result.get("measured") or {}
+        per_run |= {f"measured_{k}": measured[k] for k in MEASURED_KEYS if k in measured}
+        summaries = sessions.noise_rows(conn, run["id"])
+        for summary in summaries or [{}]:
+            out.append({**fixed, **per_run, **summary})
+    columns = [*CSV_SESSION, *CSV_RUN, *EXPERIMENT, *factors, *METRIC, *MEASURED, *sessions.NOISE_COLUMNS]
+    return columns, [{c: r.get(c) for c in columns} for r in out]
+
+
+def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+    columns, rows = table_rows(conn, row)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
     return out.getvalue()
+
+
+def session_to_parquet(conn: sqlite3.Connection, row: sqlite3.Row) -> bytes:
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as exc:
+        raise CommandError("--format parquet needs pyarrow: pip install 'quietcore[parquet]'", exit_code=3) from exc
+    columns, rows = table_rows(conn, row)
+    table = pa.Table.from_pylist(rows) if rows else pa.table({c: pa.array([], pa.null()) for c in columns})
+    table = table.select(columns) if rows else table
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "results-v1.schema.json"
 
 
 def import_json(conn: sqlite3.Connection, data: Any) -> int:

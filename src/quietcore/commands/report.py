@@ -1,0 +1,84 @@
+"""Write a report of stored sessions: HTML with figures, and Markdown.
+
+DIR/index.html is self-contained (figures inline as SVG, no network, no
+script) and prints well; DIR/report.md is the same in Markdown; every
+figure is also in DIR/figures/ as SVG and PNG. Sections: the node and its
+fingerprint, the audit (when one is stored), every probe and experiment of
+the sessions with its figures, and each later session against the first.
+
+examples:
+  quietcore report --out report            (the latest session)
+  quietcore report 4 7 --out before-after
+  quietcore report --tag boot=after --out after --format md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+
+from quietcore.commands import common
+from quietcore.errors import UsageError
+from quietcore.report import build, document
+from quietcore.store import db, sessions
+
+NAME = "report"
+FORMATS = {"html": ("html",), "md": ("md",), "both": ("html", "md")}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="session IDs (default: the latest)")
+    parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="every session with this tag")
+    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write (must not exist)")
+    parser.add_argument("--format", choices=tuple(FORMATS), default="both", help="html, md or both (default both)")
+    parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    common.add_db(parser)
+
+
+def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None) -> list[sqlite3.Row]:
+    rows = [sessions.get_session(conn, i) for i in ids]
+    for key, value in common.tags_option_items(tag_items):
+        tagged = [r for r in sessions.list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+        if not tagged:
+            raise UsageError(f"no session is tagged {key}={value} (see `quietcore results list`)")
+        rows += tagged
+    if not ids and not tag_items:
+        last = conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0]
+        if last is None:
+            raise UsageError("the database has no sessions yet: run `quietcore lab` first")
+        rows = [sessions.get_session(conn, last)]
+    unique = {r["id"]: r for r in rows}
+    for row in unique.values():
+        if not sessions.runs_of(conn, row["id"]):
+            raise UsageError(f"session {row['id']} has no runs to report (status {row['status']})")
+    return list(unique.values())
+
+
+def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, formats: tuple[str, ...],
+                 force: bool) -> list[Path]:  # fmt: skip
+    try:
+        document.prepare(out, force)
+    except FileExistsError as exc:
+        raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {out}: {exc.strerror}") from exc
+    report = build.build(conn, rows, out)
+    return document.write(report, out, formats)
+
+
+def run(args: argparse.Namespace) -> int:
+    path, chosen = common.db_path(args)
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it")
+    conn = db.open_db(path, create=False, chosen=chosen)
+    try:
+        rows = select(conn, args.sessions, args.tag)
+        written = write_report(conn, rows, out, FORMATS[args.format], args.force)
+    finally:
+        conn.close()
+    for file in written:
+        print(f"wrote {file}")
+    return 0

@@ -1,0 +1,66 @@
+"""The report as files: DIR/index.html (self-contained: styles inline,
+figures inline as SVG, no script, no network), DIR/report.md, and every
+figure as DIR/figures/NAME.svg and .png."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from quietcore._version import __version__
+from quietcore.report.build import Report
+from quietcore.report.render import Grid
+
+
+def html(report: Report) -> str:
+    env = Environment(loader=PackageLoader("quietcore.report", "templates"), autoescape=select_autoescape(["j2"]))
+    written = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return env.get_template("report.html.j2").render(report=report, version=__version__, written=written)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_grid(g: Grid) -> list[str]:
+    lines = [f"**{g.title}**", ""] if g.title else []
+    lines.append("| " + " | ".join(_md_cell(h) for h in g.headers) + " |")
+    lines.append("|" + "---|" * len(g.headers))
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in g.rows]
+    return [*lines, ""]
+
+
+def markdown(report: Report) -> str:
+    lines = [f"# {report.title}", "", f"quietcore {__version__}; figures in `figures/` as SVG and PNG.", ""]
+    for s in report.sections:
+        lines += ["#" * s.level + " " + s.title, ""]
+        lines += [f"> **warning:** {w}\n" for w in s.warnings]
+        for g in s.grids:
+            lines += _md_grid(g)
+        lines += [f"{p}\n" for p in s.paragraphs]
+        for f in s.figures:
+            lines += [f"![{f.caption}]({f.files[1]})", "", f"*{f.caption}* ([SVG]({f.files[0]}))", ""]
+    return "\n".join(lines)
+
+
+def write(report: Report, out: Path, formats: tuple[str, ...]) -> list[Path]:
+    written = []
+    if "html" in formats:
+        (out / "index.html").write_text(html(report), encoding="utf-8")
+        written.append(out / "index.html")
+    if "md" in formats:
+        (out / "report.md").write_text(markdown(report), encoding="utf-8")
+        written.append(out / "report.md")
+    return written
+
+
+def prepare(out: Path, force: bool) -> None:
+    """An empty output directory; an existing one only with force."""
+    if out.exists():
+        if not force:
+            raise FileExistsError(out)
+        shutil.rmtree(out)
+    out.mkdir(parents=True)

@@ -1,0 +1,324 @@
+"""Figures drawn from stored results, each with axis labels, units and the n
+behind it. Every function returns a matplotlib Figure (Agg: no display
+needed) or None when the data has nothing to draw; render.py writes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+# Colour by verdict: a reader sees the answer before reading a number.
+VERDICT_COLOURS = {"faster": "#2a7f3f", "slower": "#b3261e", "no": "#6b6b6b"}
+BAR = "#4c72b0"
+SCALE = {"s": (1e3, "ms"), "ns": (1.0, "ns"), "GB/s": (1.0, "GB/s")}
+
+
+def _figure(width: float = 7.5, height: float = 3.6) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _verdict_colour(verdict: str | None) -> str:
+    return VERDICT_COLOURS.get((verdict or "no").split()[0], VERDICT_COLOURS["no"])
+
+
+def experiment_bars(analysis: Mapping[str, Any]) -> Figure | None:
+    """Median per cell with its 95 % CI as whiskers, every run as a point."""
+    rows = [r for r in analysis["rows"] if r.get("stats")]
+    if not rows:
+        return None
+    unit = rows[0]["metric"]["unit"]
+    factor, shown = SCALE.get(unit, (1.0, unit))
+    fig, ax = _figure(min(11.0, max(6.0, 0.45 * len(rows) + 2)), 4.2)
+    x = np.arange(len(rows))
+    medians = [r["stats"]["median"] * factor for r in rows]
+    lows = [m - r.get("median_ci", [r["stats"]["median"]] * 2)[0] * factor for m, r in zip(medians, rows, strict=True)]
+    highs = [r.get("median_ci", [r["stats"]["median"]] * 2)[1] * factor - m for m, r in zip(medians, rows, strict=True)]
+    colours = ["#9aa7b8" if r["baseline"] else _verdict_colour((r.get("comparison") or {}).get("verdict"))
+               for r in rows]  # fmt: skip
+    ax.bar(x, medians, color=colours, alpha=0.75, yerr=[lows, highs], capsize=3, ecolor="black", linewidth=0)
+    rng = np.random.default_rng(0)  # a fixed jitter: the same figure every time
+    for i, r in enumerate(rows):
+        values = np.asarray(r["values"]) * factor
+        ax.scatter(i + rng.uniform(-0.18, 0.18, values.size), values, s=9, color="black", zorder=3)
+    ax.set_xticks(x, [r["cell"] for r in rows], rotation=35, ha="right", fontsize=8)
+    n = sorted({r["stats"]["n"] for r in rows})
+    ax.set_ylabel(f"{rows[0]['metric']['name']} ({shown})")
+    ax.set_xlabel("cell (grey: baseline; green faster, red slower, grey no detectable difference)")
+    counts = "/".join(map(str, n))
+    ax.set_title(f"{analysis['experiment']}: median with 95 % CI, runs as points (n = {counts} per cell)", fontsize=10)
+    return fig
+
+
+def forest(analysis: Mapping[str, Any]) -> Figure | None:
+    """Each cell's ratio to its baseline with the 95 % CI, on a log axis."""
+    rows = [r for r in analysis["rows"] if r.get("comparison")]
+    if not rows:
+        return None
+    fig, ax = _figure(7.5, max(2.2, 0.32 * len(rows) + 1.2))
+    y = np.arange(len(rows))[::-1]
+    for yi, r in zip(y, rows, strict=True):
+        c = r["comparison"]
+        colour = _verdict_colour(c["verdict"])
+        ax.plot([c["ci_low"], c["ci_high"]], [yi, yi], color=colour, linewidth=2)
+        ax.plot([c["ratio"]], [yi], "o", color=colour)
+    ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_yticks(y, [f"{r['cell']}  ({r['comparison']['verdict']})" for r in rows], fontsize=8)
+    ax.set_xlabel("ratio of medians to the group's baseline (log scale; 1 = same)")
+    n = sorted({r["stats"]["n"] for r in rows})
+    ax.set_title(f"{analysis['experiment']}: ratio with 95 % bootstrap CI, Holm-adjusted verdicts (n = "
+                 f"{'/'.join(map(str, n))})", fontsize=10)  # fmt: skip
+    return fig
+
+
+def _events(cpu: Mapping[str, Any]) -> np.ndarray:
+    events = np.asarray(cpu.get("events") or [], dtype=np.float64)
+    return events.reshape(-1, 2)
+
+
+def noise_timeline(result: Mapping[str, Any], window_ms: float | None = None) -> Figure | None:
+    """Per CPU: interrupted periods as red spans on the run's time axis (the
+    rest was available). With window_ms, only the first window_ms."""
+    cpus = [c for c in result.get("cpus", []) if "events" in c]
+    if not cpus:
+        return None
+    fig, ax = _figure(7.5, 0.55 * len(cpus) + 1.6)
+    total = 0
+    for i, c in enumerate(cpus):
+        ev = _events(c)
+        start = float(c.get("start_ns", 0.0))
+        end_ms = (start + float(c["measured_ns"])) / 1e6
+        limit = min(end_ms, start / 1e6 + window_ms) if window_ms else end_ms
+        ax.broken_barh([(start / 1e6, limit - start / 1e6)], (i - 0.35, 0.7), color="#d8e6d0")
+        shown = ev[ev[:, 0] / 1e6 <= limit] if ev.size else ev
+        total += len(shown)
+        if shown.size:
+            # A gap narrower than a pixel is drawn a pixel wide, so it is seen.
+            width = max((limit - start / 1e6) / 1500, 1e-6)
+            ax.broken_barh([(s / 1e6, max(d / 1e6, width)) for s, d in shown], (i - 0.35, 0.7), color="#b3261e")
+    ax.set_yticks(range(len(cpus)), [f"CPU {c['cpu']}" for c in cpus])
+    ax.set_xlabel("time since the run started (ms)")
+    what = f"first {window_ms:g} ms" if window_ms else "whole run"
+    ax.set_title(f"Noise timeline, {what}: green available, red interrupted ({total} gaps shown)", fontsize=10)
+    return fig
+
+
+def noise_durations(result: Mapping[str, Any]) -> Figure | None:
+    """Event durations per CPU, log-spaced bins on log axes."""
+    cpus = [c for c in result.get("cpus", []) if _events(c).size]
+    if not cpus:
+        return None
+    fig, ax = _figure()
+    all_d = np.concatenate([_events(c)[:, 1] for c in cpus]) / 1e3
+    bins = np.logspace(np.log10(max(all_d.min(), 1e-3)), np.log10(all_d.max() * 1.01), 40)
+    for c in cpus:
+        d = _events(c)[:, 1] / 1e3
+        ax.hist(d, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c['cpu']} (n = {d.size})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("gap duration (µs, log scale)")
+    ax.set_ylabel("gaps (log scale)")
+    ax.legend(fontsize=8)
+    ax.set_title("Distribution of interruption durations", fontsize=10)
+    return fig
+
+
+def noise_heatmap(result: Mapping[str, Any], bins: int = 100) -> Figure | None:
+    """Lost time per CPU per time slice."""
+    cpus = [c for c in result.get("cpus", []) if "events" in c]
+    if not cpus:
+        return None
+    end = max(float(c.get("start_ns", 0.0)) + float(c["measured_ns"]) for c in cpus)
+    edges = np.linspace(0, end, bins + 1)
+    grid = np.zeros((len(cpus), bins))
+    for i, c in enumerate(cpus):
+        ev = _events(c)
+        if ev.size:
+            grid[i], _ = np.histogram(ev[:, 0], bins=edges, weights=ev[:, 1])
+    slice_ms = end / bins / 1e6
+    fig, ax = _figure(7.5, 0.45 * len(cpus) + 1.8)
+    image = ax.imshow(grid / 1e3, aspect="auto", cmap="magma_r", interpolation="nearest",
+                      extent=(0, end / 1e6, len(cpus) - 0.5, -0.5))  # fmt: skip
+    fig.colorbar(image, ax=ax, label=f"lost µs per {slice_ms:.1f} ms slice")
+    ax.set_yticks(range(len(cpus)), [f"CPU {c['cpu']}" for c in cpus])
+    ax.set_xlabel("time since the run started (ms)")
+    ax.set_title("Lost time by CPU and time", fontsize=10)
+    return fig
+
+
+def attribution_bars(analysis: Mapping[str, Any], shown: int = 6) -> Figure | None:
+    """Lost time per CPU stacked by source, periodic sources named with their frequency."""
+    cpus = [c for c in analysis.get("cpus", []) if c.get("attribution")]
+    if not cpus:
+        return None
+    names: list[str] = []
+    for c in cpus:
+        for s in c["attribution"]["sources"][:shown]:
+            if s["name"] not in names:
+                names.append(s["name"])
+    fig, ax = _figure()
+    x = np.arange(len(cpus))
+    bottom = np.zeros(len(cpus))
+    cmap = plt.get_cmap("tab10")
+    for k, name in enumerate([*names, "other sources", "unexplained"]):
+        heights = []
+        for c in cpus:
+            a = c["attribution"]
+            by_name = {s["name"]: s["estimate_ns"] for s in a["sources"]}
+            if name == "unexplained":
+                heights.append(a["unexplained_ns"])
+            elif name == "other sources":
+                heights.append(sum(v for n, v in by_name.items() if n not in names))
+            else:
+                heights.append(by_name.get(name, 0.0))
+        h = np.asarray(heights) / 1e6
+        if h.any():
+            colour = "#bbbbbb" if name == "unexplained" else cmap(k % 10)
+            ax.bar(x, h, bottom=bottom, label=name, color=colour)
+            bottom += h
+    labels = []
+    for c in cpus:
+        periodic = ", ".join(f"{p['frequency_hz']:.0f} Hz" for p in c.get("periodic", []))
+        labels.append(f"CPU {c['cpu']}" + (f"\nperiodic: {periodic}" if periodic else ""))
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("lost time (ms)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("Where the lost time went, by source", fontsize=10)
+    return fig
+
+
+def latency_histogram(result: Mapping[str, Any]) -> Figure | None:
+    cpus = [c for c in result.get("cpus", []) if (c.get("histogram") or {}).get("buckets")]
+    if not cpus:
+        return None
+    fig, ax = _figure()
+    for k, c in enumerate(cpus):
+        b = np.asarray(c["histogram"]["buckets"], dtype=np.float64)
+        mids = np.sqrt(np.maximum(b[:, 0], 1.0) * b[:, 1]) / 1e3
+        line = ax.step(mids, b[:, 2], where="mid", label=f"CPU {c['cpu']} (n = {c['samples']:,})")[0]
+        colour = line.get_color()
+        if c["samples"] >= 100:
+            ax.axvline(c["p99_ns"] / 1e3, color=colour, linestyle="--", linewidth=1)
+            ax.annotate(f"p99 {c['p99_ns'] / 1e3:.1f}", (c["p99_ns"] / 1e3, 1), fontsize=7, color=colour,
+                        rotation=90, va="bottom")  # fmt: skip
+        ax.axvline(c["max_ns"] / 1e3, color=colour, linestyle=":", linewidth=1)
+        ax.annotate(f"max {c['max_ns'] / 1e3:.1f}", (c["max_ns"] / 1e3, 1), fontsize=7, color=colour, rotation=90,
+                    va="bottom")  # fmt: skip
+        del k
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("wake-up latency (µs, log scale); dashed p99, dotted max")
+    ax.set_ylabel("wake-ups (log scale)")
+    ax.legend(fontsize=8)
+    ax.set_title("Wake-up latency", fontsize=10)
+    return fig
+
+
+def ctxswitch_bars(result: Mapping[str, Any], labels: Mapping[str, str]) -> Figure | None:
+    analysis = result.get("analysis") or {}
+    keys = [k for k in labels if analysis.get(k)]
+    if not keys:
+        return None
+    fig, ax = _figure()
+    med = [analysis[k]["median"] for k in keys]
+    err = [[m - analysis[k]["ci_low"] for m, k in zip(med, keys, strict=True)],
+           [analysis[k]["ci_high"] - m for m, k in zip(med, keys, strict=True)]]  # fmt: skip
+    ax.barh(np.arange(len(keys)), med, xerr=err, capsize=3, color=BAR)
+    ax.set_yticks(np.arange(len(keys)), [f"{labels[k]} (n = {analysis[k]['n']})" for k in keys], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("ns per operation (median, 95 % CI; log scale)")
+    ax.set_title("Context switches and wake-ups", fontsize=10)
+    return fig
+
+
+def stride_curve(analysis: Mapping[str, Any]) -> Figure | None:
+    """prefetch: ns per access against the stride, the references as lines."""
+    rows = [r for r in analysis["rows"] if r.get("stats")]
+    points = [(int(r["factors"]["stride"]), r) for r in rows if r["factors"].get("stride", "").isdigit()]
+    if not points:
+        return None
+    fig, ax = _figure()
+    xs = [p for p, _ in points]
+    ax.errorbar(xs, [r["stats"]["median"] for _, r in points],
+                yerr=[[r["stats"]["median"] - r.get("median_ci", [r["stats"]["median"]] * 2)[0] for _, r in points],
+                      [r.get("median_ci", [r["stats"]["median"]] * 2)[1] - r["stats"]["median"] for _, r in points]],
+                marker="o", capsize=3, label="strided")  # fmt: skip
+    for r in rows:
+        if r["factors"].get("stride") == "random":
+            ax.axhline(r["stats"]["median"], color="#b3261e", linestyle="--", label="random reference")
+    ax.axhline(points[0][1]["stats"]["median"], color="#2a7f3f", linestyle=":", label="sequential reference")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("stride (8-byte elements, log scale)")
+    ax.set_ylabel("ns per access (median, 95 % CI)")
+    ax.legend(fontsize=8)
+    n = sorted({r["stats"]["n"] for r in rows})
+    ax.set_title(f"Equal-work stride sweep (n = {'/'.join(map(str, n))} per point)", fontsize=10)
+    return fig
+
+
+def numa_matrix(analysis: Mapping[str, Any], distances: Mapping[str, Sequence[int]]) -> Figure | None:
+    rows = [r for r in analysis["rows"] if r.get("stats") and "cpu_node" in r["factors"]]
+    if not rows:
+        return None
+    cpu_nodes = sorted({int(r["factors"]["cpu_node"]) for r in rows})
+    mem_nodes = sorted({int(r["factors"]["mem_node"]) for r in rows})
+    grid = np.full((len(cpu_nodes), len(mem_nodes)), np.nan)
+    for r in rows:
+        grid[cpu_nodes.index(int(r["factors"]["cpu_node"])), mem_nodes.index(int(r["factors"]["mem_node"]))] = r[
+            "stats"
+        ]["median"]
+    fig = Figure(figsize=(7.5, 3.4), dpi=100, layout="constrained")
+    ax, ax2 = fig.subplots(1, 2)
+    image = ax.imshow(grid, cmap="viridis", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="read bandwidth (GB/s, median)")
+    for (i, j), v in np.ndenumerate(grid):
+        ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="white", fontsize=8)
+    ax.set_xticks(range(len(mem_nodes)), [str(m) for m in mem_nodes])
+    ax.set_yticks(range(len(cpu_nodes)), [str(c) for c in cpu_nodes])
+    ax.set_xlabel("memory node")
+    ax.set_ylabel("CPU node")
+    ax.set_title("Measured", fontsize=10)
+    dist = [list(distances.get(str(c), [])) for c in cpu_nodes]
+    if dist and all(len(row) == len(mem_nodes) for row in dist):
+        d = np.asarray(dist, dtype=np.float64)
+        ax2.imshow(d, cmap="viridis_r", interpolation="nearest")
+        for (i, j), v in np.ndenumerate(d):
+            ax2.text(j, i, f"{v:.0f}", ha="center", va="center", color="white", fontsize=8)
+        ax2.set_xticks(range(len(mem_nodes)), [str(m) for m in mem_nodes])
+        ax2.set_yticks(range(len(cpu_nodes)), [str(c) for c in cpu_nodes])
+    else:
+        ax2.text(0.5, 0.5, "no SLIT distances", ha="center", va="center")
+    ax2.set_xlabel("memory node")
+    ax2.set_ylabel("CPU node")
+    ax2.set_title("Firmware distances (SLIT)", fontsize=10)
+    return fig
+
+
+def normalised(analysis: Mapping[str, Any]) -> Figure | None:
+    """affinity and smt: per-thread speed against the baseline, 1 = as fast."""
+    rows = [r for r in analysis["rows"] if r.get("stats")]
+    base = next((r for r in rows if r["baseline"]), None)
+    if base is None or not rows or rows[0]["metric"]["name"] != "ns_per_iter":
+        return None
+    fig, ax = _figure()
+    speeds = [base["stats"]["median"] / r["stats"]["median"] for r in rows]
+    ax.bar(np.arange(len(rows)), speeds, color=BAR)
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    ax.set_xticks(np.arange(len(rows)), [r["cell"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(f"per-thread speed vs {base['cell']} (1 = as fast)")
+    ax.set_title(f"{analysis['experiment']}: normalised throughput (n = {base['stats']['n']} per cell)", fontsize=10)
+    return fig

@@ -1,0 +1,59 @@
+"""Figures to inline SVG (for the self-contained HTML) and to SVG and PNG
+files; rich tables to plain rows (for HTML and Markdown)."""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+from matplotlib.figure import Figure
+from rich.table import Table
+
+# Fonts as paths and a fixed hash salt: the SVG needs no font on the reader's
+# machine and is the same bytes for the same data.
+matplotlib.rcParams["svg.fonttype"] = "path"
+matplotlib.rcParams["svg.hashsalt"] = "quietcore"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    name: str
+    caption: str
+    svg: str  # inline <svg> element
+    files: tuple[str, ...]  # relative paths written
+
+
+def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg") :]
+    # Ids are per file; inline, several figures share one document.
+    svg = re.sub(r'id="([^"]+)"', lambda m: f'id="{name}-{m.group(1)}"', svg)
+    svg = re.sub(r'(url\(#|xlink:href="#|href="#)([^")]+)', lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
+    figures = out / "figures"
+    figures.mkdir(exist_ok=True)
+    (figures / f"{name}.svg").write_text(buffer.getvalue(), encoding="utf-8")
+    fig.savefig(figures / f"{name}.png", format="png", dpi=110)
+    return Rendered(name, caption, svg, (f"figures/{name}.svg", f"figures/{name}.png"))
+
+
+@dataclass(frozen=True)
+class Grid:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+
+
+_MARKUP = re.compile(r"\[/?[a-z ]+\]")
+
+
+def grid(table: Table) -> Grid:
+    """The cells of a rich table as plain text."""
+    headers = [str(c.header) for c in table.columns]
+    columns = [[_MARKUP.sub("", str(cell)) for cell in c.cells] for c in table.columns]
+    rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
+    return Grid(str(table.title or ""), headers, rows)
