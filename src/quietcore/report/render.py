@@ -28,9 +28,10 @@ class Rendered:
 
 def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
     svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     # Ids are per file; inline, several figures share one document.
     svg = re.sub(r'id="([^"]+)"', lambda m: f'id="{name}-{m.group(1)}"', svg)
     svg = re.sub(r'(url\(#|xlink:href="#|href="#)([^")]+)', lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)

@@ -1,0 +1,62 @@
+"""The report as a person sees it: `quietcore lab` writes one, and headless
+Chromium (Debian's, driven by Playwright) opens it with no console errors,
+every figure rendered with a size, and a screenshot kept as an artifact
+(build/test-artifacts, or $QUIETCORE_ARTIFACTS)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliRunner
+
+ARTIFACTS = Path(os.environ.get("QUIETCORE_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts"))
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("no chromium: apt-get install chromium (.ci/run does)")
+    return path
+
+
+@pytest.mark.slow
+def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install '.[test]' brings playwright")
+    out = tmp_path / "lab-report"
+    proc = cli("lab", "--quick", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"Report: {out / 'index.html'}" in proc.stdout
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            # Offline: any request beyond the file itself would be a defect.
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+                       else (errors.append(f"network request: {route.request.url}"), route.abort())[1])  # fmt: skip
+            page.goto((out / "index.html").as_uri())
+            page.wait_for_load_state("load")
+            body = page.inner_text("body")
+            assert "The node" in body and "fingerprint" in body
+            assert "OS noise" in body or "Per CPU" in body
+            assert "Audit findings" in body
+            figures = page.query_selector_all("figure svg")
+            assert len(figures) >= 5
+            for svg in figures:
+                box = svg.bounding_box()
+                assert box is not None and box["width"] > 100 and box["height"] > 50, box
+            names = [f.get_attribute("id") or "" for f in page.query_selector_all("figure")]
+            assert any("noise-timeline" in n for n in names) and any("noise-attribution" in n for n in names)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shot = ARTIFACTS / "lab-report.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 20_000
+        finally:
+            browser.close()
+    assert errors == []

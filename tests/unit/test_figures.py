@@ -1,0 +1,108 @@
+"""The figure code on small sessions: every figure is produced, labelled,
+and has something drawn; data with nothing to draw gives no figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from matplotlib.figure import Figure
+
+from quietcore.experiments.analysis import analyse
+from quietcore.experiments.model import Cell, Experiment
+from quietcore.experiments.runner import Outcome
+from quietcore.report import figures
+from quietcore.report.render import render
+from quietcore.report.tables import LABELS
+
+
+def experiment(name: str, cells: list[tuple[str, dict[str, str], list[float]]], unit: str = "ns") -> dict[str, Any]:
+    made = [Cell(label, "g", factors, "stride", (), 0.1, baseline=i == 0) for i, (label, factors, _) in enumerate(cells)]
+    outcomes = [
+        Outcome(c, [{"metric": {"name": "ns_per_access", "unit": unit, "value": v, "better": "lower"}} for v in values])
+        for c, (_, _, values) in zip(made, cells, strict=True)
+    ]
+    return analyse(Experiment(name, "t", made, 4, 0), outcomes, virtualized=False)
+
+
+PREFETCH = experiment("prefetch", [
+    ("stride 1", {"stride": "1"}, [1.0, 1.1, 1.05, 0.98]),
+    ("stride 8", {"stride": "8"}, [1.8, 1.9, 1.85, 1.7]),
+    ("stride 64", {"stride": "64"}, [4.8, 4.9, 5.0, 4.7]),
+    ("random", {"stride": "random"}, [11.0, 10.5, 10.8, 11.2]),
+])  # fmt: skip
+
+NOISE = {
+    "cpus": [
+        {"cpu": 0, "start_ns": 0.0, "measured_ns": 1e8, "events": [[4e6 * k, 17e3] for k in range(25)]},
+        {"cpu": 1, "start_ns": 1e3, "measured_ns": 1e8, "events": [[1e7 * k + 5e5, 3e4] for k in range(10)]},
+    ]
+}
+NOISE_ANALYSIS = {
+    "cpus": [
+        {"cpu": 0, "periodic": [{"frequency_hz": 250.0}],
+         "attribution": {"lost_ns": 5e5, "unexplained_ns": 1e5,
+                         "sources": [{"name": "LOC", "estimate_ns": 4e5, "count": 25, "cost_ns": 16e3, "basis": "m"}]}}
+    ]
+}  # fmt: skip
+LATENCY = {
+    "cpus": [{"cpu": 1, "samples": 5000, "p99_ns": 40e3, "max_ns": 90e3,
+              "histogram": {"buckets": [[14e3, 15e3, 3000], [20e3, 21e3, 1900], [40e3, 41e3, 99], [90e3, 92e3, 1]]}}]
+}  # fmt: skip
+CTX = {"analysis": {"switch_pipe": {"median": 2300.0, "ci_low": 2200.0, "ci_high": 2400.0, "n": 5}}}
+
+
+def drawn(fig: Figure) -> int:
+    return sum(len(ax.patches) + len(ax.lines) + len(ax.collections) + len(ax.images) for ax in fig.axes)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: figures.experiment_bars(PREFETCH),
+        lambda: figures.forest(PREFETCH),
+        lambda: figures.stride_curve(PREFETCH),
+        lambda: figures.noise_timeline(NOISE),
+        lambda: figures.noise_timeline(NOISE, window_ms=20),
+        lambda: figures.noise_durations(NOISE),
+        lambda: figures.noise_heatmap(NOISE),
+        lambda: figures.attribution_bars(NOISE_ANALYSIS),
+        lambda: figures.latency_histogram(LATENCY),
+        lambda: figures.ctxswitch_bars(CTX, LABELS),
+    ],
+)
+def test_figure_is_drawn_and_labelled(make: Any, tmp_path: Path) -> None:
+    fig = make()
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() and ax.get_title()
+    assert ax.get_ylabel() or [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert drawn(fig) > 0
+    out = render(fig, "x", "caption", tmp_path)
+    assert out.svg.startswith("<svg") and (tmp_path / "figures" / "x.png").stat().st_size > 1000
+
+
+def test_n_is_in_the_titles() -> None:
+    title = figures.experiment_bars(PREFETCH).axes[0].get_title()  # type: ignore[union-attr]
+    assert "n = 4" in title
+
+
+def test_numa_and_normalised() -> None:
+    numa = experiment("numa", [("0/0", {"cpu_node": "0", "mem_node": "0"}, [29.0, 28.5, 29.3, 29.1]),
+                               ("0/1", {"cpu_node": "0", "mem_node": "1"}, [19.0, 18.5, 19.3, 19.1])], unit="GB/s")  # fmt: skip
+    fig = figures.numa_matrix(numa, {"0": [10, 21]})
+    assert fig is not None and len(fig.axes) >= 2 and fig.axes[0].get_xlabel() == "memory node"
+    burn = experiment("smt", [("alone", {}, [1.5, 1.49, 1.51, 1.5]), ("cores", {}, [1.5, 1.52, 1.5, 1.49])])
+    for row in burn["rows"]:
+        row["metric"]["name"] = "ns_per_iter"
+    fig = figures.normalised(burn)
+    assert fig is not None and "per-thread speed" in fig.axes[0].get_ylabel()
+
+
+def test_nothing_to_draw_gives_no_figure() -> None:
+    empty = experiment("prefetch", [("stride 1", {"stride": "1"}, [])])
+    assert figures.experiment_bars(empty) is None and figures.forest(empty) is None
+    assert figures.noise_timeline({"cpus": []}) is None
+    assert figures.noise_durations({"cpus": [{"cpu": 0, "events": []}]}) is None
+    assert figures.latency_histogram({"cpus": []}) is None
