@@ -8,12 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import CliRunner
 
-ARTIFACTS = Path(os.environ.get("QUIETCORE_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts"))
+ARTIFACTS = Path(
+    os.environ.get("QUIETCORE_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts")
+)
 
 
 def chromium() -> str:
@@ -37,9 +40,16 @@ def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
+
             # Offline: any request beyond the file itself would be a defect.
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-                       else (errors.append(f"network request: {route.request.url}"), route.abort())[1])  # fmt: skip
+            def only_files(route: Any) -> None:
+                if route.request.url.startswith("file:"):
+                    route.continue_()
+                else:
+                    errors.append(f"network request: {route.request.url}")
+                    route.abort()
+
+            page.route("**/*", only_files)
             page.goto((out / "index.html").as_uri())
             page.wait_for_load_state("load")
             body = page.inner_text("body")

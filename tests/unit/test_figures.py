@@ -18,7 +18,9 @@ from quietcore.report.tables import LABELS
 
 
 def experiment(name: str, cells: list[tuple[str, dict[str, str], list[float]]], unit: str = "ns") -> dict[str, Any]:
-    made = [Cell(label, "g", factors, "stride", (), 0.1, baseline=i == 0) for i, (label, factors, _) in enumerate(cells)]
+    made = [
+        Cell(label, "g", factors, "stride", (), 0.1, baseline=i == 0) for i, (label, factors, _) in enumerate(cells)
+    ]
     outcomes = [
         Outcome(c, [{"metric": {"name": "ns_per_access", "unit": unit, "value": v, "better": "lower"}} for v in values])
         for c, (_, _, values) in zip(made, cells, strict=True)
@@ -89,8 +91,11 @@ def test_n_is_in_the_titles() -> None:
 
 
 def test_numa_and_normalised() -> None:
-    numa = experiment("numa", [("0/0", {"cpu_node": "0", "mem_node": "0"}, [29.0, 28.5, 29.3, 29.1]),
-                               ("0/1", {"cpu_node": "0", "mem_node": "1"}, [19.0, 18.5, 19.3, 19.1])], unit="GB/s")  # fmt: skip
+    cells = [
+        ("0/0", {"cpu_node": "0", "mem_node": "0"}, [29.0, 28.5, 29.3, 29.1]),
+        ("0/1", {"cpu_node": "0", "mem_node": "1"}, [19.0, 18.5, 19.3, 19.1]),
+    ]
+    numa = experiment("numa", cells, unit="GB/s")
     fig = figures.numa_matrix(numa, {"0": [10, 21]})
     assert fig is not None and len(fig.axes) >= 2 and fig.axes[0].get_xlabel() == "memory node"
     burn = experiment("smt", [("alone", {}, [1.5, 1.49, 1.51, 1.5]), ("cores", {}, [1.5, 1.52, 1.5, 1.49])])

@@ -105,8 +105,8 @@ def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
 
 def session_to_parquet(conn: sqlite3.Connection, row: sqlite3.Row) -> bytes:
     try:
-        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     except ImportError as exc:
         raise CommandError("--format parquet needs pyarrow: pip install 'quietcore[parquet]'", exit_code=3) from exc
     columns, rows = table_rows(conn, row)
