@@ -191,8 +191,9 @@ def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
         (["custom"], "run custom needs exactly one of --cmd CMD or --file EXPERIMENT.toml"),
         (["custom", "--cmd", "true", "--factor", "colour=red"], "unknown factor 'colour' (valid: policy, priority, cpus, load"),
         (["custom", "--cmd", "true", "--factor", "policy=fast"], "invalid policy 'fast' (valid: other, batch, idle, fifo, rr, deadline)"),
-        (["custom", "--cmd", "true", "--factor", "load=same-cpu"], "load=same-cpu needs a cpus factor"),
+        (["custom", "--cmd", "true", "--factor", "load=same-cpu"], "factor load=same-cpu needs a cpus factor"),
         (["thp", "--cmd", "true"], "--cmd is only for `run custom`"),
+        (["custom", "--cmd", "true", "--factor", "cpus=1", "--factor", "disturb=sibling"], "factor disturb=sibling: CPU 1 has no sibling on this node"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_nothing_is_written(

@@ -15,7 +15,9 @@
     cmd = "make -j2"         # or any command (no shell), measured from outside
 
 Factors: policy (other, batch, idle, fifo, rr, deadline), priority (1-99),
-cpus (a CPU list, or "any"), load (none, same-cpu), and the levers thp,
+cpus (a CPU list, or "any"), load and disturb (none, same-cpu, sibling,
+other-core: a cpuburn competitor, or the seed's disturbance thread, placed
+from the real topology relative to the workload's first CPU), and the levers thp,
 thp_defrag, governor, preempt (values as this kernel offers them)."""
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.levers.registry import NAMES as LEVERS
 
 WORKLOADS = ("matmul", "compute", "memory", "io", "mixed", "cpuburn", "memscan", "stride", "stream", "numa")
-FACTORS = ("policy", "priority", "cpus", "load", *LEVERS)
-LOADS = ("none", "same-cpu")
+FACTORS = ("policy", "priority", "cpus", "load", "disturb", *LEVERS)
+LOADS = ("none", "same-cpu", "sibling", "other-core")  # where a competitor or disturbance goes
 EXPECTED_S = 2.0  # a user workload's length is unknown; the watchdog allows far more
 
 
@@ -47,8 +49,8 @@ def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
     for v in values:
         if name == "policy" and v not in (*POLICIES, "deadline"):
             raise UsageError(f"{where}: invalid policy {v!r} (valid: {', '.join((*POLICIES, 'deadline'))})")
-        if name == "load" and v not in LOADS:
-            raise UsageError(f"{where}: invalid load {v!r} (valid: {', '.join(LOADS)})")
+        if name in ("load", "disturb") and v not in LOADS:
+            raise UsageError(f"{where}: invalid {name} {v!r} (valid: {', '.join(LOADS)})")
         if name == "priority" and not (v.isdigit() and 1 <= int(v) <= 99):
             raise UsageError(f"{where}: invalid priority {v!r} (valid: 1-99)")
         if name == "cpus" and v != "any":
@@ -62,6 +64,20 @@ def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
                 )
 
 
+def _load(kind: str, where: str, cpu: int | None, node: Node) -> Load:
+    """A competitor (load: a cpuburn) or a disturbance (disturb: the seed's
+    thread, every 300 ms 1e7 additions) placed relative to the workload's CPU."""
+    if cpu is None:
+        raise UsageError(f"factor {kind}={where} needs a cpus factor: it is placed relative to the workload's CPU")
+    target = {"same-cpu": cpu, "sibling": node.sibling_of(cpu), "other-core": node.other_core(cpu)}[where]
+    if target is None:
+        raise UsageError(f"factor {kind}={where}: CPU {cpu} has no {where.replace('-', ' ')} on this node")
+    if kind == "load":
+        return Load(f"cpuburn on {where} (CPU {target})", "cpuburn", ("--cpus", str(target), "--seconds", "3600"))
+    return Load(f"disturbance on {where} (CPU {target})", "disturb",
+                ("--cpus", str(target), "--preset", "seed", "--duration", "3600"))  # fmt: skip
+
+
 def _workload_cell(
     label: str, group: str, factors: dict[str, str], workload: dict[str, Any], node: Node, baseline: bool
 ) -> Cell:
@@ -71,13 +87,11 @@ def _workload_cell(
         priority = 1
     cpus_text = factors.get("cpus", "any")
     cpus = frozenset() if cpus_text == "any" else parse_cpulist(cpus_text)
-    load = factors.get("load", "none")
-    loads: tuple[Load, ...] = ()
-    if load == "same-cpu":
-        if not cpus:
-            raise UsageError("factor load=same-cpu needs a cpus factor: the competitor goes on the workload's CPU")
-        cpu = min(cpus)
-        loads = (Load("cpuburn on the same CPU", "cpuburn", ("--cpus", str(cpu), "--seconds", "3600")),)
+    loads = tuple(
+        _load(kind, where, min(cpus) if cpus else None, node)
+        for kind in ("load", "disturb")
+        if (where := factors.get(kind, "none")) != "none"
+    )
     levers = {k: v for k, v in factors.items() if k in LEVERS}
     if "cmd" in workload:
         if policy == "deadline":
