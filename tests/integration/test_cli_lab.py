@@ -32,11 +32,14 @@ def test_lab_quick_measures_every_online_cpu(cli: CliRunner, db_file: Path) -> N
     conn = sqlite3.connect(db_file)
     runs = conn.execute("SELECT kind, status, params FROM runs ORDER BY seq").fetchall()
     assert runs[0][:2] == ("calibrate", "complete")
-    measured = sorted(c for _, _, p in runs[1:] for c in json.loads(p)["cpus"].split(","))
+    assert runs[-1][:2] == ("audit", "complete")
+    measured = sorted(c for kind, _, p in runs if kind == "noise" for c in json.loads(p)["cpus"].split(","))
     assert [int(c) for c in measured] == online if len(online) <= 2 else True
     cpus = [r[0] for r in conn.execute("SELECT cpu FROM noise_cpu ORDER BY cpu")]
     assert cpus == online
     assert conn.execute("SELECT status FROM sessions").fetchone()[0] == "complete"
+    report = db_file.parent / "reports" / "session-1" / "index.html"
+    assert f"Report: {report}" in proc.stdout and report.stat().st_size > 10_000
 
 
 def test_lab_rounds_leave_a_cpu_free() -> None:
