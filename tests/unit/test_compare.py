@@ -3,7 +3,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quietcore.stats.compare import compare, compare_table, describe, holm, ratio_ci, verdict, warnings_for
+from quietcore.stats.compare import (
+    compare,
+    compare_many,
+    compare_table,
+    describe,
+    holm,
+    ratio_ci,
+    verdict,
+    warnings_for,
+)
 
 
 def test_describe() -> None:
@@ -50,3 +59,10 @@ def test_small_samples_cannot_claim_much() -> None:
 def test_warnings() -> None:
     w = warnings_for("cell", describe([1.0, 2.0, 3.0]))
     assert any("vary by" in x for x in w) and any("too few for a p95" in x for x in w)
+
+
+def test_throughput_verdicts_turn_the_words_round() -> None:
+    done = compare_many([([10.0, 10.1, 10.2, 9.9, 10.0, 10.1], [15.0, 15.1, 14.9, 15.2, 15.0, 15.1], True),
+                         ([10.0, 10.1, 10.2, 9.9, 10.0, 10.1], [5.0, 5.1, 4.9, 5.2, 5.0, 5.1], True)])  # fmt: skip
+    assert done[0].verdict.startswith("faster (") and "more throughput" in done[0].verdict
+    assert done[1].verdict.startswith("slower (") and "less throughput" in done[1].verdict

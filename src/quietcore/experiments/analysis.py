@@ -14,7 +14,7 @@ import numpy as np
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.runner import Outcome
 from quietcore.stats.bootstrap import bootstrap_ci
-from quietcore.stats.compare import Comparison, compare, describe, holm, verdict, warnings_for
+from quietcore.stats.compare import compare_many, cv_warning, describe
 from quietcore.stats.percentiles import min_samples
 
 
@@ -46,26 +46,12 @@ def _extras(exp: Experiment, outcome: Outcome, base: Outcome | None) -> dict[str
     return out
 
 
-def _verdict(c: Comparison, higher: bool) -> str:
-    if not higher:
-        return verdict(c)
-    # A throughput: the same test, the words turned round.
-    flipped = Comparison(1 / c.ratio, 1 / c.ci_high, 1 / c.ci_low, c.p_value, c.p_adjusted)
-    word = verdict(flipped)
-    if word.startswith("faster"):
-        more = f"{c.ratio:.2f}x the throughput" if c.ratio >= 2 else f"{c.ratio - 1:.1%} more throughput"
-        return f"faster ({more})"
-    if word.startswith("slower"):
-        return f"slower ({1 - c.ratio:.1%} less throughput)"
-    return word
-
-
 def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict[str, Any]:
     by_label = {o.cell.label: o for o in outcomes}
     groups = exp.groups()
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
-    pending: list[tuple[dict[str, Any], Comparison, bool]] = []
+    pending: list[tuple[dict[str, Any], list[float], list[float], bool]] = []
     for group, cells in groups.items():
         base_cell = next((c for c in cells if c.baseline), None)
         base = by_label.get(base_cell.label) if base_cell else None
@@ -85,7 +71,8 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             row["stats"] = asdict(d)
             if len(values) >= 2:
                 row["median_ci"] = list(bootstrap_ci(values))
-            warnings += warnings_for(cell.label, d)[:1] if d.cv is not None and d.cv > 0.10 else []
+            cv = cv_warning(cell.label, d)
+            warnings += [cv] if cv else []
             row["extra"] = _extras(exp, o, base)
             for r in o.results:
                 w = r.get("warning")
@@ -93,12 +80,11 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                     warnings.append(f"{cell.label}: {w}")
             if base and not cell.baseline and len(values) >= 2 and len(base.results) >= 2:
                 base_values = [float(r["metric"]["value"]) for r in base.results]
-                pending.append((row, compare(base_values, values), metric["better"] == "higher"))
+                pending.append((row, base_values, values, metric["better"] == "higher"))
             rows.append(row)
-    adjusted = holm([c.p_value for _, c, _ in pending])
-    for (row, c, higher), p in zip(pending, adjusted, strict=True):
-        c = Comparison(c.ratio, c.ci_low, c.ci_high, c.p_value, p)
-        row["comparison"] = {**asdict(c), "verdict": _verdict(c, higher)}
+    done = compare_many([(base_values, values, higher) for _, base_values, values, higher in pending])
+    for (row, *_), c in zip(pending, done, strict=True):
+        row["comparison"] = asdict(c)
     sizes = sorted({len(r["values"]) for r in rows if r["values"]})
     if sizes and sizes[0] < min_samples(0.95):
         warnings.append(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import asdict
 from typing import Any
 
 from quietcore.errors import UsageError
-from quietcore.stats.compare import Comparison, compare, describe, holm
+from quietcore.stats.compare import compare_many, describe
 from quietcore.store import sessions
 
 DRIFTING = ("virtualization.evidence",)  # changes while the configuration does not
@@ -67,22 +68,18 @@ def compare_sessions(conn: sqlite3.Connection, a: sqlite3.Row, b: sqlite3.Row) -
     va, vb = cell_values(conn, a["id"]), cell_values(conn, b["id"])
     common = [key for key in va if key in vb]
     rows: list[dict[str, Any]] = []
-    pending: list[tuple[dict[str, Any], Comparison]] = []
+    pending: list[tuple[dict[str, Any], list[float], list[float]]] = []
     for key in common:
         (xa, metric), (xb, _) = va[key], vb[key]
         row: dict[str, Any] = {"experiment": key[0], "cell": key[1], "metric": metric,
                                "a": {"n": len(xa), "median": describe(xa).median},
                                "b": {"n": len(xb), "median": describe(xb).median}}  # fmt: skip
         if len(xa) >= 2 and len(xb) >= 2:
-            pending.append((row, compare(xa, xb)))
+            pending.append((row, xa, xb))
         rows.append(row)
-    from quietcore.experiments.analysis import _verdict  # one wording for both tables
-
-    for (row, c), p in zip(pending, holm([c.p_value for _, c in pending]), strict=True):
-        c = Comparison(c.ratio, c.ci_low, c.ci_high, c.p_value, p)
-        higher = row["metric"].get("better") == "higher"
-        row["comparison"] = {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value,
-                             "p_adjusted": p, "verdict": _verdict(c, higher)}  # fmt: skip
+    done = compare_many([(xa, xb, row["metric"].get("better") == "higher") for row, xa, xb in pending])
+    for (row, _, _), c in zip(pending, done, strict=True):
+        row["comparison"] = asdict(c)
     only = sorted({f"{e}: {c}" for (e, c) in set(va) ^ set(vb)})
     return {
         "a": {"id": a["id"], "command": a["command"], "fingerprint": a["fingerprint"], "started_at": a["started_at"]},

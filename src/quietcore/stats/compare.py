@@ -105,32 +105,56 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def verdict(c: Comparison, alpha: float = ALPHA) -> str:
+def _more(ratio: float, what: str) -> str:
+    return f"{ratio:.2f}x the {what}" if ratio >= 2 else f"{ratio - 1:.1%} more {what}"
+
+
+def verdict(c: Comparison, alpha: float = ALPHA, higher: bool = False) -> str:
     """Faster, slower, or no detectable difference: both the adjusted test
-    and the ratio's interval must agree before a difference is claimed."""
+    and the ratio's interval must agree before a difference is claimed.
+    `higher`: the figure is a throughput (GB/s), not a time."""
     p = c.p_adjusted if c.p_adjusted is not None else c.p_value
-    if p < alpha and c.ci_high < 1:
-        return f"faster ({(1 - c.ratio):.1%} less time)"
-    if p < alpha and c.ci_low > 1:
-        return f"slower ({c.ratio:.2f}x the time)" if c.ratio >= 2 else f"slower ({(c.ratio - 1):.1%} more time)"
+    above, below = p < alpha and c.ci_low > 1, p < alpha and c.ci_high < 1
+    if higher:
+        if above:
+            return f"faster ({_more(c.ratio, 'throughput')})"
+        if below:
+            return f"slower ({1 - c.ratio:.1%} less throughput)"
+    else:
+        if below:
+            return f"faster ({(1 - c.ratio):.1%} less time)"
+        if above:
+            return f"slower ({_more(c.ratio, 'time')})"
     return "no detectable difference"
+
+
+def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], bool]]) -> list[Comparison]:
+    """Each (baseline, candidate, higher_is_better), Holm-adjusted across
+    all of them, each with its verdict."""
+    raw = [compare(base, cand) for base, cand, _ in pairs]
+    adjusted = holm([c.p_value for c in raw])
+    out = []
+    for c, p, (_, _, higher) in zip(raw, adjusted, pairs, strict=True):
+        c = replace(c, p_adjusted=p)
+        out.append(replace(c, verdict=verdict(c, higher=higher)))
+    return out
 
 
 def compare_table(baseline: Sequence[float], cells: dict[str, Sequence[float]]) -> dict[str, Comparison]:
     """Every cell against the baseline, Holm-adjusted across the table."""
-    raw = {name: compare(baseline, values) for name, values in cells.items()}
-    adjusted = holm([c.p_value for c in raw.values()])
-    out = {}
-    for (name, c), p in zip(raw.items(), adjusted, strict=True):
-        c = replace(c, p_adjusted=p)
-        out[name] = replace(c, verdict=verdict(c))
-    return out
+    done = compare_many([(baseline, values, False) for values in cells.values()])
+    return dict(zip(cells, done, strict=True))
+
+
+def cv_warning(name: str, d: Description) -> str | None:
+    if d.cv is not None and d.cv > HIGH_CV:
+        return f"{name}: runs vary by {d.cv:.0%} (CV): add --reps or --warmup, or quiet the node"
+    return None
 
 
 def warnings_for(name: str, d: Description) -> list[str]:
-    out = []
-    if d.cv is not None and d.cv > HIGH_CV:
-        out.append(f"{name}: runs vary by {d.cv:.0%} (CV): add --reps or --warmup, or quiet the node")
+    cv = cv_warning(name, d)
+    out = [cv] if cv else []
     if d.p95 is None:
         out.append(f"{name}: {d.n} runs are too few for a p95 (needs {min_samples(0.95)})")
     return out
