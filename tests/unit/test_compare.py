@@ -9,6 +9,7 @@ from quietcore.stats.compare import (
     compare_table,
     describe,
     holm,
+    quick_reps,
     ratio_ci,
     verdict,
     warnings_for,
@@ -66,3 +67,9 @@ def test_throughput_verdicts_turn_the_words_round() -> None:
                          ([10.0, 10.1, 10.2, 9.9, 10.0, 10.1], [5.0, 5.1, 4.9, 5.2, 5.0, 5.1], True)])  # fmt: skip
     assert done[0].verdict.startswith("faster (") and "more throughput" in done[0].verdict
     assert done[1].verdict.startswith("slower (") and "less throughput" in done[1].verdict
+
+
+def test_quick_reps_leave_room_for_one_run_out_of_order() -> None:
+    assert quick_reps(1) == 6 and quick_reps(8) == 6
+    # 20 comparisons (sched): 6 against 6 passes Holm only with perfect separation.
+    assert quick_reps(20) == 7

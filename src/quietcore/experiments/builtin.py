@@ -10,9 +10,16 @@ from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.levers.preempt import PreemptLever
+from quietcore.stats.compare import quick_reps
 
-REPS, QUICK_REPS = 10, 6  # 6 against 6 is the fewest that can reach p < 0.05 after Holm over ~20 tests
+REPS = 10
 WARMUP = 1
+
+
+def _reps(quick: bool, cells: list[Cell], full: int) -> int:
+    """--quick: the fewest runs that still show a real difference across
+    this many comparisons (stats.compare.quick_reps); else `full`."""
+    return quick_reps(sum(not c.baseline for c in cells)) if quick else full
 
 
 def _cpus(*cpus: int) -> str:
@@ -74,7 +81,7 @@ def tickless(node: Node, quick: bool, priority: int) -> Experiment:
         "tickless",
         f"matmul {n}x{n}, {threads} threads: isolation and pinning",
         cells,
-        QUICK_REPS if quick else REPS,
+        _reps(quick, cells, REPS),
         WARMUP,
         notes,
     )
@@ -83,7 +90,7 @@ def tickless(node: Node, quick: bool, priority: int) -> Experiment:
 SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]] = {
     # workload: (quick args, full args, quick seconds, full seconds)
     "compute": (("--iters", "60000000"), ("--iters", "2000000000"), 0.1, 3.2),
-    "memory": (("--size", "256M", "--passes", "2"), ("--size", "1G", "--passes", "4"), 0.05, 0.2),
+    "memory": (("--size", "256M", "--passes", "6"), ("--size", "1G", "--passes", "4"), 0.1, 0.2),
     "io": (("--size", "32M", "--mode", "buffered"), ("--size", "512M", "--mode", "buffered"), 0.05, 0.6),
     "mixed": (
         ("--iters", "600", "--every", "100", "--checkpoint", "1M"),
@@ -102,13 +109,11 @@ def sched(node: Node, quick: bool, priority: int) -> Experiment:
         for policy in ("other", "fifo", "rr"):
             for loaded in (False, True):
                 label = f"{workload} {policy}{' +load' if loaded else ''}"
-                args = (*base, "--cpus", str(cpu), "--policy", policy)
-                if policy != "other":
-                    args += ("--priority", str(priority))
                 cells.append(Cell(
                     label, workload, {"workload": workload, "policy": policy, "load": "same-cpu" if loaded else "none"},
-                    workload, args, seconds * (2 if loaded else 1),
+                    workload, (*base, "--cpus", str(cpu)), seconds * (2 if loaded else 1),
                     loads=(_burner(cpu, seconds),) if loaded else (), baseline=policy == "other" and not loaded,
+                    policy=policy, priority=0 if policy == "other" else priority,
                 ))  # fmt: skip
     notes = [
         f"workloads pinned to CPU {cpu}; fifo and rr at priority {priority}; the load is a SCHED_OTHER cpuburn",
@@ -118,7 +123,7 @@ def sched(node: Node, quick: bool, priority: int) -> Experiment:
         "sched",
         "scheduling policy x workload, with and without a competitor on the CPU",
         cells,
-        QUICK_REPS if quick else REPS,
+        _reps(quick, cells, REPS),
         WARMUP,
         notes,
     )
@@ -159,7 +164,7 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
         f"matmul {n}x{n} on CPU {cpu}; the disturbance is the seed's thread: every 300 ms, 1e7 additions, SCHED_OTHER"
     )
     return Experiment(
-        "preempt", "preemption model, stable and disturbed matmul", cells, QUICK_REPS if quick else REPS, WARMUP, notes
+        "preempt", "preemption model, stable and disturbed matmul", cells, _reps(quick, cells, REPS), WARMUP, notes
     )
 
 
@@ -219,7 +224,7 @@ def affinity(node: Node, quick: bool, priority: int) -> Experiment:
         )
     notes = ["metric: ns per iteration of the average thread, the time a fixed amount of work per thread takes"]
     exp = Experiment(
-        "affinity", f"cpuburn layouts, {seconds:g} s each", cells, QUICK_REPS if quick else 5, WARMUP, notes, skipped
+        "affinity", f"cpuburn layouts, {seconds:g} s each", cells, _reps(quick, cells, 5), WARMUP, notes, skipped
     )
     return exp
 
@@ -242,9 +247,7 @@ def thp(node: Node, quick: bool, priority: int) -> Experiment:
             ))  # fmt: skip
     notes = [f"memscan over {size} on CPU {cpu}; stride is 4096 B (one access per page); the madvise cells call "
              "madvise(MADV_HUGEPAGE), the others do not"]  # fmt: skip
-    return Experiment(
-        "thp", "transparent huge pages x access pattern", cells, QUICK_REPS if quick else 5, WARMUP, notes
-    )
+    return Experiment("thp", "transparent huge pages x access pattern", cells, _reps(quick, cells, 5), WARMUP, notes)
 
 
 def smt(node: Node, quick: bool, priority: int) -> Experiment:
@@ -286,7 +289,7 @@ def smt(node: Node, quick: bool, priority: int) -> Experiment:
         "smt",
         "two threads on SMT siblings or separate cores, normalised to one alone",
         cells,
-        QUICK_REPS if quick else 5,
+        _reps(quick, cells, 5),
         WARMUP,
         notes,
         skipped,
@@ -312,7 +315,7 @@ def prefetch(node: Node, quick: bool, priority: int) -> Experiment:
         "prefetch",
         "equal-work stride sweep against sequential and random references",
         cells,
-        QUICK_REPS if quick else 5,
+        _reps(quick, cells, 5),
         WARMUP,
         notes,
     )
@@ -337,7 +340,7 @@ def numa(node: Node, quick: bool, priority: int) -> Experiment:
             "firmware distances (SLIT): " + "; ".join(f"node {n}: {row}" for n, row in sorted(distances.items()))
         )
     exp = Experiment(
-        "numa", "bandwidth and latency, CPU node x memory node", cells, QUICK_REPS if quick else 5, WARMUP, notes
+        "numa", "bandwidth and latency, CPU node x memory node", cells, _reps(quick, cells, 5), WARMUP, notes
     )
     exp.data["distances"] = {str(n): row for n, row in distances.items()}
     return exp

@@ -82,9 +82,8 @@ def _workload_cell(
     label: str, group: str, factors: dict[str, str], workload: dict[str, Any], node: Node, baseline: bool
 ) -> Cell:
     policy = factors.get("policy", "other")
-    priority = int(factors.get("priority", "0"))
-    if policy in ("fifo", "rr") and not priority:
-        priority = 1
+    # A priority only means something to fifo and rr (1 unless given).
+    priority = int(factors.get("priority", "1")) if policy in ("fifo", "rr") else 0
     cpus_text = factors.get("cpus", "any")
     cpus = frozenset() if cpus_text == "any" else parse_cpulist(cpus_text)
     loads = tuple(
@@ -101,11 +100,8 @@ def _workload_cell(
     args = [str(a) for a in workload.get("args", [])]
     if cpus:
         args += ["--cpus", format_cpulist(cpus)]
-    if policy != "other":
-        args += ["--policy", policy]
-        if policy in ("fifo", "rr"):
-            args += ["--priority", str(priority)]
-    return Cell(label, group, factors, workload["name"], tuple(args), EXPECTED_S, levers, loads, baseline)
+    return Cell(label, group, factors, workload["name"], tuple(args), EXPECTED_S, levers, loads, baseline,
+                policy=policy, priority=priority)  # fmt: skip
 
 
 def build(

@@ -29,8 +29,16 @@ class Cell:
     baseline: bool = False
     argv: tuple[str, ...] = ()  # for "exec": the user's command
     cpus: frozenset[int] = frozenset()  # for "exec": where to pin it (empty: anywhere)
-    policy: str = "other"  # for "exec"
+    # The workload's scheduling policy: the one place it is set, for probes
+    # (as options, see probe_args) and user commands (before exec) alike.
+    policy: str = "other"
     priority: int = 0
+
+    def probe_args(self) -> list[str]:
+        extra = [] if self.policy == "other" else ["--policy", self.policy]
+        if self.priority:
+            extra += ["--priority", str(self.priority)]
+        return [*self.args, *extra]
 
     def params(self) -> dict[str, Any]:
         return {

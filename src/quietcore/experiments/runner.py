@@ -36,15 +36,6 @@ class Outcome:
     failed: str | None = None  # why the cell stopped, if it did
 
 
-def _policy_of(cell: Cell) -> tuple[str, int]:
-    if cell.command == "exec":
-        return cell.policy, cell.priority
-    args = list(cell.args)
-    policy = args[args.index("--policy") + 1] if "--policy" in args else "other"
-    priority = int(args[args.index("--priority") + 1]) if "--priority" in args else 0
-    return policy, priority
-
-
 def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
     """Drop the cells this node cannot run, saying why (strict: a value the
     kernel does not offer is bad input instead, for user-written plans)."""
@@ -66,12 +57,12 @@ def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
             if os.geteuid() != 0:
                 why = f"{name}: changing it needs root"
                 break
-        policy, priority = _policy_of(cell)
-        if why is None and policy in RT and os.geteuid() != 0:
+        if why is None and cell.policy in RT and os.geteuid() != 0:
             limit = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
-            if limit != resource.RLIM_INFINITY and limit < priority:
-                why = f"policy {policy} needs root, CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority} (it is {limit})"
-        if why is None and policy == "deadline" and os.geteuid() != 0:
+            if limit != resource.RLIM_INFINITY and limit < cell.priority:
+                why = (f"policy {cell.policy} needs root, CAP_SYS_NICE or RLIMIT_RTPRIO >= {cell.priority} "
+                       f"(it is {limit})")  # fmt: skip
+        if why is None and cell.policy == "deadline" and os.geteuid() != 0:
             why = "policy deadline needs root or CAP_SYS_NICE"
         if why:
             exp.skipped.append((cell.label, why))
@@ -136,7 +127,7 @@ def run_experiment(
                 if cell.command == "exec":
                     result = run_command(session, cell, params)
                 else:
-                    result = session.probe(cell.command, list(cell.args), params, cell.expected_s)
+                    result = session.probe(cell.command, cell.probe_args(), params, cell.expected_s)
         except UsageError:
             raise
         except (Interrupted, KeyboardInterrupt) as exc:

@@ -146,6 +146,20 @@ def compare_table(baseline: Sequence[float], cells: dict[str, Sequence[float]]) 
     return dict(zip(cells, done, strict=True))
 
 
+def quick_reps(comparisons: int, floor: int = 6, alpha: float = ALPHA) -> int:
+    """The fewest runs per cell (at least `floor`) with which a real
+    difference is still claimed after Holm over `comparisons` tests when one
+    pair of runs comes out of order. Perfect separation alone is too thin a
+    margin on a noisy node."""
+    for n in range(floor, 100):
+        baseline = [*range(n - 1), n]  # the baseline's largest run beats the candidate's smallest
+        candidate = [n - 1, *range(n + 1, 2 * n)]
+        p = float(stats.mannwhitneyu(candidate, baseline, alternative="two-sided", method="exact").pvalue)
+        if p * max(comparisons, 1) < alpha:
+            return n
+    return 100
+
+
 def cv_warning(name: str, d: Description) -> str | None:
     if d.cv is not None and d.cv > HIGH_CV:
         return f"{name}: runs vary by {d.cv:.0%} (CV): add --reps or --warmup, or quiet the node"
