@@ -130,11 +130,18 @@ class Session:
         self._store(command, params, started, probe, {}, [], analysis)
         return {**probe.result, "analysis": analysis}
 
-    def record(self, kind: str, params: dict[str, Any], started: str, envelope: dict[str, Any]) -> None:
+    def record(
+        self,
+        kind: str,
+        params: dict[str, Any],
+        started: str,
+        envelope: dict[str, Any],
+        analysis: dict[str, Any] | None = None,
+    ) -> None:
         """Store a run quietcore measured itself (a user's command, an
         experiment's summary), with the same provenance as a probe's."""
         text = json.dumps(envelope)
-        self._store(kind, params, started, ProbeResult(envelope, text, False), {}, [], envelope.get("analysis"))
+        self._store(kind, params, started, ProbeResult(envelope, text, False), {}, [], analysis)
 
     def calibrate(self, trials: int = 5, trial_ms: int = 100) -> dict[str, Any]:
         args = ["--trials", str(trials), "--trial-ms", str(trial_ms)]

@@ -22,11 +22,6 @@ def add_tags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="label the session (repeatable)")
 
 
-def tags_option_items(items: list[str] | None) -> list[tuple[str, str]]:
-    """--tag KEY=VALUE selections, checked like the tags a session gets."""
-    return list(tags_option(items).items())
-
-
 def db_path(args: argparse.Namespace) -> tuple[Path, bool]:
     return db.resolve_path(args.db)
 

@@ -15,12 +15,12 @@ examples:
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 from pathlib import Path
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.options import tags_option
 from quietcore.report import build, document
 from quietcore.store import db, sessions
 
@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None) -> list[sqlite3.Row]:
     rows = [sessions.get_session(conn, i) for i in ids]
-    for key, value in common.tags_option_items(tag_items):
-        tagged = [r for r in sessions.list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+    for key, value in tags_option(tag_items).items():
+        tagged = sessions.tagged(conn, key, value)
         if not tagged:
             raise UsageError(f"no session is tagged {key}={value} (see `quietcore results list`)")
         rows += tagged

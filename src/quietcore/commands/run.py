@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from quietcore.experiments import custom
 from quietcore.experiments.analysis import analyse
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
-from quietcore.experiments.node import read_node
+from quietcore.experiments.node import Node, read_node
 from quietcore.experiments.runner import check_levers, run_experiment
 from quietcore.options import int_in_range
 from quietcore.report import text
@@ -66,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_tags(parser)
 
 
-def plan(args: argparse.Namespace) -> tuple[Experiment, int]:
+def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     """Everything checked before the database is opened or the node touched."""
     name = args.experiment
     if name not in NAMES:
@@ -97,19 +96,18 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int]:
     if not exp.cells:
         reasons = "; ".join(f"{label}: {why}" for label, why in exp.skipped) or "no cells"
         raise UsageError(f"nothing of {name} can run here: {reasons}")
-    return exp, seed if seed is not None else random.SystemRandom().randrange(2**31)
+    return exp, seed if seed is not None else random.SystemRandom().randrange(2**31), node
 
 
 def run(args: argparse.Namespace) -> int:
-    exp, seed = plan(args)
-    node_cpus = read_node(common.live_root()).allowed
+    exp, seed, node = plan(args)
     path, chosen = common.db_path(args)
     total = len(exp.cells) * (exp.reps + exp.warmup)
     with Session(f"run {exp.name}", path, chosen, common.tags(args), common.live_root()) as session:
         started = sessions.now_iso()
         with progress_bar(total, enabled=not args.json) as update:
             outcomes = run_experiment(
-                session, exp, seed, node_cpus, lambda i, n, cell: update(f"{exp.name}: {cell.label}", i)
+                session, exp, seed, node.allowed, lambda i, n, cell: update(f"{exp.name}: {cell.label}", i)
             )
         analysis = analyse(exp, outcomes, session.virtualized)
         analysis["seed"] = seed
@@ -119,10 +117,9 @@ def run(args: argparse.Namespace) -> int:
             "start": started,
             "end": sessions.now_iso(),
             "result": {"name": exp.name, "seed": seed, "reps": exp.reps, "warmup": exp.warmup,
-                       "cells": [c.params() | {"command": c.command, "args": list(c.args)} for c in exp.cells]},
-            "analysis": analysis,
+                       "cells": [c.params() | {"command": c.command, "args": c.probe_args()} for c in exp.cells]},
         }  # fmt: skip
-        session.record("experiment", {"experiment": exp.name, "seed": seed}, started, envelope)
+        session.record("experiment", {"experiment": exp.name, "seed": seed}, started, envelope, analysis)
     if args.json:
         print(json.dumps({"session": session.id, **analysis}, indent=2))
         return 0
@@ -135,5 +132,4 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"[yellow]warning:[/yellow] {warning}")
     out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "
               f"Next: quietcore compare {session.id} OTHER_SESSION")  # fmt: skip
-    sys.stdout.flush()
     return 0

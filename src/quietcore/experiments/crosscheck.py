@@ -19,7 +19,7 @@ def resolve(conn: sqlite3.Connection, ident: str) -> sqlite3.Row:
     """A session by ID or UUID prefix, or the latest with tag KEY=VALUE."""
     if "=" in ident:
         key, _, value = ident.partition("=")
-        rows = [r for r in sessions.list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+        rows = sessions.tagged(conn, key, value)
         if not rows:
             raise UsageError(f"no session is tagged {ident!r} (see `quietcore results list`)")
         return rows[-1]

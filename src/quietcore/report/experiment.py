@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+# How a metric's unit is shown, in tables and figures alike: (factor, unit shown).
 SCALE = {"s": (1e3, "ms"), "ns": (1.0, "ns"), "GB/s": (1.0, "GB/s")}
 
 

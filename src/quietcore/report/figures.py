@@ -16,10 +16,11 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from quietcore.report.experiment import SCALE
+
 # Colour by verdict: a reader sees the answer before reading a number.
 VERDICT_COLOURS = {"faster": "#2a7f3f", "slower": "#b3261e", "no": "#6b6b6b"}
 BAR = "#4c72b0"
-SCALE = {"s": (1e3, "ms"), "ns": (1.0, "ns"), "GB/s": (1.0, "GB/s")}
 
 
 def _figure(width: float = 7.5, height: float = 3.6) -> tuple[Figure, Any]:

@@ -162,6 +162,11 @@ def list_sessions(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     ).fetchall()
 
 
+def tagged(conn: sqlite3.Connection, key: str, value: str) -> list[sqlite3.Row]:
+    """The sessions tagged key=value, oldest first."""
+    return [r for r in list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+
+
 def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
     """A session by number or (a unique prefix of) its UUID; UsageError if none."""
     text = str(session_id).strip()
