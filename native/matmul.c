@@ -3,7 +3,6 @@
  * were really on are read back, because an isolcpus node once packed every
  * thread of this very workload onto one CPU and reported a 2.3x
  * "slowdown". Threads found sharing a CPU are reported. */
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -11,73 +10,21 @@
 #include <string.h>
 
 #include "probe.h"
-#include "workload.h"
-
-#define MAX_THREADS 1024
+#include "wlopts.h"
 
 static const char usage[] =
     "usage: quietcore-probe matmul [--n N] [--threads T] [--cpus LIST] [--variant ijk|blocked] [--block B]\n"
-    "                              [--unpinned]\n"
+    "                              [--unpinned] [--policy P] [--priority N]\n"
     "Multiply two N x N matrices of doubles with OpenMP and time the multiply.\n"
     "  --n N          matrix size (16-8192, default 1000)\n"
     "  --threads T    OpenMP threads (1-1024, default: one per CPU in --cpus)\n"
     "  --cpus LIST    CPUs to pin thread i to the i-th of (default: the allowed CPUs)\n"
     "  --variant V    ijk (naive, as the seed experiment) or blocked (default ijk)\n"
     "  --block B      tile size for blocked (8-512, default 64)\n"
-    "  --unpinned     leave placement to the scheduler\n";
+    "  --unpinned     leave placement to the scheduler\n"
+    "  --policy P     other, batch, idle, fifo, rr, deadline (deadline needs --threads 1)\n";
 
-typedef struct {
-    uint64_t n, threads, block;
-    bool blocked, pinned, have_threads;
-    int cpus[MAX_THREADS];
-    int ncpus;
-} mm_opts;
-
-static int parse(probe_ctx *ctx, int argc, char **argv, mm_opts *o)
-{
-    static const struct option longopts[] = {
-        {"n", required_argument, 0, 'n'},       {"threads", required_argument, 0, 't'},
-        {"cpus", required_argument, 0, 'c'},    {"variant", required_argument, 0, 'v'},
-        {"block", required_argument, 0, 'b'},   {"unpinned", no_argument, 0, 'u'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    static const char valid[] = "--n, --threads, --cpus, --variant, --block, --unpinned";
-    *o = (mm_opts){.n = 1000, .block = 64, .pinned = true};
-    cpu_set_t set;
-    sched_getaffinity(0, sizeof set, &set);
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'n': rc = opt_u64(ctx, "--n", optarg, 16, 8192, &o->n); break;
-        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, MAX_THREADS, &o->threads); o->have_threads = true; break;
-        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &set); break;
-        case 'b': rc = opt_u64(ctx, "--block", optarg, 8, 512, &o->block); break;
-        case 'u': o->pinned = false; break;
-        case 'v':
-            if (!strcmp(optarg, "blocked"))
-                o->blocked = true;
-            else if (strcmp(optarg, "ijk"))
-                rc = probe_fail(ctx, EXIT_USAGE, "invalid --variant '%s' (valid: ijk, blocked)", optarg);
-            break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    for (int cpu = 0; cpu < CPU_SETSIZE && o->ncpus < MAX_THREADS; cpu++)
-        if (CPU_ISSET(cpu, &set))
-            o->cpus[o->ncpus++] = cpu;
-    if (!o->have_threads)
-        o->threads = (uint64_t)o->ncpus;
-    return EXIT_OK;
-}
-
-static void multiply(const mm_opts *o, const double *a, const double *b, double *c)
+static void multiply(const wl_opts *o, const double *a, const double *b, double *c)
 {
     const size_t n = o->n;
     if (!o->blocked) {
@@ -107,18 +54,18 @@ static void multiply(const mm_opts *o, const double *a, const double *b, double 
 
 /* Pin each pool thread (libgomp keeps them between regions) and note where
  * every thread is; called before and after the multiply. */
-static void place(const mm_opts *o, int *where, bool pin)
+static void place(const wl_opts *o, int *where, bool pin)
 {
 #pragma omp parallel
     {
         int t = omp_get_thread_num();
-        if (pin && o->pinned)
-            pin_self(o->cpus[t % o->ncpus]);
+        if (pin && !o->unpinned)
+            pin_self(o->cpu_list[t % o->ncpus]);
         where[t] = sched_getcpu();
     }
 }
 
-static void emit(json_t *j, const mm_opts *o, const wl_measure *m, const int *start, const int *end, double check,
+static void emit(json_t *j, const wl_opts *o, const wl_measure *m, const int *start, const int *end, double check,
                  bool verified)
 {
     int shared_a = -1, shared_b = -1;
@@ -129,18 +76,10 @@ static void emit(json_t *j, const mm_opts *o, const wl_measure *m, const int *st
                 break;
             }
     json_obj_begin(j);
-    json_kv_str(j, "workload", "matmul");
-    json_key(j, "metric");
-    json_obj_begin(j);
-    json_kv_str(j, "name", "wall_s");
-    json_kv_str(j, "unit", "s");
-    json_kv_f64(j, "value", (double)(m->t1 - m->t0) / 1e9);
-    json_kv_str(j, "better", "lower");
-    json_obj_end(j);
+    wl_emit_head(j, o, "wall_s", "s", (double)(m->t1 - m->t0) / 1e9, false);
     json_kv_u64(j, "n", o->n);
     json_kv_str(j, "variant", o->blocked ? "blocked" : "ijk");
     json_kv_u64(j, "threads", o->threads);
-    json_kv_bool(j, "pinned", o->pinned);
     json_key(j, "placement");
     json_arr_begin(j);
     for (uint64_t t = 0; t < o->threads; t++) {
@@ -170,8 +109,21 @@ static void emit(json_t *j, const mm_opts *o, const wl_measure *m, const int *st
 
 int matmul_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
 {
-    mm_opts o;
-    if (parse(ctx, argc, argv, &o) || ctx->help_shown)
+    wl_opts o = {.name = "matmul",
+                 .allowed = WO_N | WO_THREADS | WO_VARIANT | WO_BLOCK,
+                 .n = 1000,
+                 .block = 64,
+                 .self_placed = true};
+    if (wl_parse(ctx, argc, argv, &o, usage) || ctx->help_shown)
+        return ctx->exit_code;
+    if (o.block < 8 || o.block > 512)
+        return probe_fail(ctx, EXIT_USAGE, "invalid --block %llu (valid: 8-512)", (unsigned long long)o.block);
+    if (!o.have_threads)
+        o.threads = (uint64_t)o.ncpus;
+    o.have_cpus = !o.unpinned; /* pinned to the allowed CPUs unless --cpus says others */
+    if (o.deadline && o.threads > 1)
+        return probe_fail(ctx, EXIT_USAGE, "--policy deadline needs --threads 1: a deadline task cannot start threads");
+    if (wl_setup(ctx, &o))
         return ctx->exit_code;
     size_t n = o.n;
     double *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b), *c = malloc(n * n * sizeof *c);

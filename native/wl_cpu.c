@@ -93,15 +93,11 @@ static void *burn(void *arg)
 
 int cpuburn_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
 {
-    wl_opts o = {.name = "cpuburn", .allowed = WO_SECONDS | WO_THREADS, .seconds = 5, .threads = 1};
-    if (wl_parse(ctx, argc, argv, &o, cpuburn_help) || ctx->help_shown)
-        return ctx->exit_code;
     /* Threads are placed by burn() itself; the main thread only waits. */
-    bool unpinned = o.unpinned;
-    o.unpinned = true;
-    if (wl_setup(ctx, &o))
+    wl_opts o = {
+        .name = "cpuburn", .allowed = WO_SECONDS | WO_THREADS, .seconds = 5, .threads = 1, .self_placed = true};
+    if (wl_parse(ctx, argc, argv, &o, cpuburn_help) || ctx->help_shown || wl_setup(ctx, &o))
         return ctx->exit_code;
-    o.unpinned = unpinned;
     burner *b = calloc(o.threads, sizeof *b);
     pthread_t *tid = calloc(o.threads, sizeof *tid);
     pthread_barrier_t ready;
@@ -143,7 +139,6 @@ int cpuburn_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     wl_emit_head(result, &o, "ns_per_iter", "ns", wall / mean_iters, false);
     json_kv_f64(result, "seconds", o.seconds);
     json_kv_u64(result, "threads", o.threads);
-    json_kv_bool(result, "pinned", !o.unpinned && o.have_cpus);
     json_kv_u64(result, "iters_total", total);
     json_kv_f64(result, "iters_per_s", (double)total / wall * 1e9);
     json_kv_f64(result, "slowest_thread_ns_per_iter", wall / (double)slowest);

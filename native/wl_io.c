@@ -88,6 +88,8 @@ int io_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
                  .dir = "/var/tmp"};
     if (wl_parse(ctx, argc, argv, &o, io_help) || ctx->help_shown)
         return ctx->exit_code;
+    if (o.block < 512)
+        return probe_fail(ctx, EXIT_USAGE, "invalid --block %llu (valid: 512 bytes to 1G)", (unsigned long long)o.block);
     if (o.mode == IO_DIRECT && o.block % 4096)
         return probe_fail(ctx, EXIT_USAGE, "invalid --block %llu for --mode direct (valid: a multiple of 4096)",
                           (unsigned long long)o.block);

@@ -17,7 +17,7 @@ static const struct {
     {WO_HUGEPAGE, "--hugepage"}, {WO_MODE, "--mode"},         {WO_DIR, "--dir"},
     {WO_BLOCK, "--block"},       {WO_SEED, "--seed"},         {WO_ACCESSES, "--accesses"},
     {WO_EVERY, "--every"},       {WO_CHECKPOINT, "--checkpoint"}, {WO_NODES, "--cpu-node, --mem-node"},
-    {WO_PASSES, "--passes"},
+    {WO_PASSES, "--passes"},     {WO_N, "--n"},               {WO_VARIANT, "--variant"},
 };
 
 static void valid_list(const wl_opts *o, char *buf, size_t len)
@@ -82,6 +82,7 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
         {"accesses", required_argument, 0, 'a'}, {"every", required_argument, 0, 'v'},
         {"checkpoint", required_argument, 0, 'k'}, {"cpu-node", required_argument, 0, 'C'},
         {"mem-node", required_argument, 0, 'M'}, {"passes", required_argument, 0, 'n'},
+        {"n", required_argument, 0, 'N'},        {"variant", required_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     static const struct {
         int c;
@@ -89,9 +90,11 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
     } needs[] = {{'s', WO_SIZE},     {'i', WO_ITERS},    {'S', WO_SECONDS},  {'t', WO_THREADS},    {'u', WO_THREADS},
                  {'p', WO_PATTERN},  {'x', WO_STRIDE},   {'H', WO_HUGEPAGE}, {'m', WO_MODE},       {'d', WO_DIR},
                  {'b', WO_BLOCK},    {'e', WO_SEED},     {'a', WO_ACCESSES}, {'v', WO_EVERY},      {'k', WO_CHECKPOINT},
-                 {'C', WO_NODES},    {'M', WO_NODES},    {'n', WO_PASSES}};
+                 {'C', WO_NODES},    {'M', WO_NODES},    {'n', WO_PASSES},   {'N', WO_N},          {'V', WO_VARIANT}};
     static const char *const patterns[] = {"seq", "stride", "random"};
     static const char *const modes[] = {"buffered", "fsync", "direct"};
+    static const char *const variants[] = {"ijk", "blocked"};
+    int variant = o->blocked;
     char valid[400];
     valid_list(o, valid, sizeof valid);
     cpu_set_t set;
@@ -121,14 +124,15 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
         case 's': rc = opt_size(ctx, "--size", optarg, 4096, 1ull << 40, &o->size); break;
         case 'i': rc = opt_u64(ctx, "--iters", optarg, 1, 1ull << 50, &o->iters); break;
         case 'S': rc = opt_double(ctx, "--seconds", optarg, 0.01, 3600, &o->seconds); break;
-        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, WL_MAX_THREADS, &o->threads); break;
+        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, WL_MAX_THREADS, &o->threads); o->have_threads = true; break;
         case 'u': o->unpinned = true; break;
         case 'p': rc = choose(ctx, "--pattern", optarg, patterns, 3, &o->pattern); break;
         case 'x': rc = opt_u64(ctx, "--stride", optarg, 1, 1u << 20, &o->stride); break;
         case 'H': o->hugepage = true; break;
         case 'm': rc = choose(ctx, "--mode", optarg, modes, 3, &o->mode); break;
         case 'd': o->dir = optarg; break;
-        case 'b': rc = opt_size(ctx, "--block", optarg, 512, 1u << 30, &o->block); break;
+        /* io's block is bytes (at least 512), matmul's a tile (8-512): each checks its own range. */
+        case 'b': rc = opt_size(ctx, "--block", optarg, 1, 1u << 30, &o->block); break;
         case 'e': rc = opt_u64(ctx, "--seed", optarg, 1, UINT64_MAX, &o->seed); break;
         case 'a': rc = opt_u64(ctx, "--accesses", optarg, 1, 1ull << 40, &o->accesses); break;
         case 'v': rc = opt_u64(ctx, "--every", optarg, 1, 1ull << 40, &o->every); break;
@@ -136,6 +140,8 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
         case 'C': rc = opt_u64(ctx, "--cpu-node", optarg, 0, 1023, &o->cpu_node); break;
         case 'M': rc = opt_u64(ctx, "--mem-node", optarg, 0, 1023, &o->mem_node); break;
         case 'n': rc = opt_u64(ctx, "--passes", optarg, 1, 1000, &o->passes); break;
+        case 'N': rc = opt_u64(ctx, "--n", optarg, 16, 8192, &o->n); break;
+        case 'V': rc = choose(ctx, "--variant", optarg, variants, 2, &variant); o->blocked = variant == 1; break;
         case 'h': fputs(help, stdout); ctx->help_shown = true; return EXIT_OK;
         default: return opt_unknown(ctx, argv[optind - 1], valid);
         }
@@ -152,6 +158,8 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
         return probe_fail(ctx, EXIT_USAGE,
                           "--policy deadline cannot be combined with --cpus: the kernel admits a deadline task only "
                           "with an affinity spanning its whole root domain");
+    if (o->deadline && o->have_threads && o->threads > 1)
+        return probe_fail(ctx, EXIT_USAGE, "--policy deadline needs --threads 1: a deadline task cannot start threads");
     if (o->deadline && o->sched.priority)
         return probe_fail(ctx, EXIT_USAGE, "invalid --priority %d for deadline (valid: 0)", o->sched.priority);
     return EXIT_OK;
@@ -200,7 +208,7 @@ int wl_setup(probe_ctx *ctx, wl_opts *o)
         if (sched_apply(o->sched.policy, o->sched.priority, err, sizeof err))
             return probe_fail(ctx, EXIT_UNSUPPORTED, "%s", err);
     }
-    if (o->have_cpus && !o->unpinned && pin_self(o->cpu_list[0]))
+    if (o->have_cpus && !o->unpinned && !o->self_placed && pin_self(o->cpu_list[0]))
         return probe_fail(ctx, EXIT_FAIL, "cannot pin to CPU %d", o->cpu_list[0]);
     return EXIT_OK;
 }

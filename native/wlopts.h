@@ -10,7 +10,7 @@
 #include "probe.h"
 #include "workload.h"
 
-#define WL_MAX_THREADS 256
+#define WL_MAX_THREADS 1024
 
 enum {
     WO_SIZE = 1u << 0,
@@ -29,6 +29,8 @@ enum {
     WO_CHECKPOINT = 1u << 13,
     WO_NODES = 1u << 14,
     WO_PASSES = 1u << 15,
+    WO_N = 1u << 16,
+    WO_VARIANT = 1u << 17,
 };
 
 enum { PAT_SEQ, PAT_STRIDE, PAT_RANDOM };
@@ -39,10 +41,13 @@ typedef struct {
     unsigned allowed;
     /* defaults, overwritten by options */
     uint64_t size, iters, threads, stride, block, seed, accesses, every, checkpoint, passes;
-    uint64_t cpu_node, mem_node;
+    uint64_t cpu_node, mem_node, n;
     double seconds;
     int pattern, mode;
-    bool hugepage, unpinned, have_cpus, deadline;
+    bool hugepage, unpinned, have_cpus, have_threads, deadline, blocked;
+    /* The workload pins its own threads (cpuburn, matmul): wl_setup leaves
+     * the main thread where it is. */
+    bool self_placed;
     const char *dir;
     cpu_set_t cpus;
     int cpu_list[WL_MAX_THREADS];
@@ -54,7 +59,8 @@ typedef struct {
 /* Parse argv; prints --help and sets ctx->help_shown when asked. */
 int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help);
 /* Apply the policy and pin the calling thread to the first CPU of --cpus
- * (unless --unpinned). Returns EXIT_OK or records why not (exit 3). */
+ * (unless --unpinned or self_placed). Returns EXIT_OK or records why not
+ * (exit 3). */
 int wl_setup(probe_ctx *ctx, wl_opts *o);
 /* Record the thread's policy and CPU in the envelope's "ran". */
 void wl_note_ran(probe_ctx *ctx);

@@ -107,3 +107,12 @@ def test_bad_options_are_one_line_exit_2(args: list[str], message: str) -> None:
     assert code == 2
     assert message in err and err.count("\n") == 1
     assert envelope["error"]["code"] == 2
+
+
+def test_matmul_takes_the_shared_workload_options() -> None:
+    # One parser for every workload: a policy factor reaches matmul too.
+    code, envelope, err = probe("matmul", "--n", "64", "--threads", "1", "--cpus", CPU, "--policy", "batch")
+    assert code == 0, err
+    assert envelope["ran_on"]["policy"] == "SCHED_BATCH" and envelope["result"]["policy"] == "batch"
+    code, _, err = probe("matmul", "--policy", "deadline", "--n", "64", "--threads", "2")
+    assert code == 2 and "--policy deadline needs --threads 1" in err
