@@ -14,6 +14,28 @@
 #define LINE 64u
 #define WORDS_PER_LINE (LINE / sizeof(uint64_t))
 
+/* Link every cache line of buf into one random cycle (Sattolo's algorithm,
+ * seeded): word `word` of each line holds the index of the next line, so a
+ * chase from any line visits every line exactly once. 0, or -1 if out of
+ * memory. */
+static int chase_cycle(uint64_t *buf, size_t lines, size_t word, uint64_t seed)
+{
+    uint64_t *order = malloc(lines * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < lines; i++)
+        order[i] = i;
+    for (size_t i = lines - 1; i > 0; i--) {
+        size_t j = wl_rand(&seed) % i;
+        uint64_t t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    for (size_t i = 0; i < lines; i++)
+        buf[order[i] * WORDS_PER_LINE + word] = order[(i + 1) % lines];
+    free(order);
+    return 0;
+}
+
 static const char memory_help[] =
     "usage: quietcore-probe memory [--size BYTES] [--passes N] [--cpus LIST] [--policy P]\n"
     "Add to one word of every cache line of a pre-faulted buffer (the seed's memory case).\n"
@@ -100,24 +122,8 @@ int memscan_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
         return probe_fail(ctx, EXIT_FAIL, "cannot map %llu bytes", (unsigned long long)o.size);
     size_t lines = o.size / LINE;
     memset(buf, 0, o.size); /* fault every page in, huge or not */
-    if (o.pattern == PAT_RANDOM) {
-        /* Sattolo's algorithm: one cycle through every line, so the chase
-         * visits each exactly once. */
-        uint64_t *order = malloc(lines * sizeof *order);
-        if (!order)
-            return probe_fail(ctx, EXIT_FAIL, "out of memory");
-        for (size_t i = 0; i < lines; i++)
-            order[i] = i;
-        uint64_t s = o.seed;
-        for (size_t i = lines - 1; i > 0; i--) {
-            size_t j = wl_rand(&s) % i;
-            uint64_t t = order[i];
-            order[i] = order[j], order[j] = t;
-        }
-        for (size_t i = 0; i < lines; i++)
-            buf[order[i] * WORDS_PER_LINE] = order[(i + 1) % lines];
-        free(order);
-    }
+    if (o.pattern == PAT_RANDOM && chase_cycle(buf, lines, 0, o.seed))
+        return probe_fail(ctx, EXIT_FAIL, "out of memory");
     long huge_kb = wl_anon_huge_kb(buf);
     uint64_t sum = 0;
     size_t step = o.stride / LINE;
@@ -353,20 +359,8 @@ int numa_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     if (syscall(SYS_move_pages, 0, 64ul, pages, NULL, status, 0) == 0)
         for (int i = 0; i < 64; i++)
             on_node += status[i] == (int)o.mem_node;
-    uint64_t s = o.seed;
-    uint64_t *order = malloc(lines * sizeof *order);
-    if (!order)
+    if (chase_cycle(buf, lines, 1, o.seed))
         return probe_fail(ctx, EXIT_FAIL, "out of memory");
-    for (size_t i = 0; i < lines; i++)
-        order[i] = i;
-    for (size_t i = lines - 1; i > 0; i--) {
-        size_t j = wl_rand(&s) % i;
-        uint64_t t = order[i];
-        order[i] = order[j], order[j] = t;
-    }
-    for (size_t i = 0; i < lines; i++)
-        buf[order[i] * WORDS_PER_LINE + 1] = order[(i + 1) % lines];
-    free(order);
     wl_measure m;
     wl_begin(&m);
     uint64_t best = UINT64_MAX, sum = 0;
