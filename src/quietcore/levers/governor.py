@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quietcore.errors import CommandError, UsageError
+from quietcore.errors import CommandError
 from quietcore.levers.journal import Journal
 
 BASE = Path("/sys/devices/system/cpu")
@@ -44,10 +44,6 @@ class GovernorLever:
 
     def apply(self, value: str, journal: Journal) -> None:
         offered = self.choices()
-        if value not in offered:
-            raise UsageError(f"invalid governor {value!r} (this kernel offers: {', '.join(offered) or 'none'})")
         for cpu in self.cpus:
             path = self._file(cpu, "scaling_governor")
-            current = path.read_text().strip()
-            if current != value:
-                journal.change(f"governor.cpu{cpu}", path, current, value)
+            journal.choose(f"governor.cpu{cpu}", path, value, offered, path.read_text().strip())

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-from quietcore.errors import CommandError
+from quietcore.errors import CommandError, UsageError
 from quietcore.store import sessions
 
 
@@ -49,6 +49,14 @@ class Journal:
             raise
         self._mark(entry, "applied")
         self.open.append(entry)
+
+    def choose(self, lever: str, target: Path, value: str, offered: list[str], current: str) -> None:
+        """Set a selector file (THP, the preemption model) to one of the
+        values the kernel offers; a value it does not offer is bad input."""
+        if value not in offered:
+            raise UsageError(f"invalid {lever} value {value!r} (this kernel offers: {', '.join(offered) or 'none'})")
+        if current != value:
+            self.change(lever, target, current, value)
 
     def _mark(self, entry: int, state: str, note: str | None = None) -> None:
         with self.conn:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from quietcore.errors import CommandError, UsageError
+from quietcore.errors import CommandError
 from quietcore.levers.journal import Journal
 
 PATH = Path("/sys/kernel/debug/sched/preempt")
@@ -64,9 +64,4 @@ class PreemptLever:
         return current
 
     def apply(self, value: str, journal: Journal) -> None:
-        offered = self.choices()
-        if value not in offered:
-            raise UsageError(f"invalid preempt value {value!r} (this kernel offers: {', '.join(offered)})")
-        current = self.read()
-        if current != value:
-            journal.change(self.name, self.path, current, value)
+        journal.choose(self.name, self.path, value, self.choices(), self.read())

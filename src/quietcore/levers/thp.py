@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quietcore.errors import CommandError, UsageError
+from quietcore.errors import CommandError
 from quietcore.facts.fingerprint import selected
 from quietcore.levers.journal import Journal
 
@@ -42,9 +42,4 @@ class ThpLever:
         return self._text().replace("[", "").replace("]", "").split()
 
     def apply(self, value: str, journal: Journal) -> None:
-        offered = self.choices()
-        if value not in offered:
-            raise UsageError(f"invalid {self.name} value {value!r} (this kernel offers: {', '.join(offered)})")
-        current = self.read()
-        if current != value:
-            journal.change(self.name, self.path, current, value)
+        journal.choose(self.name, self.path, value, self.choices(), self.read())
