@@ -32,6 +32,29 @@ def _verdict_colour(verdict: str | None) -> str:
     return VERDICT_COLOURS.get((verdict or "no").split()[0], VERDICT_COLOURS["no"])
 
 
+def _whiskers(rows: Sequence[Mapping[str, Any]], factor: float = 1.0) -> list[list[float]]:
+    """Error-bar lengths below and above each cell's median, from its 95 % CI."""
+    lows, highs = [], []
+    for r in rows:
+        median = r["stats"]["median"]
+        low, high = r.get("median_ci", [median, median])
+        lows.append((median - low) * factor)
+        highs.append((high - median) * factor)
+    return [lows, highs]
+
+
+def _matrix(ax: Any, grid: np.ndarray, cmap: str, fmt: str, cpu_nodes: list[int], mem_nodes: list[int]) -> Any:
+    """A CPU node x memory node heatmap, each cell written out."""
+    image = ax.imshow(grid, cmap=cmap, interpolation="nearest")
+    for (i, j), v in np.ndenumerate(grid):
+        ax.text(j, i, format(v, fmt), ha="center", va="center", color="white", fontsize=8)
+    ax.set_xticks(range(len(mem_nodes)), [str(m) for m in mem_nodes])
+    ax.set_yticks(range(len(cpu_nodes)), [str(c) for c in cpu_nodes])
+    ax.set_xlabel("memory node")
+    ax.set_ylabel("CPU node")
+    return image
+
+
 def experiment_bars(analysis: Mapping[str, Any]) -> Figure | None:
     """Median per cell with its 95 % CI as whiskers, every run as a point."""
     rows = [r for r in analysis["rows"] if r.get("stats")]
@@ -42,11 +65,9 @@ def experiment_bars(analysis: Mapping[str, Any]) -> Figure | None:
     fig, ax = _figure(min(11.0, max(6.0, 0.45 * len(rows) + 2)), 4.2)
     x = np.arange(len(rows))
     medians = [r["stats"]["median"] * factor for r in rows]
-    lows = [m - r.get("median_ci", [r["stats"]["median"]] * 2)[0] * factor for m, r in zip(medians, rows, strict=True)]
-    highs = [r.get("median_ci", [r["stats"]["median"]] * 2)[1] * factor - m for m, r in zip(medians, rows, strict=True)]
     colours = ["#9aa7b8" if r["baseline"] else _verdict_colour((r.get("comparison") or {}).get("verdict"))
                for r in rows]  # fmt: skip
-    ax.bar(x, medians, color=colours, alpha=0.75, yerr=[lows, highs], capsize=3, ecolor="black", linewidth=0)
+    ax.bar(x, medians, color=colours, alpha=0.75, yerr=_whiskers(rows, factor), capsize=3, ecolor="black", linewidth=0)
     rng = np.random.default_rng(0)  # a fixed jitter: the same figure every time
     for i, r in enumerate(rows):
         values = np.asarray(r["values"]) * factor
@@ -256,10 +277,8 @@ def stride_curve(analysis: Mapping[str, Any]) -> Figure | None:
         return None
     fig, ax = _figure()
     xs = [p for p, _ in points]
-    ax.errorbar(xs, [r["stats"]["median"] for _, r in points],
-                yerr=[[r["stats"]["median"] - r.get("median_ci", [r["stats"]["median"]] * 2)[0] for _, r in points],
-                      [r.get("median_ci", [r["stats"]["median"]] * 2)[1] - r["stats"]["median"] for _, r in points]],
-                marker="o", capsize=3, label="strided")  # fmt: skip
+    ax.errorbar(xs, [r["stats"]["median"] for _, r in points], yerr=_whiskers([r for _, r in points]), marker="o",
+                capsize=3, label="strided")  # fmt: skip
     for r in rows:
         if r["factors"].get("stride") == "random":
             ax.axhline(r["stats"]["median"], color="#b3261e", linestyle="--", label="random reference")
@@ -286,27 +305,16 @@ def numa_matrix(analysis: Mapping[str, Any], distances: Mapping[str, Sequence[in
         ]["median"]
     fig = Figure(figsize=(7.5, 3.4), dpi=100, layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
-    image = ax.imshow(grid, cmap="viridis", interpolation="nearest")
+    image = _matrix(ax, grid, "viridis", ".1f", cpu_nodes, mem_nodes)
     fig.colorbar(image, ax=ax, label="read bandwidth (GB/s, median)")
-    for (i, j), v in np.ndenumerate(grid):
-        ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="white", fontsize=8)
-    ax.set_xticks(range(len(mem_nodes)), [str(m) for m in mem_nodes])
-    ax.set_yticks(range(len(cpu_nodes)), [str(c) for c in cpu_nodes])
-    ax.set_xlabel("memory node")
-    ax.set_ylabel("CPU node")
     ax.set_title("Measured", fontsize=10)
     dist = [list(distances.get(str(c), [])) for c in cpu_nodes]
     if dist and all(len(row) == len(mem_nodes) for row in dist):
-        d = np.asarray(dist, dtype=np.float64)
-        ax2.imshow(d, cmap="viridis_r", interpolation="nearest")
-        for (i, j), v in np.ndenumerate(d):
-            ax2.text(j, i, f"{v:.0f}", ha="center", va="center", color="white", fontsize=8)
-        ax2.set_xticks(range(len(mem_nodes)), [str(m) for m in mem_nodes])
-        ax2.set_yticks(range(len(cpu_nodes)), [str(c) for c in cpu_nodes])
+        _matrix(ax2, np.asarray(dist, dtype=np.float64), "viridis_r", ".0f", cpu_nodes, mem_nodes)
     else:
         ax2.text(0.5, 0.5, "no SLIT distances", ha="center", va="center")
-    ax2.set_xlabel("memory node")
-    ax2.set_ylabel("CPU node")
+        ax2.set_xlabel("memory node")
+        ax2.set_ylabel("CPU node")
     ax2.set_title("Firmware distances (SLIT)", fontsize=10)
     return fig
 
