@@ -134,20 +134,20 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
     switch at run time."""
     lever = PreemptLever()
     ok, why = lever.available()
-    models = None
     notes = []
     if ok:
         current = lever.read()
         models = [current] + [m for m in lever.choices() if m != current]
     else:
+        models = ["current"]  # the running model, unswitched: no lever
         notes.append(f"only the running model is measured: {why}")
     # Long enough to meet the disturbance (every 300 ms) at least twice.
     n = 1000 if quick else 1500
     expected = 0.6 if quick else 2.0
     cpu = node.work_cpu
     cells = []
-    for model in models or ["current"]:
-        levers = {"preempt": model} if models else {}
+    for model in models:
+        levers = {"preempt": model} if ok else {}
         for disturbed in (False, True):
             label = f"{model} {'disturbed' if disturbed else 'stable'}"
             load = Load(
@@ -158,7 +158,7 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
             cells.append(Cell(
                 label, "matmul", {"preempt": model, "disturbance": "same-cpu" if disturbed else "none"}, "matmul",
                 ("--n", str(n), "--threads", "1", "--cpus", str(cpu)), expected, levers=levers,
-                loads=(load,) if disturbed else (), baseline=label == f"{(models or ['current'])[0]} stable",
+                loads=(load,) if disturbed else (), baseline=model == models[0] and not disturbed,
             ))  # fmt: skip
     notes.append(
         f"matmul {n}x{n} on CPU {cpu}; the disturbance is the seed's thread: every 300 ms, 1e7 additions, SCHED_OTHER"
@@ -168,65 +168,33 @@ def preempt(node: Node, quick: bool, priority: int) -> Experiment:
     )
 
 
+def _burn(label: str, layout: str, seconds: float, threads: int, cpus: str | None, baseline: bool = False) -> Cell:
+    """A cpuburn cell: `threads` threads pinned to `cpus` (None: unpinned)."""
+    args = ["--seconds", f"{seconds:g}", "--threads", str(threads)]
+    args += ["--cpus", cpus] if cpus else ["--unpinned"]
+    factors = {"threads": str(threads), "layout": layout}
+    return Cell(label, "cpuburn", factors, "cpuburn", tuple(args), seconds, baseline=baseline)
+
+
 def affinity(node: Node, quick: bool, priority: int) -> Experiment:
     seconds = 0.3 if quick else 5.0
     a = node.work_cpu
     b = node.other_core(a)
-    sec = ("--seconds", f"{seconds:g}")
     cells = [
-        Cell(
-            "one unpinned",
-            "cpuburn",
-            {"threads": "1", "layout": "unpinned"},
-            "cpuburn",
-            (*sec, "--unpinned"),
-            seconds,
-            baseline=True,
-        ),
-        Cell(
-            "one pinned",
-            "cpuburn",
-            {"threads": "1", "layout": f"CPU {a}"},
-            "cpuburn",
-            (*sec, "--cpus", str(a)),
-            seconds,
-        ),
-        Cell(
-            "two unpinned",
-            "cpuburn",
-            {"threads": "2", "layout": "unpinned"},
-            "cpuburn",
-            (*sec, "--threads", "2", "--unpinned"),
-            seconds,
-        ),
-        Cell(
-            "two on one CPU",
-            "cpuburn",
-            {"threads": "2", "layout": f"CPU {a} twice"},
-            "cpuburn",
-            (*sec, "--threads", "2", "--cpus", str(a)),
-            seconds,
-        ),
+        _burn("one unpinned", "unpinned", seconds, 1, None, baseline=True),
+        _burn("one pinned", f"CPU {a}", seconds, 1, str(a)),
+        _burn("two unpinned", "unpinned", seconds, 2, None),
+        _burn("two on one CPU", f"CPU {a} twice", seconds, 2, str(a)),
     ]
     skipped = []
     if b is None:
         skipped.append(("two on different cores", "this node has only one core available"))
     else:
-        cells.append(
-            Cell(
-                "two on different cores",
-                "cpuburn",
-                {"threads": "2", "layout": f"CPUs {a},{b}"},
-                "cpuburn",
-                (*sec, "--threads", "2", "--cpus", _cpus(a, b)),
-                seconds,
-            )
-        )
+        cells.append(_burn("two on different cores", f"CPUs {a},{b}", seconds, 2, _cpus(a, b)))
     notes = ["metric: ns per iteration of the average thread, the time a fixed amount of work per thread takes"]
-    exp = Experiment(
+    return Experiment(
         "affinity", f"cpuburn layouts, {seconds:g} s each", cells, _reps(quick, cells, 5), WARMUP, notes, skipped
     )
-    return exp
 
 
 def thp(node: Node, quick: bool, priority: int) -> Experiment:
@@ -253,45 +221,25 @@ def thp(node: Node, quick: bool, priority: int) -> Experiment:
 def smt(node: Node, quick: bool, priority: int) -> Experiment:
     seconds = 0.3 if quick else 5.0
     a = node.work_cpu
-    sec = ("--seconds", f"{seconds:g}")
-    cells = [Cell("alone", "cpuburn", {"layout": "alone"}, "cpuburn", (*sec, "--cpus", str(a)), seconds, baseline=True)]
-    notes: list[str] = []
+    cells = [_burn("alone", "alone", seconds, 1, str(a), baseline=True)]
     skipped: list[tuple[str, str]] = []
     sibling, other = node.sibling_of(a), node.other_core(a)
     if sibling is None:
         why = f"no SMT sibling of CPU {a} (smt: {node.smt or 'unknown'}): this node has one thread per core"
         skipped.append(("SMT siblings", why))
     else:
-        cells.append(
-            Cell(
-                "SMT siblings",
-                "cpuburn",
-                {"layout": f"CPUs {a},{sibling}"},
-                "cpuburn",
-                (*sec, "--threads", "2", "--cpus", _cpus(a, sibling)),
-                seconds,
-            )
-        )
+        cells.append(_burn("SMT siblings", f"CPUs {a},{sibling}", seconds, 2, _cpus(a, sibling)))
     if other is None:
         skipped.append(("different cores", "only one core available"))
     else:
-        cells.append(
-            Cell(
-                "different cores",
-                "cpuburn",
-                {"layout": f"CPUs {a},{other}"},
-                "cpuburn",
-                (*sec, "--threads", "2", "--cpus", _cpus(a, other)),
-                seconds,
-            )
-        )
+        cells.append(_burn("different cores", f"CPUs {a},{other}", seconds, 2, _cpus(a, other)))
     return Experiment(
         "smt",
         "two threads on SMT siblings or separate cores, normalised to one alone",
         cells,
         _reps(quick, cells, 5),
         WARMUP,
-        notes,
+        [],
         skipped,
     )
 
