@@ -35,7 +35,9 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
     columns = ["cell", "n", "median [95% CI]", "mean ± sd", "CV", *(["p95"] if with_p95 else []),
                "vs baseline [95% CI]", "p (Holm)", "verdict"]  # fmt: skip
     for name in columns:
-        table.add_column(name, justify="left" if name in ("cell", "verdict") else "right", no_wrap=name != "verdict")
+        # Numbers never wrap; the verdict keeps room for its words, the cell name wraps first.
+        table.add_column(name, justify="left" if name in ("cell", "verdict") else "right",
+                         no_wrap=name not in ("cell", "verdict"), min_width=24 if name == "verdict" else None)  # fmt: skip
     for key in extras:
         table.add_column(key, justify="right")
     for row in rows:
