@@ -36,8 +36,10 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
                "vs baseline [95% CI]", "p (Holm)", "verdict"]  # fmt: skip
     for name in columns:
         # Numbers never wrap; the verdict keeps room for its words, the cell name wraps first.
-        table.add_column(name, justify="left" if name in ("cell", "verdict") else "right",
-                         no_wrap=name not in ("cell", "verdict"), min_width=24 if name == "verdict" else None)  # fmt: skip
+        words = name in ("cell", "verdict")
+        table.add_column(
+            name, justify="left" if words else "right", no_wrap=not words, min_width=24 if name == "verdict" else None
+        )
     for key in extras:
         table.add_column(key, justify="right")
     for row in rows:
