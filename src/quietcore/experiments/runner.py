@@ -131,10 +131,11 @@ def run_experiment(
         except UsageError:
             raise
         except (Interrupted, KeyboardInterrupt) as exc:
-            done = sum(len(o.results) for o in outcomes.values())
+            stored = session.conn.execute("SELECT COUNT(*) FROM runs WHERE session_id = ?", (session.id,)).fetchone()[0]
+            measured = sum(len(o.results) for o in outcomes.values())
             raise Interrupted(
-                f"interrupted: {done} measured runs are stored as session {session.id} in {session.db_path}; "
-                "the levers it changed are put back"
+                f"interrupted: {stored} runs ({measured} measured, the rest warm-ups) are stored as session "
+                f"{session.id} in {session.db_path}; the levers it changed are put back"
             ) from exc
         except CommandError as exc:
             outcome.failed = str(exc)
