@@ -187,7 +187,8 @@ class _Builder:
         forest = {"experiment": f"session {b['id']} / {a['id']}",
                   "rows": [{"cell": f"{c['experiment']}: {c['cell']}", "comparison": c["comparison"],
                             "stats": {"n": min(c["a"]["n"], c["b"]["n"])}} for c in rows]}  # fmt: skip
-        self.figure(s, figures.forest(forest), f"compare-{a['id']}-{b['id']}", "Session B's median over A's, per cell.")
+        self.figure(s, figures.forest(forest, f"session {a['id']}"), f"compare-{a['id']}-{b['id']}",
+                    f"Session {b['id']}'s median over session {a['id']}'s, per cell.")  # fmt: skip
         return s
 
 
