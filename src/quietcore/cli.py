@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from quietcore._version import __version__
 from quietcore.commands import COMMANDS
+from quietcore.commands.common import recover_node
 from quietcore.errors import QuietcoreError, UsageError
 
 
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "run", None):
             parser.print_help(sys.stderr)
             return 2
+        # Before anything else, and for every command: undo what a crashed
+        # quietcore left changed on this node.
+        recover_node(args)
         code: int = args.run(args)
         return code
     except QuietcoreError as exc:

@@ -21,7 +21,6 @@ from quietcore.errors import CommandError, Interrupted
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
-from quietcore.levers.journal import recover
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.store import db, sessions
@@ -44,10 +43,6 @@ class Session:
         self.db_path = db_path
         self.root = root
         self.conn: sqlite3.Connection = db.open_db(db_path, chosen=chosen)
-        sessions.mark_stale(self.conn)
-        # Levers a crashed run left changed go back before anything is measured.
-        for line in recover(self.conn):
-            print(f"quietcore: {line}", file=sys.stderr)
         self.facts: dict[str, Any] = collect_facts(root)
         self.fingerprint = fingerprint(self.facts)
         self.id = sessions.create_session(

@@ -4,7 +4,6 @@ against files laid out as the kernel lays them out."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -72,11 +71,11 @@ def test_preempt_debugfs_line() -> None:
 
 def test_governor_lever_journals_each_cpu(tmp_path: Path) -> None:
     for cpu in (0, 1):
-        d = tmp_path / f"cpu{cpu}" / "cpufreq"
+        d = tmp_path / "node" / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
         d.mkdir(parents=True)
         (d / "scaling_governor").write_text("powersave\n")
         (d / "scaling_available_governors").write_text("performance powersave\n")
-    knob = GovernorLever(frozenset({0, 1}), base=tmp_path)
+    knob = GovernorLever(frozenset({0, 1}), Root(tmp_path / "node"))
     assert knob.available() == (True, "") and knob.choices() == ["performance", "powersave"]
     conn = db.open_db(tmp_path / "r.db")
     with Journal(conn, None) as journal:
@@ -85,12 +84,14 @@ def test_governor_lever_journals_each_cpu(tmp_path: Path) -> None:
         with pytest.raises(UsageError, match="this kernel offers: performance, powersave"):
             knob.apply("ondemand", journal)
     assert knob.read() == "powersave"
-    assert isinstance(conn, sqlite3.Connection)
+    targets = [row[0] for row in conn.execute("SELECT target FROM journal ORDER BY id")]
+    assert [t.split("/")[-3] for t in targets] == ["cpu0", "cpu1"]  # one journal entry per CPU, each undone
+    assert {row[0] for row in conn.execute("SELECT state FROM journal")} == {"reverted"}
 
 
 def test_governor_missing_on_a_vm(tmp_path: Path) -> None:
-    (tmp_path / "cpu0").mkdir()
-    ok, why = GovernorLever(frozenset({0}), base=tmp_path).available()
+    (tmp_path / "sys" / "devices" / "system" / "cpu" / "cpu0").mkdir(parents=True)
+    ok, why = GovernorLever(frozenset({0}), Root(tmp_path)).available()
     assert not ok and "no cpufreq on CPU 0" in why
 
 

@@ -1,9 +1,10 @@
-"""The lever journal and the THP lever: on a THP directory of files in the
-kernel's format (no root needed), and on this node's own THP (root), which
-the fixture puts back whatever happens."""
+"""The lever journal and the levers: on fixture trees in the kernel's format
+(no root needed), read and written through a Root; and on this node's own
+THP and IRQs (root), which the fixtures put back whatever happens."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -12,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from quietcore.errors import UsageError
+from quietcore.facts.root import Root
+from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal, recover
+from quietcore.levers.registry import NAMES, in_order
 from quietcore.levers.thp import BASE, ThpLever
 from quietcore.store import db
+from quietcore.store import journal as journal_rows
+
+THP = Path("/") / BASE
 
 
 @pytest.fixture
@@ -25,59 +32,137 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
 
 
 @pytest.fixture
-def thp_dir(tmp_path: Path) -> Path:
-    base = tmp_path / "thp"
-    base.mkdir()
+def tree(tmp_path: Path) -> Root:
+    """A root with THP files as the kernel writes them."""
+    base = tmp_path / "node" / BASE
+    base.mkdir(parents=True)
     (base / "enabled").write_text("always [madvise] never\n")
     (base / "defrag").write_text("always defer defer+madvise [madvise] never\n")
-    return base
+    return Root(tmp_path / "node")
 
 
-def test_change_is_journaled_before_and_undone_after(conn: sqlite3.Connection, thp_dir: Path) -> None:
-    lever = ThpLever("enabled", thp_dir)
+def _file(root: Root, rel: str) -> str:
+    return root.resolve(rel).read_text()
+
+
+def test_change_is_journaled_before_and_undone_after(conn: sqlite3.Connection, tree: Root) -> None:
+    lever = ThpLever("enabled", tree)
     with Journal(conn, None) as journal:
         lever.apply("never", journal)
-        assert (thp_dir / "enabled").read_text() == "never"
-        (state,) = conn.execute("SELECT state FROM journal").fetchone()
-        assert state == "applied"
-    assert (thp_dir / "enabled").read_text() == "madvise"  # the old value, exactly
-    row = conn.execute("SELECT lever, old_value, new_value, state FROM journal").fetchone()
-    assert tuple(row) == ("thp.enabled", "madvise", "never", "reverted")
+        assert _file(tree, f"{BASE}/enabled") == "never"
+        assert journal_rows.states(conn) == ["temporary"]
+    assert _file(tree, f"{BASE}/enabled") == "madvise"  # the old value, exactly
+    row = conn.execute("SELECT lever, old_value, new_value, state, lasting FROM journal").fetchone()
+    assert tuple(row) == ("thp.enabled", "madvise", "never", "reverted", "temporary")
 
 
-def test_unknown_value_lists_what_the_kernel_offers(conn: sqlite3.Connection, thp_dir: Path) -> None:
+def test_a_kept_change_outlives_its_journal_and_recovery(conn: sqlite3.Connection, tree: Root) -> None:
+    with Journal(conn, None, lasting="kept") as journal:
+        ThpLever("enabled", tree).apply("always", journal)
+    assert _file(tree, f"{BASE}/enabled") == "always"
+    assert recover(conn) == []
+    assert journal_rows.states(conn) == ["kept"]
+
+
+def test_plan_is_made_against_the_tree_without_writing(tree: Root) -> None:
+    lever = ThpLever("defrag", tree)
+    (action,) = lever.plan("never")
+    assert (action.kind, action.target, action.value, action.fixes) == ("sysfs", f"/{BASE}/defrag", "never", "mem.thp")
+    assert action.text() == f"echo never > /{BASE}/defrag"
+    assert lever.plan("madvise") == []  # already so: nothing to do
+    assert _file(tree, f"{BASE}/defrag").startswith("always defer")
+
+
+def test_unknown_value_lists_what_the_kernel_offers(conn: sqlite3.Connection, tree: Root) -> None:
     with pytest.raises(UsageError, match=r"invalid thp.defrag value 'sometimes' \(this kernel offers: always, defer"):
-        ThpLever("defrag", thp_dir).apply("sometimes", Journal(conn, None))
+        ThpLever("defrag", tree).apply("sometimes", Journal(conn, None))
     assert conn.execute("SELECT COUNT(*) FROM journal").fetchone()[0] == 0
 
 
-def test_a_crashed_run_is_reverted_at_the_next_start(conn: sqlite3.Connection, thp_dir: Path, tmp_path: Path) -> None:
+def test_a_crashed_run_is_reverted_at_the_next_start(conn: sqlite3.Connection, tree: Root, tmp_path: Path) -> None:
     # GIVEN a process that applies a change and dies without undoing it
     pid = os.fork()
     if pid == 0:
         child = db.open_db(tmp_path / "r.db")
-        ThpLever("enabled", thp_dir).apply("always", Journal(child, None))
+        ThpLever("enabled", tree).apply("always", Journal(child, None))
         os._exit(0)
     os.waitpid(pid, 0)
-    assert (thp_dir / "enabled").read_text() == "always"
-    # WHEN quietcore next starts THEN the change is put back
-    restored = recover(conn)
-    assert restored == [f"restored thp.enabled to 'madvise' ({thp_dir / 'enabled'})"]
-    assert (thp_dir / "enabled").read_text() == "madvise"
-    assert conn.execute("SELECT state FROM journal").fetchone()[0] == "reverted"
+    assert _file(tree, f"{BASE}/enabled") == "always"
+    # WHEN quietcore next starts THEN the change is put back, and said so
+    (line,) = recover(conn)
+    assert line.startswith(f"put back thp.enabled to 'madvise' ({tree.resolve(BASE)}/enabled): pid {pid}")
+    assert line.endswith("ended without undoing it")
+    assert _file(tree, f"{BASE}/enabled") == "madvise"
+    assert journal_rows.states(conn) == ["reverted"]
     assert recover(conn) == []  # nothing left to do
+
+
+def test_a_live_owner_keeps_its_change(conn: sqlite3.Connection, tree: Root) -> None:
+    """recover() leaves the changes of a process that still runs (here, this one)."""
+    journal = Journal(conn, None)
+    ThpLever("enabled", tree).apply("never", journal)
+    assert recover(conn) == [] and _file(tree, f"{BASE}/enabled") == "never"
+    journal.undo()
+    assert _file(tree, f"{BASE}/enabled") == "madvise"
+
+
+def _irq_tree(tmp_path: Path) -> Root:
+    """Three IRQs on CPUs 0-3. IRQ 9's file is /proc/version, which answers
+    a write with EIO, as the kernel does for a managed IRQ."""
+    node = tmp_path / "irqnode"
+    (node / "proc").mkdir(parents=True)
+    (node / "proc" / "interrupts").write_text(
+        "           CPU0       CPU1       CPU2       CPU3\n"
+        "  9:          1          0          0          0   IO-APIC   9-fasteoi   acpi\n"
+        " 24:        100          5          0          0   PCI-MSI 512000-edge      nvme0q0\n"
+        " 25:          0          0       4000          0   PCI-MSI 512001-edge      eth0\n"
+    )
+    for irq in (9, 24, 25):
+        d = node / "proc" / "irq" / str(irq)
+        d.mkdir(parents=True)
+        (d / "smp_affinity_list").write_text("0-3\n")
+        if irq == 9:
+            (d / "smp_affinity").symlink_to("/proc/version")
+        else:
+            (d / "smp_affinity").write_text("f\n")
+    return Root(node)
+
+
+def test_irq_set_moves_each_irq_and_reports_refusals_per_irq(conn: sqlite3.Connection, tmp_path: Path) -> None:
+    root = _irq_tree(tmp_path)
+    lever = IrqAffinityLever(root, online=frozenset(range(4)))
+    actions = lever.plan("0")
+    assert [a.target for a in actions] == [f"/proc/irq/{n}/smp_affinity" for n in (9, 24, 25)]
+    assert {a.value for a in actions} == {"1"} and actions[2].note == "eth0"
+    with Journal(conn, None) as journal:
+        lever.apply("0", journal)
+        assert _file(root, "proc/irq/24/smp_affinity") == "1" and _file(root, "proc/irq/25/smp_affinity") == "1"
+        assert len(lever.refused) == 1 and lever.refused[0].startswith("IRQ 9 (acpi)")
+        assert journal_rows.states(conn) == ["failed", "temporary", "temporary"]
+    assert _file(root, "proc/irq/25/smp_affinity") == "f"
+    with pytest.raises(UsageError, match=r"invalid irq_affinity value '7' \(valid: CPUs within 0-3\)"):
+        lever.plan("7")
+
+
+def test_registry_order_is_applied_whatever_the_cell_says() -> None:
+    assert [name for name, _ in in_order({"preempt": "full", "thp": "never", "governor": "performance"})] == [
+        "thp",
+        "governor",
+        "preempt",
+    ]
+    assert NAMES[0] == "thp" and NAMES[-1] == "preempt"
 
 
 @pytest.fixture
 def real_thp() -> Iterator[str]:
     """This node's THP setting, put back after the test whatever happens."""
-    if os.geteuid() != 0 or not (BASE / "enabled").exists():
+    if os.geteuid() != 0 or not (THP / "enabled").exists():
         pytest.skip("needs root and transparent huge pages")
     original = ThpLever("enabled").read()
     try:
         yield original
     finally:
-        (BASE / "enabled").write_text(original)
+        (THP / "enabled").write_text(original)
 
 
 def test_real_thp_is_changed_and_restored(conn: sqlite3.Connection, real_thp: str) -> None:
@@ -87,3 +172,31 @@ def test_real_thp_is_changed_and_restored(conn: sqlite3.Connection, real_thp: st
         lever.apply(other, journal)
         assert lever.read() == other  # the kernel really took it
     assert lever.read() == real_thp
+
+
+@pytest.fixture
+def real_irqs() -> Iterator[dict[str, str]]:
+    """This node's IRQ affinities, written back after the test whatever happens."""
+    live = Root("/")
+    irqs = [n for n in live.listdir("proc/irq") if n.isdigit() and live.exists(f"proc/irq/{n}/smp_affinity")]
+    if os.geteuid() != 0 or len(os.sched_getaffinity(0)) < 2 or not irqs:
+        pytest.skip("needs root, two CPUs and movable IRQs")
+    saved = {n: live.read_line(f"proc/irq/{n}/smp_affinity") or "" for n in irqs}
+    try:
+        yield saved
+    finally:
+        for n, mask in saved.items():
+            with contextlib.suppress(OSError):  # one the kernel refused to move in the first place
+                live.write(f"proc/irq/{n}/smp_affinity", mask)
+
+
+def test_real_irqs_move_to_one_cpu_and_back(conn: sqlite3.Connection, real_irqs: dict[str, str]) -> None:
+    lever = IrqAffinityLever(Root("/"), online=frozenset(os.sched_getaffinity(0)))
+    cpu = min(os.sched_getaffinity(0))
+    with Journal(conn, None) as journal:
+        lever.apply(str(cpu), journal)
+        moved = [n for n in real_irqs if Root("/").read_line(f"proc/irq/{n}/smp_affinity_list") == str(cpu)]
+        assert len(moved) + len(lever.refused) >= len([n for n, m in real_irqs.items() if m])
+        assert moved, "the kernel took none of the moves"
+    after = {n: Root("/").read_line(f"proc/irq/{n}/smp_affinity") for n in real_irqs}
+    assert after == real_irqs

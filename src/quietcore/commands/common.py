@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
+from quietcore.errors import StoreError
 from quietcore.facts.root import Root
-from quietcore.options import tags_option
-from quietcore.store import db
+from quietcore.levers.journal import recover
+from quietcore.lock import NodeLock
+from quietcore.options import positive_float, tags_option
+from quietcore.store import db, sessions
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -33,3 +39,40 @@ def tags(args: argparse.Namespace) -> dict[str, str]:
 def live_root() -> Root:
     """Measuring commands read the node they run on."""
     return Root("/")
+
+
+def add_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait", metavar="S", default="0", help="wait up to S seconds for another quietcore using these CPUs or levers"
+    )
+
+
+def wait_s(args: argparse.Namespace) -> float:
+    return positive_float(args.wait, "--wait", 0, 86400)
+
+
+def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[str] = ()) -> NodeLock:
+    """The node lock on what this command measures (its CPUs) and changes
+    (its levers), honouring --wait."""
+    return NodeLock(cpus, levers, wait_s(args))
+
+
+def recover_node(args: argparse.Namespace) -> None:
+    """What every command does first: sessions of dead processes are closed
+    as interrupted, and the temporary lever changes they left are put back,
+    saying so. A database that cannot be opened is left to the command."""
+    path, _ = db.resolve_path(getattr(args, "db", None))
+    if not path.is_file():
+        return
+    try:
+        conn = db.open_db(path, create=False)
+    except StoreError:
+        return
+    try:
+        sessions.mark_stale(conn)
+        for line in recover(conn):
+            print(f"quietcore: {line}", file=sys.stderr)
+    except sqlite3.Error:
+        pass  # a locked or read-only database: the command will say what it can
+    finally:
+        conn.close()

@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slice-ms", metavar="MS", default="400", help="time-slice test length per policy")
     parser.add_argument("--tests", metavar="LIST", default=",".join(TESTS), help="of pipe,yield,cross,slice")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     expected = reps * iterations * 4e-5 + (2 * slice_ms / 1000 if "slice" in tests else 0)
     path, chosen = common.db_path(args)
     with (
+        common.node_lock(args, cpus),
         Session("ctxswitch", path, chosen, common.tags(args), common.live_root()) as session,
         progress_bar(expected, enabled=not args.json) as update,
     ):

@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", metavar="S", help="seconds per round (0.1-3600), overrides --quick")
     parser.add_argument("--report", metavar="DIR", help="where to write the report (default: reports/session-N "
                         "beside the database; replaced if it exists)")  # fmt: skip
+    common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
     with (
+        common.node_lock(args, online_cpus(root)),
         Session("lab", path, chosen, common.tags(args), root) as session,
         progress_bar(calib_s + per_round * len(plan)) as update,
     ):

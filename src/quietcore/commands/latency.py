@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from quietcore.commands import common
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.options import cpus_option, int_in_range, positive_float, sched_option
 from quietcore.probes.noise import POLICIES
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="allow fifo/rr on every online CPU")
     parser.add_argument("--dma-latency", metavar="US", help="hold this /dev/cpu_dma_latency limit during the run")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     argv, params, duration = probe_args(args)
     path, chosen = common.db_path(args)
     with (
+        common.node_lock(args, parse_cpulist(params["cpus"])),
         Session("latency", path, chosen, common.tags(args), common.live_root()) as session,
         progress_bar(duration, enabled=not args.json) as update,
     ):

@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace", choices=("auto", "on", "off"), default="auto", help="match gaps to tracepoints (auto: if root)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     path, chosen = common.db_path(args)
     root = common.live_root()
     with (
+        common.node_lock(args, options.cpus),
         Session("noise", path, chosen, common.tags(args), root) as session,
         progress_bar(options.duration, enabled=not args.json) as update,
     ):

@@ -61,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--factor", action="append", metavar="NAME=V1,V2", help="custom with --cmd: a factor")
     parser.add_argument("--file", metavar="TOML", help="custom: an experiment file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
 
@@ -103,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
     exp, seed, node = plan(args)
     path, chosen = common.db_path(args)
     total = len(exp.cells) * (exp.reps + exp.warmup)
-    with Session(f"run {exp.name}", path, chosen, common.tags(args), common.live_root()) as session:
+    levers = {name for cell in exp.cells for name in cell.levers}
+    with (
+        common.node_lock(args, node.allowed, levers),
+        Session(f"run {exp.name}", path, chosen, common.tags(args), common.live_root()) as session,
+    ):
         started = sessions.now_iso()
         with progress_bar(total, enabled=not args.json) as update:
             outcomes = run_experiment(

@@ -20,7 +20,7 @@ from quietcore.errors import CommandError, Interrupted, UsageError
 from quietcore.experiments.custom_exec import run_command
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.levers.journal import Journal
-from quietcore.levers.registry import lever
+from quietcore.levers.registry import in_order, lever
 from quietcore.probes.runner import probe_path
 from quietcore.session import Session
 
@@ -48,11 +48,11 @@ def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
             if not ok:
                 why = f"{name}: {reason}"
                 break
-            offered = knob.choices()
-            if value not in offered:
+            invalid = knob.validate(value)
+            if invalid:
                 if strict:
-                    raise UsageError(f"invalid {name} value {value!r} (this kernel offers: {', '.join(offered)})")
-                why = f"{name}={value} is not offered (this kernel offers: {', '.join(offered)})"
+                    raise UsageError(f"invalid {name} value {value!r} ({invalid})")
+                why = f"{name}={value} is not offered ({invalid})"
                 break
             if os.geteuid() != 0:
                 why = f"{name}: changing it needs root"
@@ -119,7 +119,7 @@ def run_experiment(
         loads: list[subprocess.Popen[bytes]] = []
         try:
             with Journal(session.conn, session.id) as journal:
-                for name, value in cell.levers.items():
+                for name, value in in_order(cell.levers):
                     lever(name, cpus).apply(value, journal)
                 loads = [_start(load) for load in cell.loads]
                 if loads:

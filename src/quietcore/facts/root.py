@@ -68,6 +68,12 @@ class Root:
         except OSError:
             return None
 
+    def write(self, rel: str, value: str) -> None:
+        """Write one value to a file of this root (a sysfs or procfs knob,
+        or its stand-in in a fixture tree); OSError as the kernel gives it."""
+        with open(self.resolve(rel), "w", encoding="utf-8") as handle:
+            handle.write(value)
+
     def exists(self, rel: str) -> bool:
         return self.resolve(rel).exists()
 

@@ -1,10 +1,10 @@
-"""The lever journal. A change is recorded as 'pending' before the write,
-'applied' after it, and 'reverted' when undone; undo runs in reverse order
-when the work ends, on Ctrl-C and SIGTERM too (through the context manager
-and cli's SIGTERM handler). A process that died with changes applied leaves
-them in the journal, and `recover` puts them back at the next start.
-Unlike pyperf's reset, which writes fixed defaults, this restores exactly
-what was there before."""
+"""The lever journal. Each change is recorded as 'pending' before the write
+and as 'temporary' or 'kept' after it. Temporary changes are undone, newest
+first, when the work ends (also on Ctrl-C and SIGTERM, through the context
+manager and cli's SIGTERM handler); a process that died leaves them in the
+journal, and `recover`, which every command runs first, puts them back.
+Kept changes stay until `quietcore tune revert`. Unlike pyperf's reset,
+which writes fixed defaults, this restores exactly what was there before."""
 
 from __future__ import annotations
 
@@ -15,68 +15,93 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+from quietcore.actions import FILE_KINDS, Action
 from quietcore.errors import CommandError, UsageError
-from quietcore.store import sessions
+from quietcore.facts.root import Root
+from quietcore.owner import Owner, alive
+from quietcore.store import journal as rows
+
+LASTING = ("temporary", "kept")
 
 
-def _write(target: Path, value: str) -> None:
+def _write(path: Path, value: str) -> None:
     try:
-        target.write_text(value)
+        path.write_text(value)
     except PermissionError as exc:
-        raise CommandError(f"cannot write {target}: needs root", exit_code=3) from exc
+        if os.geteuid() == 0:  # root was refused: the kernel made the file read-only (a managed IRQ, say)
+            raise CommandError(f"cannot write {value!r} to {path}: the kernel does not allow it", exit_code=3) from exc
+        raise CommandError(f"cannot write {path}: needs root", exit_code=3) from exc
     except OSError as exc:
-        raise CommandError(f"cannot write {value!r} to {target}: {exc.strerror}", exit_code=1) from exc
+        raise CommandError(f"cannot write {value!r} to {path}: {exc.strerror}", exit_code=1) from exc
+
+
+def offered_or_why(value: str, offered: list[str]) -> str | None:
+    """None when the kernel offers `value`, else what it does offer."""
+    return None if value in offered else f"this kernel offers: {', '.join(offered) or 'none'}"
+
+
+def check_offered(lever: str, value: str, why: str | None) -> None:
+    """A value the kernel does not offer is bad input, refused before any write."""
+    if why:
+        raise UsageError(f"invalid {lever} value {value!r} ({why})")
+
+
+def _refusal(kind: str, exc: CommandError) -> bool:
+    """The kernel refusing one IRQ (a managed IRQ gives EIO, a mask it cannot
+    route EINVAL) is reported for that IRQ and the rest go on; refusals of
+    other knobs, and a missing permission, stop the work."""
+    cause = exc.__cause__
+    if kind != "irq-affinity" or not isinstance(cause, OSError):
+        return False
+    return not isinstance(cause, PermissionError) or os.geteuid() == 0
 
 
 class Journal:
-    def __init__(self, conn: sqlite3.Connection, session_id: int | None) -> None:
+    def __init__(self, conn: sqlite3.Connection, session_id: int | None, lasting: str = "temporary") -> None:
+        if lasting not in LASTING:
+            raise ValueError(f"unknown lasting state {lasting!r}")
         self.conn = conn
         self.session_id = session_id
-        self.open: list[int] = []  # entry ids applied by this journal, in order
+        self.lasting = lasting
+        self.owner = Owner.me()
+        self.open: list[int] = []  # temporary entries of this journal, in the order applied
 
-    def change(self, lever: str, target: Path, old: str, new: str) -> None:
-        """Set target to new, having recorded old first."""
-        with self.conn:
-            values = {"session_id": self.session_id, "host": socket.gethostname(), "pid": os.getpid()}
-            values |= {"lever": lever, "target": str(target), "old_value": old, "new_value": new}
-            entry = sessions.insert(
-                self.conn, "journal", {**values, "state": "pending", "changed_at": sessions.now_iso()}
-            )
+    def apply(self, lever: str, action: Action, root: Root, old: str | None = None) -> str | None:
+        """Carry out one file action of `root` (the node's, or a fixture
+        tree's), its old value recorded first: `old` as the lever reads it
+        (the selected word of a selector file), else the file's content.
+        Returns None, or the kernel's refusal of an IRQ (recorded as failed)."""
+        if action.kind not in FILE_KINDS:
+            raise ValueError(f"the journal writes files, not {action.kind!r} actions")
+        path = root.resolve(action.target)
+        old = old if old is not None else root.read_line(action.target)
+        if old is None:
+            raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
+        entry = rows.add(self.conn, self.session_id, self.owner,
+                         {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
+                          "new_value": action.value, "lasting": self.lasting})  # fmt: skip
         try:
-            _write(target, new)
-        except CommandError:
-            self._mark(entry, "failed", "the write was refused")
+            _write(path, action.value)
+        except CommandError as exc:
+            rows.mark(self.conn, entry, "failed", str(exc))
+            if _refusal(action.kind, exc):
+                return str(exc)
             raise
-        self._mark(entry, "applied")
-        self.open.append(entry)
-
-    def choose(self, lever: str, target: Path, value: str, offered: list[str], current: str) -> None:
-        """Set a selector file (THP, the preemption model) to one of the
-        values the kernel offers; a value it does not offer is bad input."""
-        if value not in offered:
-            raise UsageError(f"invalid {lever} value {value!r} (this kernel offers: {', '.join(offered) or 'none'})")
-        if current != value:
-            self.change(lever, target, current, value)
-
-    def _mark(self, entry: int, state: str, note: str | None = None) -> None:
-        with self.conn:
-            reverted = sessions.now_iso() if state == "reverted" else None
-            self.conn.execute(
-                "UPDATE journal SET state = ?, reverted_at = COALESCE(?, reverted_at), note = COALESCE(?, note)"
-                " WHERE id = ?",
-                (state, reverted, note, entry),
-            )
+        rows.mark(self.conn, entry, self.lasting)
+        if self.lasting == "temporary":
+            self.open.append(entry)
+        return None
 
     def undo(self) -> list[str]:
-        """Put back every change of this journal, newest first; returns the
-        problems met (a lever that could not be restored is reported, and
-        stays 'applied' so that `recover` tries again)."""
+        """Put back every temporary change of this journal, newest first;
+        returns the problems met (a lever that could not be restored is
+        reported, and stays temporary so that `recover` tries again)."""
         problems = []
         for entry in reversed(self.open):
-            row = self.conn.execute("SELECT target, old_value FROM journal WHERE id = ?", (entry,)).fetchone()
+            row = rows.get(self.conn, entry)
             try:
                 _write(Path(row["target"]), row["old_value"])
-                self._mark(entry, "reverted")
+                rows.mark(self.conn, entry, "reverted")
             except CommandError as exc:
                 problems.append(str(exc))
         self.open.clear()
@@ -87,31 +112,24 @@ class Journal:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         for problem in self.undo():
-            print(f"quietcore: {problem} (left in the journal: the next start tries again)", file=sys.stderr)
+            print(f"quietcore: {problem} (left in the journal: the next command tries again)", file=sys.stderr)
 
 
 def recover(conn: sqlite3.Connection) -> list[str]:
-    """Revert what dead quietcore processes of this host left applied (or
-    pending: the write may have happened). Returns what was restored."""
-    host = socket.gethostname()
-    rows = conn.execute(
-        "SELECT id, pid, lever, target, old_value FROM journal WHERE state IN ('pending', 'applied') AND host = ?"
-        " ORDER BY id DESC",
-        (host,),
-    ).fetchall()
-    restored = []
-    for row in rows:
-        if Path(f"/proc/{row['pid']}").exists() and row["pid"] != os.getpid():
-            continue  # still running: its own undo will do it
+    """Revert the temporary changes (and pending ones: the write may have
+    happened) that dead quietcore processes of this host left. Kept changes
+    stay. Returns one line per change put back or not."""
+    lines = []
+    for row in rows.open_entries(conn, socket.gethostname(), ("pending", "temporary")):
+        if row["lasting"] == "kept" or alive(int(row["pid"]), row["pid_start"]):
+            continue  # meant to last, or still running: its own undo will do it
+        who = f"pid {row['pid']}" + (f" (`{row['command']}`)" if row["command"] else "")
         try:
             _write(Path(row["target"]), row["old_value"])
         except CommandError as exc:
-            restored.append(f"could not restore {row['lever']} ({row['target']}): {exc}")
+            lines.append(f"could not put back {row['lever']} ({row['target']}), left by {who} which ended: {exc}")
             continue
-        with conn:
-            conn.execute(
-                "UPDATE journal SET state = 'reverted', reverted_at = ?, note = ? WHERE id = ?",
-                (sessions.now_iso(), f"restored at the next start (pid {row['pid']} had ended)", row["id"]),
-            )
-        restored.append(f"restored {row['lever']} to {row['old_value']!r} ({row['target']})")
-    return restored
+        rows.mark(conn, int(row["id"]), "reverted", f"put back by the next command ({who} had ended)")
+        restored = f"put back {row['lever']} to {row['old_value']!r} ({row['target']})"
+        lines.append(f"{restored}: {who} ended without undoing it")
+    return lines

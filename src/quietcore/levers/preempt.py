@@ -7,12 +7,13 @@ lever says which."""
 from __future__ import annotations
 
 import errno
-from pathlib import Path
 
+from quietcore.actions import Action
 from quietcore.errors import CommandError
-from quietcore.levers.journal import Journal
+from quietcore.facts.root import Root
+from quietcore.levers.journal import Journal, check_offered, offered_or_why
 
-PATH = Path("/sys/kernel/debug/sched/preempt")
+PATH = "/sys/kernel/debug/sched/preempt"
 
 
 def parse(text: str) -> tuple[list[str], str | None]:
@@ -29,15 +30,16 @@ def parse(text: str) -> tuple[list[str], str | None]:
 class PreemptLever:
     name = "preempt"
 
-    def __init__(self, path: Path = PATH) -> None:
-        self.path = path
+    def __init__(self, root: Root | None = None) -> None:
+        self.root = root or Root("/")
+        self.path = self.root.resolve(PATH)
 
     def _text(self) -> str:
         return self.path.read_text()
 
     def available(self) -> tuple[bool, str]:
         debugfs = self.path.parent.parent
-        if not self.path.parent.parent.exists() or not any(self.path.parent.parent.iterdir()):
+        if not debugfs.exists() or not any(debugfs.iterdir()):
             return (
                 False,
                 f"debugfs is not mounted at {debugfs} (mount -t debugfs none {debugfs})",
@@ -63,5 +65,14 @@ class PreemptLever:
             raise CommandError(f"cannot tell the running model from {self.path}")
         return current
 
+    def validate(self, value: str) -> str | None:
+        return offered_or_why(value, self.choices())
+
+    def plan(self, value: str) -> list[Action]:
+        return [] if value == self.read() else [Action("sysfs", PATH, value, fixes="sched.preempt")]
+
     def apply(self, value: str, journal: Journal) -> None:
-        journal.choose(self.name, self.path, value, self.choices(), self.read())
+        check_offered(self.name, value, self.validate(value))
+        current = self.read()
+        for action in self.plan(value):
+            journal.apply(self.name, action, self.root, current)

@@ -86,6 +86,38 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX journal_open ON journal(state);
     """,
+    # 4: lasting states. 'applied' splits into 'temporary' (undone when its
+    # command ends, or by the next command after a crash) and 'kept' (until
+    # `tune revert`); the owner's start time tells a live process from a
+    # reused pid; the kind of knob and the command that made the change.
+    """
+    CREATE TABLE journal_v4 (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_start TEXT,
+        command TEXT,
+        lever TEXT NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'sysfs',
+        target TEXT NOT NULL,
+        old_value TEXT NOT NULL,
+        new_value TEXT NOT NULL,
+        lasting TEXT NOT NULL DEFAULT 'temporary' CHECK (lasting IN ('temporary', 'kept')),
+        state TEXT NOT NULL CHECK (state IN ('pending', 'temporary', 'kept', 'reverted', 'failed')),
+        changed_at TEXT NOT NULL,
+        reverted_at TEXT,
+        note TEXT
+    );
+    INSERT INTO journal_v4 (id, session_id, host, pid, lever, target, old_value, new_value, state, changed_at,
+                            reverted_at, note)
+        SELECT id, session_id, host, pid, lever, target, old_value, new_value,
+               CASE state WHEN 'applied' THEN 'temporary' ELSE state END, changed_at, reverted_at, note
+        FROM journal;
+    DROP TABLE journal;
+    ALTER TABLE journal_v4 RENAME TO journal;
+    CREATE INDEX journal_open ON journal(state);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,111 @@
+"""An action on the node as data: what kind of knob, which one, the value
+to set, what doing it needs, and the audit finding it fixes. Findings carry
+actions as their advice and levers plan them; the advice text is rendered
+from the data, so a program never has to parse prose to act on a finding."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The kinds, and how each is carried out (see `Action.text`).
+KINDS = (
+    "sysfs",  # a file under /sys: echo VALUE > TARGET
+    "procfs",  # a file under /proc: echo VALUE > TARGET
+    "irq-affinity",  # /proc/irq/N/smp_affinity: the kernel may refuse it per IRQ (managed IRQs: EIO)
+    "sysctl",  # sysctl -w TARGET=VALUE
+    "task-affinity",  # a task (TARGET is its pid): taskset -pc VALUE PID
+    "cgroup",  # a systemd unit's cgroup: systemctl set-property --runtime TARGET VALUE
+    "service",  # a systemd service: systemctl VALUE TARGET
+    "boot-parameter",  # the kernel command line: TARGET=VALUE (TARGET alone when VALUE is empty)
+    "kernel-config",  # a kernel build option: a kernel built with TARGET=VALUE
+    "command",  # a command to run as it stands (TARGET), for tools quietcore does not drive (cpupower)
+    "note",  # no change quietcore can make: TARGET says what to do
+)
+NEEDS = ("root", "reboot", "hardware")
+FILE_KINDS = ("sysfs", "procfs", "irq-affinity")
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    target: str
+    value: str = ""
+    needs: tuple[str, ...] = ("root",)
+    fixes: str | None = None
+    note: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown action kind {self.kind!r} (valid: {', '.join(KINDS)})")
+        bad = [n for n in self.needs if n not in NEEDS]
+        if bad:
+            raise ValueError(f"unknown need {bad[0]!r} (valid: {', '.join(NEEDS)})")
+
+    def text(self) -> str:
+        """The command or step a person would type, and the note after it."""
+        return _render(self) + (f" ({self.note})" if self.note else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "value": self.value, "needs": list(self.needs),
+                "fixes": self.fixes, "note": self.note or None, "text": self.text()}  # fmt: skip
+
+
+def _render(a: Action) -> str:
+    if a.kind in FILE_KINDS:
+        return f"echo {a.value} > {a.target}"
+    if a.kind == "sysctl":
+        return f"sysctl -w {a.target}={a.value}"
+    if a.kind == "task-affinity":
+        return f"taskset -pc {a.value} {a.target}"
+    if a.kind == "cgroup":
+        return f"systemctl set-property --runtime {a.target} {a.value}"
+    if a.kind == "service":
+        return f"systemctl {a.value} {a.target}"
+    if a.kind == "boot-parameter":
+        return f"add {boot_word(a)} to the kernel command line"
+    if a.kind == "kernel-config":
+        return f"use a kernel built with {a.target}={a.value}"
+    return a.target
+
+
+def boot_word(a: Action) -> str:
+    return f"{a.target}={a.value}" if a.value else a.target
+
+
+def advice_lines(actions: Iterable[Action]) -> list[str]:
+    """The advice text of a list of actions. Boot parameters of one finding
+    go on one line (they are one edit of the command line), and the same
+    CPU list for many tasks is one loop rather than a line per pid."""
+    lines: list[str] = []
+    actions = list(actions)
+    i = 0
+    while i < len(actions):
+        a = actions[i]
+        j = i + 1
+        while j < len(actions) and _joins(actions[j], a):
+            j += 1
+        group = actions[i:j]
+        if a.kind == "boot-parameter" and len(group) > 1:
+            notes = "; ".join(g.note for g in group if g.note)
+            words = " ".join(boot_word(g) for g in group)
+            lines.append(f"add {words} to the kernel command line" + (f" ({notes})" if notes else ""))
+        elif a.kind == "task-affinity" and len(group) > 1:
+            pids = " ".join(g.target for g in group)
+            lines.append(f"for pid in {pids}; do taskset -pc {a.value} $pid; done")
+        else:
+            lines += [g.text() for g in group]
+        i = j
+    return lines
+
+
+def _joins(b: Action, a: Action) -> bool:
+    if a.kind != b.kind:
+        return False
+    return a.kind == "boot-parameter" or (a.kind == "task-affinity" and a.value == b.value)
+
+
+def from_json(data: dict[str, Any]) -> Action:
+    return Action(data["kind"], data["target"], data.get("value") or "", tuple(data.get("needs") or ()),
+                  data.get("fixes"), data.get("note") or "")  # fmt: skip
