@@ -26,11 +26,18 @@ def db_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli(db_file: Path) -> CliRunner:
-    """Run `python -m quietcore ARGS` with QUIETCORE_DB set to this test's database."""
+def cli_env(db_file: Path) -> dict[str, str]:
+    """This test's database and node-lock directory, so that tests never
+    wait for a quietcore someone runs on the machine meanwhile."""
+    return {**os.environ, "QUIETCORE_DB": str(db_file), "QUIETCORE_LOCK_DIR": str(db_file.parent / "locks")}
+
+
+@pytest.fixture
+def cli(cli_env: dict[str, str]) -> CliRunner:
+    """Run `python -m quietcore ARGS` with this test's database and lock directory."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        full_env = {**os.environ, "QUIETCORE_DB": str(db_file), **(env or {})}
+        full_env = {**cli_env, **(env or {})}
         return subprocess.run(
             [sys.executable, "-m", "quietcore", *args],
             capture_output=True,

@@ -64,10 +64,16 @@ def _render(a: Action) -> str:
     if a.kind == "service":
         return f"systemctl {a.value} {a.target}"
     if a.kind == "boot-parameter":
-        return f"add {boot_word(a)} to the kernel command line"
+        return boot_line(boot_word(a))
     if a.kind == "kernel-config":
         return f"use a kernel built with {a.target}={a.value}"
     return a.target
+
+
+def boot_line(words: str) -> str:
+    return (
+        f"add {words} to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot"
+    )
 
 
 def boot_word(a: Action) -> str:
@@ -90,7 +96,7 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
         if a.kind == "boot-parameter" and len(group) > 1:
             notes = "; ".join(g.note for g in group if g.note)
             words = " ".join(boot_word(g) for g in group)
-            lines.append(f"add {words} to the kernel command line" + (f" ({notes})" if notes else ""))
+            lines.append(boot_line(words) + (f" ({notes})" if notes else ""))
         elif a.kind == "task-affinity" and len(group) > 1:
             pids = " ".join(g.target for g in group)
             lines.append(f"for pid in {pids}; do taskset -pc {a.value} $pid; done")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from quietcore.actions import KINDS
 from quietcore.audit import CHECKS
 from tests.conftest import ALL_ROOTS, XEON_ROOT, CliRunner
 
@@ -22,14 +23,23 @@ def test_json_has_every_check_on_every_fixture_root(cli: CliRunner, root: Path) 
     assert [f["id"] for f in findings] == [check_id for check_id, _ in CHECKS]
     for f in findings:
         assert f["status"] in STATUSES
-        assert set(f) == {"id", "status", "summary", "evidence", "advice", "needs"}
+        assert set(f) == {"id", "status", "summary", "evidence", "advice", "actions", "needs"}
         assert set(f["needs"]) <= {"root", "reboot", "hardware"}
+        # Every piece of advice is data: the text is rendered from the actions.
+        assert bool(f["advice"]) == bool(f["actions"]), f["id"]
+        for action in f["actions"]:
+            assert action["kind"] in KINDS and action["target"] and action["fixes"] == f["id"]
+            assert set(action["needs"]) <= set(f["needs"])
 
 
 def test_tuned_server_json_reports_the_stray_irq(cli: CliRunner) -> None:
     findings = {f["id"]: f for f in json.loads(cli("audit", "--root", str(XEON_ROOT), "--json").stdout)}
     assert findings["irq.affinity"]["status"] == "fail"
-    assert "echo 3333 > /proc/irq/120/smp_affinity" in findings["irq.affinity"]["advice"]
+    stray = findings["irq.affinity"]
+    assert "echo 3333 > /proc/irq/120/smp_affinity (mlx5_comp3@pci:0000:3b:00.0)" in stray["advice"]
+    assert stray["actions"][0] | {"text": None} == {
+        "kind": "irq-affinity", "target": "/proc/irq/120/smp_affinity", "value": "3333", "needs": ["root"],
+        "fixes": "irq.affinity", "note": "mlx5_comp3@pci:0000:3b:00.0", "text": None}  # fmt: skip
     strict = cli("audit", "--root", str(XEON_ROOT), "--strict")
     assert strict.returncode == 2 and "FAIL (1)" in strict.stdout
 
@@ -37,8 +47,8 @@ def test_tuned_server_json_reports_the_stray_irq(cli: CliRunner) -> None:
 def test_text_groups_by_status(cli: CliRunner) -> None:
     out = cli("audit", "--root", str(XEON_ROOT)).stdout
     assert out.index("FAIL (1)") < out.index("OK (") < out.index("INFO (")
-    assert "fix: echo 3333 > /proc/irq/120/smp_affinity (needs root)" in out
-    assert out.rstrip().endswith("25 checks: 1 fail, 0 warn, 18 ok, 6 info, 0 unknown.")
+    assert "fix: echo 3333 > /proc/irq/120/smp_affinity (mlx5_comp3@pci:0000:3b:00.0) (needs root)" in out
+    assert out.rstrip().endswith("26 checks: 1 fail, 0 warn, 18 ok, 7 info, 0 unknown.")
 
 
 def test_this_machine(cli: CliRunner) -> None:

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quietcore.audit import checks_cpu, checks_irq, checks_mem, checks_power, checks_sched, checks_system, checks_tasks
+from quietcore.audit import (
+    checks_cpu,
+    checks_irq,
+    checks_journal,
+    checks_mem,
+    checks_power,
+    checks_sched,
+    checks_system,
+    checks_tasks,
+)
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
 
@@ -42,6 +51,8 @@ CHECKS: list[tuple[str, Check]] = [
     ("virt.hypervisor", checks_system.hypervisor),
     ("perf.counters", checks_system.perf_counters),
     ("kernel.config", checks_system.kernel_config),
+    # Last: what quietcore itself left changed, and how to put it back.
+    ("quietcore.journal", checks_journal.journal),
 ]
 
 

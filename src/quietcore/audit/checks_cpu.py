@@ -7,7 +7,6 @@ from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
 from quietcore.facts.cpulist import format_cpulist as fmt
 
-BOOT = "add to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot: "
 ISOLATED = "/sys/devices/system/cpu/isolated"
 NOHZ = "/sys/devices/system/cpu/nohz_full"
 
@@ -25,8 +24,7 @@ def isolcpus(ctx: AuditContext) -> Finding:
     if value is None:
         f = Finding("cpu.isolcpus", Status.WARN, "no isolcpus: the scheduler balances ordinary tasks onto every CPU")
         f.see("/proc/cmdline", "no isolcpus= parameter")
-        f.advice.append(BOOT + ctx.isolation_boot_params())
-        f.needs = ["root", "reboot"]
+        _isolate(f, ctx)
         return f
     flags = {item for item in value.split(",") if item and not item[0].isdigit()}
     f = Finding("cpu.isolcpus", Status.OK, f"isolcpus={value}")
@@ -35,15 +33,13 @@ def isolcpus(ctx: AuditContext) -> Finding:
     if missing:
         f.status = Status.WARN
         f.summary = f"target CPUs {fmt(missing)} are not in isolcpus"
-        f.advice.append(BOOT + ctx.isolation_boot_params())
-        f.needs = ["root", "reboot"]
+        _isolate(f, ctx)
     elif "managed_irq" not in flags:
         f.status = Status.WARN
         f.summary = (
             f"isolcpus={value} lacks managed_irq: managed device IRQs (e.g. NVMe queues) still land on isolated CPUs"
         )
-        f.advice.append(BOOT + f"isolcpus=managed_irq,domain,{fmt(ctx.isolated)}")
-        f.needs = ["root", "reboot"]
+        f.act("boot-parameter", "isolcpus", f"managed_irq,domain,{fmt(ctx.isolated)}", ("root", "reboot"))
     if flags - {"domain", "managed_irq", "nohz"}:
         f.see("flags", f"unknown isolcpus flags {sorted(flags - {'domain', 'managed_irq', 'nohz'})}")
     return f
@@ -59,15 +55,13 @@ def nohz_full(ctx: AuditContext) -> Finding:
     if built == "n" or (source and built is None):
         f.status = Status.FAIL if param else Status.WARN
         f.summary = "the kernel is built without CONFIG_NO_HZ_FULL" + (": nohz_full= is ignored" if param else "")
-        f.advice.append("use a kernel built with CONFIG_NO_HZ_FULL=y (most distribution kernels are)")
-        f.needs = ["reboot"]
+        f.act("kernel-config", "CONFIG_NO_HZ_FULL", "y", ("reboot",), "most distribution kernels are")
         return f
     missing = ctx.targets - ctx.nohz_full
     if missing:
         f.status = Status.WARN
         f.summary = f"the scheduler tick still runs on target CPUs {fmt(missing)} (no nohz_full)"
-        f.advice.append(BOOT + f"nohz_full={fmt(ctx.suggested_targets or missing)}")
-        f.needs = ["root", "reboot"]
+        f.act("boot-parameter", "nohz_full", fmt(ctx.suggested_targets or missing), ("root", "reboot"))
     f.see(NOHZ, fmt(ctx.nohz_full) or "(empty)")
     return f
 
@@ -86,14 +80,13 @@ def rcu_nocbs(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = "the kernel is built without CONFIG_RCU_NOCB_CPU: RCU callbacks run on every CPU"
         f.see(source or "kernel config", "CONFIG_RCU_NOCB_CPU not set")
-        f.needs = ["reboot"]
+        f.act("kernel-config", "CONFIG_RCU_NOCB_CPU", "y", ("reboot",))
         return f
     missing = ctx.targets - offloaded
     if missing:
         f.status = Status.WARN
         f.summary = f"RCU callbacks still run on target CPUs {fmt(missing)}"
-        f.advice.append(BOOT + f"rcu_nocbs={fmt(ctx.suggested_targets or missing)}")
-        f.needs = ["root", "reboot"]
+        f.act("boot-parameter", "rcu_nocbs", fmt(ctx.suggested_targets or missing), ("root", "reboot"))
     return f
 
 
@@ -104,7 +97,7 @@ def housekeeping(ctx: AuditContext) -> Finding:
     if not hk:
         f.status = Status.INFO
         f.summary = "every CPU is a target: housekeeping work shares them all"
-        f.advice.append(f"keep {fmt(ctx.suggested_housekeeping)} for housekeeping: " + ctx.isolation_boot_params())
+        _isolate(f, ctx, f"keeps {fmt(ctx.suggested_housekeeping)} for housekeeping")
         return f
     for node, node_cpus in sorted(topo.nodes.items()):
         f.see(
@@ -114,16 +107,19 @@ def housekeeping(ctx: AuditContext) -> Finding:
         if node_cpus & ctx.online and not node_cpus & hk:
             f.status = Status.FAIL
             f.summary = f"NUMA node {node} has no housekeeping CPU: its kernel work runs remote or on targets"
-            f.advice.append(f"keep at least one CPU of node {node} ({fmt(node_cpus)}) out of isolcpus/nohz_full")
-            f.needs = ["root", "reboot"]
+            f.act("note", f"keep at least one CPU of node {node} ({fmt(node_cpus)}) out of isolcpus/nohz_full",
+                  needs=("root", "reboot"))  # fmt: skip
     shared = {cpu for cpu in hk if topo.siblings.get(cpu, frozenset()) & ctx.targets}
     if shared and f.status is Status.OK:
         f.status = Status.WARN
         f.summary = f"housekeeping CPUs {fmt(shared)} are SMT siblings of target CPUs: their work slows the targets"
-        f.advice.append(
-            f"isolate whole cores: add the siblings {fmt(shared)} to the target set, or disable SMT (nosmt)"
+        f.act(
+            "boot-parameter",
+            "nosmt",
+            "",
+            ("root", "reboot"),
+            f"or isolate whole cores: add the siblings {fmt(shared)} to the targets",
         )
-        f.needs = ["root", "reboot"]
     return f
 
 
@@ -140,10 +136,7 @@ def smt(ctx: AuditContext) -> Finding:
     if paired:
         f.status = Status.INFO
         f.summary = f"SMT is on: target CPUs share cores ({', '.join(paired[:8])})"
-        f.advice.append(
-            "place one compute thread per core, or disable SMT: echo off > /sys/devices/system/cpu/smt/control"
-        )
-        f.needs = ["root"]
+        f.act("sysfs", "/sys/devices/system/cpu/smt/control", "off", note="or place one compute thread per core")
     return f
 
 
@@ -159,3 +152,10 @@ def topology(ctx: AuditContext) -> Finding:
     if t.core_types:
         f.summary += ", hybrid: " + ", ".join(f"{k} {fmt(c)}" for k, c in sorted(t.core_types.items()))
     return f
+
+
+def _isolate(f: Finding, ctx: AuditContext, note: str = "") -> None:
+    """The boot parameters that isolate the suggested targets, as one edit."""
+    params = ctx.isolation_params()
+    for i, (name, value) in enumerate(params):
+        f.act("boot-parameter", name, value, ("root", "reboot"), note if i == len(params) - 1 else "")

@@ -29,7 +29,7 @@ def affinity(ctx: AuditContext) -> Finding:
         for cpu in sorted(ctx.targets):
             here = [irq.device for irq in stray if irq.effective and cpu in irq.effective]
             f.see("/proc/irq/*/effective_affinity_list", f"CPU {cpu}: {len(here)} IRQs ({', '.join(here[:6])})")
-        f.advice.append("isolate CPUs first (cpu.isolcpus); then steer IRQs with irqaffinity=")
+        f.act("note", "isolate CPUs first (cpu.isolcpus); then steer IRQs with irqaffinity=")
         return f
     mask = format_cpumask(ctx.housekeeping)
     f.status = Status.FAIL
@@ -38,9 +38,8 @@ def affinity(ctx: AuditContext) -> Finding:
     for irq in stray[:SHOWN]:
         hits = sum(irq.counts.get(cpu, 0) for cpu in ctx.targets)
         f.see(irq.effective_source, f"{fmt(irq.effective or frozenset())} ({irq.device}, {hits} interrupts on targets)")
-        f.advice.append(f"echo {mask} > /proc/irq/{irq.number}/smp_affinity")
-    f.advice.append("a managed IRQ refuses the write (EIO): use isolcpus=managed_irq,... instead (cpu.isolcpus)")
-    f.needs = ["root"]
+        f.act("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, note=irq.device)
+    f.act("note", "a managed IRQ refuses the write (EIO): use isolcpus=managed_irq,... instead (cpu.isolcpus)")
     return f
 
 
@@ -63,9 +62,8 @@ def default_affinity(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"new IRQs may be delivered to target CPUs {fmt(overlap)}"
         hk = fmt(ctx.housekeeping)
-        f.advice.append(f"echo {format_cpumask(ctx.housekeeping)} > /proc/irq/default_smp_affinity")
-        f.advice.append(f"and to keep it across reboots, add irqaffinity={hk} to the kernel command line")
-        f.needs = ["root"]
+        f.act("procfs", "/proc/irq/default_smp_affinity", format_cpumask(ctx.housekeeping))
+        f.act("boot-parameter", "irqaffinity", hk, ("root", "reboot"), "to keep it across reboots")
     elif overlap:
         f.status = Status.INFO
         f.summary += " (every CPU is a target)"
@@ -105,9 +103,11 @@ def irqbalance(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"irqbalance (pid {task.pid}) may move IRQs onto target CPUs {fmt(unguarded)}"
         conf = "/etc/default/irqbalance (or /etc/sysconfig/irqbalance)"
-        f.advice.append(
-            f"set IRQBALANCE_BANNED_CPULIST={fmt(ctx.targets)} in {conf}, then systemctl restart irqbalance"
+        f.act(
+            "service",
+            "irqbalance",
+            "restart",
+            note=f"after setting IRQBALANCE_BANNED_CPULIST={fmt(ctx.targets)} in {conf}",
         )
-        f.advice.append("or stop it: systemctl disable --now irqbalance")
-        f.needs = ["root"]
+        f.act("service", "irqbalance", "disable --now", note="or stop it instead")
     return f

@@ -21,8 +21,7 @@ def thp(ctx: AuditContext) -> Finding:
     if dfg == "always" and on != "never":
         f.status = Status.WARN
         f.summary = "THP defrag=always: page faults stall in direct compaction"
-        f.advice.append(f"echo madvise > /{THP}/defrag")
-        f.needs = ["root"]
+        f.act("sysfs", f"/{THP}/defrag", "madvise")
     elif on == "always":
         f.status = Status.INFO
         f.summary += ": khugepaged collapses pages in the background; measure with quietcore's THP experiment"
@@ -40,8 +39,7 @@ def numa_balancing(ctx: AuditContext) -> Finding:
     if value != "0" and nodes > 1:
         f.status = Status.WARN
         f.summary = "automatic NUMA balancing is on: hinting page faults and page migrations interrupt compute"
-        f.advice.append("sysctl -w kernel.numa_balancing=0 (and pin memory with numactl)")
-        f.needs = ["root"]
+        f.act("sysctl", "kernel.numa_balancing", "0", note="and pin memory with numactl")
     return f
 
 
@@ -56,6 +54,5 @@ def swap(ctx: AuditContext) -> Finding:
         "mem.swap", Status.WARN, f"swap is active on {', '.join(devices)}: a swapped-out page costs milliseconds"
     )
     f.see("/proc/swaps", ", ".join(devices))
-    f.advice.append("swapoff -a (and remove it from /etc/fstab), or lock the job's memory with mlockall")
-    f.needs = ["root"]
+    f.act("command", "swapoff -a", note="and remove it from /etc/fstab, or lock the job's memory with mlockall")
     return f

@@ -25,8 +25,8 @@ def governor(ctx: AuditContext) -> Finding:
     if slow:
         f.status = Status.WARN
         f.summary = f"governor is not performance on CPUs {fmt(slow)}: frequency changes add jitter"
-        f.advice.append(f"cpupower -c {fmt(slow)} frequency-set -g performance")
-        f.needs = ["root"]
+        for cpu in sorted(slow):
+            f.act("sysfs", f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "performance")
     return f
 
 
@@ -40,14 +40,13 @@ def turbo(ctx: AuditContext) -> Finding:
     f = Finding("power.turbo", Status.INFO if on else Status.OK, f"turbo is {'on' if on else 'off'}")
     if no_turbo is not None:
         f.see(f"/{CPU_SYS}/intel_pstate/no_turbo", no_turbo)
-        fix = f"echo 1 > /{CPU_SYS}/intel_pstate/no_turbo"
+        fix = (f"/{CPU_SYS}/intel_pstate/no_turbo", "1")
     else:
         f.see(f"/{CPU_SYS}/cpufreq/boost", boost)
-        fix = f"echo 0 > /{CPU_SYS}/cpufreq/boost"
+        fix = (f"/{CPU_SYS}/cpufreq/boost", "0")
     if on:
         f.summary += ": frequency depends on temperature and load, so run times vary; turn it off for comparisons"
-        f.advice.append(fix)
-        f.needs = ["root"]
+        f.act("sysfs", *fix)
     return f
 
 
@@ -74,7 +73,7 @@ def idle(ctx: AuditContext) -> Finding:
     if deep:
         f.status = Status.WARN
         f.summary = f"deep idle states enabled on target CPUs: {', '.join(f'{n} ({lat} µs exit)' for n, lat in deep)}"
-        f.advice.append(f"cpupower -c {fmt(ctx.targets)} idle-set -D {DEEP_US}")
-        f.advice.append("or at boot: intel_idle.max_cstate=1 processor.max_cstate=1 (x86)")
-        f.needs = ["root"]
+        f.act("command", f"cpupower -c {fmt(ctx.targets)} idle-set -D {DEEP_US}")
+        f.act("boot-parameter", "intel_idle.max_cstate", "1", ("root", "reboot"), "x86")
+        f.act("boot-parameter", "processor.max_cstate", "1", ("root", "reboot"), "x86")
     return f

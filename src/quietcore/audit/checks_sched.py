@@ -44,8 +44,7 @@ def preempt(ctx: AuditContext) -> Finding:
         f.status = Status.UNKNOWN
         f.summary = "preemption model unknown: no debugfs, preempt=, uname -v mark or kernel config"
         f.see(f"/{DEBUGFS}", why or "missing")
-        f.advice.append("mount debugfs (mount -t debugfs none /sys/kernel/debug) and rerun as root")
-        f.needs = ["root"]
+        f.act("command", "mount -t debugfs none /sys/kernel/debug", note="then audit again as root")
         return f
     kind = "dynamic (switchable at boot with preempt= or at run time in debugfs)" if dynamic else "built in"
     f.summary = f"preemption model: {model}, {kind}; decided by {decided}"
@@ -55,7 +54,7 @@ def preempt(ctx: AuditContext) -> Finding:
         f.see(source, ", ".join(f"{o}={config[o]}" for o, _ in _CONFIG_MODELS if o in config))
     if dynamic and not mode:
         f.see(f"/{DEBUGFS}", why or "missing")
-        f.advice.append(f"to read the running mode: mount -t debugfs none /sys/kernel/debug; cat /{DEBUGFS}")
+        f.act("command", f"mount -t debugfs none /sys/kernel/debug; cat /{DEBUGFS}", note="to read the running mode")
     return f
 
 
@@ -75,10 +74,7 @@ def rt_throttling(ctx: AuditContext) -> Finding:
     if run_us < 0:
         f.status = Status.WARN
         f.summary = "RT throttling is off: a runaway real-time task can starve its CPU for good"
-        f.advice.append(
-            "echo 950000 > /proc/sys/kernel/sched_rt_runtime_us (the default), unless RT tasks own isolated CPUs"
-        )
-        f.needs = ["root"]
+        f.act("sysctl", "kernel.sched_rt_runtime_us", "950000", note="the default, unless RT tasks own isolated CPUs")
     else:
         gap_ms = (period_us - run_us) / 1000
         f.summary = f"RT tasks are throttled after {run_us / 1000:g} ms per {period_us / 1000:g} ms"
@@ -92,7 +88,7 @@ def hz(ctx: AuditContext) -> Finding:
     if not value:
         f = Finding("sched.hz", Status.UNKNOWN, "CONFIG_HZ unknown: no kernel config found")
         f.see("/proc/config.gz", "missing").see(f"/boot/config-{ctx.release}", "missing")
-        f.advice.append("enable CONFIG_IKCONFIG_PROC (then /proc/config.gz) or install /boot/config-$(uname -r)")
+        f.act("kernel-config", "CONFIG_IKCONFIG_PROC", "y", ("reboot",), "or install /boot/config-$(uname -r)")
         return f
     f = Finding("sched.hz", Status.INFO, f"the tick runs at {value} Hz ({1000 / int(value):g} ms) on CPUs with a tick")
     f.see(source or "kernel config", f"CONFIG_HZ={value}")

@@ -26,9 +26,8 @@ def clock_source(ctx: AuditContext) -> Finding:
         f.summary = f"clocksource {current} is slow to read: every clock_gettime is a system call or an MMIO read"
         better = next((c for c in ("tsc", "arch_sys_counter", "kvm-clock") if c in available), None)
         if better:
-            f.advice.append(f"echo {better} > /{CLOCK}/current_clocksource")
-        f.advice.append("the kernel falls back when it finds the TSC unstable: see dmesg | grep -i clocksource")
-        f.needs = ["root"]
+            f.act("sysfs", f"/{CLOCK}/current_clocksource", better)
+        f.act("note", "the kernel falls back when it finds the TSC unstable: see dmesg | grep -i clocksource")
     return f
 
 
@@ -41,8 +40,8 @@ def hypervisor(ctx: AuditContext) -> Finding:
         f = Finding("virt.hypervisor", Status.WARN, v.warning() or "")
         for line in v.evidence:
             f.see("virt", line)
-        f.advice.append("measure kernel levers on bare metal; here, compare only runs from the same host and VM size")
-        f.needs = ["hardware"]
+        f.act("note", "measure kernel levers on bare metal; here, compare only runs from the same host and VM size",
+              needs=("hardware",))  # fmt: skip
     if v.container:
         f.see("container", f"running inside a {v.container} container: some files show the host's view")
     return f
@@ -75,10 +74,9 @@ def perf_counters(ctx: AuditContext) -> Finding:
             f"hardware counters unavailable: {how}; workloads will record cycles and cache misses as unsupported"
         )
         if "paranoid" in how:
-            f.advice.append("sysctl -w kernel.perf_event_paranoid=1")
-            f.needs = ["root"]
+            f.act("sysctl", "kernel.perf_event_paranoid", "1")
         elif works is False:
-            f.needs = ["hardware"]
+            f.requires = ["hardware"]
     return f
 
 
@@ -87,8 +85,9 @@ def kernel_config(ctx: AuditContext) -> Finding:
     if not source:
         f = Finding("kernel.config", Status.UNKNOWN, "no kernel config found: build options cannot be checked")
         f.see("/proc/config.gz", ctx.root.read("proc/config.gz")[1]).see(f"/boot/config-{ctx.release}", "missing")
-        f.advice.append("modprobe configs (for /proc/config.gz), or install the kernel's /boot/config-$(uname -r)")
-        f.needs = ["root"]
+        f.act(
+            "command", "modprobe configs", note="for /proc/config.gz; or install the kernel's /boot/config-$(uname -r)"
+        )
         return f
     present = {k: config.get(k, "not set") for k in NOISE_OPTIONS}
     f = Finding("kernel.config", Status.OK, f"kernel config from {source}")
@@ -97,6 +96,6 @@ def kernel_config(ctx: AuditContext) -> Finding:
     if missing:
         f.status = Status.WARN
         f.summary += f"; lacks {', '.join(missing)}: full isolation is not possible with this kernel"
-        f.advice.append(f"use a kernel built with {'=y, '.join(missing)}=y")
-        f.needs = ["reboot"]
+        for option in missing:
+            f.act("kernel-config", option, "y", ("reboot",))
     return f

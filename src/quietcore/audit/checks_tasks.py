@@ -42,14 +42,12 @@ def kthreads(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"{len(movable)} movable kernel thread(s) may run on target CPUs"
         f.see("examples", _examples([f"{t.comm}[{t.pid}]" for t in movable]))
-        pids = " ".join(str(t.pid) for t in movable[:20])
-        f.advice.append(f"for pid in {pids}; do taskset -pc {fmt(ctx.housekeeping)} $pid; done")
-        f.needs = ["root"]
+        for t in movable[:20]:
+            f.act("task-affinity", str(t.pid), fmt(ctx.housekeeping))
     if wq is not None and wq & ctx.targets:
         f.status = Status.WARN
         f.summary += f"; unbound workqueues may run on {fmt(wq & ctx.targets)}"
-        f.advice.append(f"echo {mask} > /{WQ}")
-        f.needs = ["root"]
+        f.act("sysfs", f"/{WQ}", mask)
     return f
 
 
@@ -71,8 +69,6 @@ def user_tasks(ctx: AuditContext) -> Finding:
     f.summary = f"{len(allowed)} user task(s) may run on target CPUs"
     f.see("examples", _examples([f"{t.comm}[{t.pid}]" for t in allowed]))
     hk = fmt(ctx.housekeeping)
-    f.advice.append(f"systemctl set-property --runtime init.scope AllowedCPUs={hk}")
-    f.advice.append(f"systemctl set-property --runtime system.slice AllowedCPUs={hk}")
-    f.advice.append(f"systemctl set-property --runtime user.slice AllowedCPUs={hk}")
-    f.needs = ["root"]
+    for unit in ("init.scope", "system.slice", "user.slice"):
+        f.act("cgroup", unit, f"AllowedCPUs={hk}")
     return f

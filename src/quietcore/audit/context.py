@@ -17,9 +17,19 @@ from quietcore.facts.topology import Topology, read_topology
 
 
 class AuditContext:
-    def __init__(self, root: Root, targets: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: Root,
+        targets: frozenset[int] | None = None,
+        journal: list[dict[str, object]] | None = None,
+        journal_source: str = "journal",
+    ) -> None:
         self.root = root
         self._chosen = targets
+        # quietcore's own changes still in force (store.journal.outstanding),
+        # None when they are not known for this root.
+        self.journal = journal
+        self.journal_source = journal_source
 
     @cached_property
     def online(self) -> frozenset[int]:
@@ -117,10 +127,14 @@ class AuditContext:
     def suggested_targets(self) -> frozenset[int]:
         return self.targets - self.suggested_housekeeping
 
-    def isolation_boot_params(self) -> str:
+    def isolation_params(self) -> list[tuple[str, str]]:
+        """The boot parameters that isolate the suggested targets."""
         t = format_cpulist(self.suggested_targets)
         h = format_cpulist(self.suggested_housekeeping)
-        return f"isolcpus=managed_irq,domain,{t} nohz_full={t} rcu_nocbs={t} irqaffinity={h}"
+        return [("isolcpus", f"managed_irq,domain,{t}"), ("nohz_full", t), ("rcu_nocbs", t), ("irqaffinity", h)]
+
+    def isolation_boot_params(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.isolation_params())
 
     @property
     def is_live_root(self) -> bool:

@@ -1,12 +1,14 @@
 """What a check returns: a status, the evidence read (value and where from),
-the advice that fixes it (the exact command, write or boot parameter), and
-what applying that advice needs."""
+and the actions that fix it, as data (see quietcore.actions): the advice
+text is rendered from them, and what applying them needs is their union."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from quietcore.actions import NEEDS, Action, advice_lines
 
 
 class Status(StrEnum):
@@ -19,7 +21,12 @@ class Status(StrEnum):
 
 #: The order findings are shown in: what to fix first.
 ORDER = (Status.FAIL, Status.WARN, Status.OK, Status.INFO, Status.UNKNOWN)
-NEEDS = ("root", "reboot", "hardware")
+
+
+def rank(status: str) -> int:
+    """Position of a status (as stored text) in ORDER; unknown words last."""
+    words = [s.value for s in ORDER]
+    return words.index(status) if status in words else len(words)
 
 
 @dataclass(frozen=True)
@@ -34,13 +41,29 @@ class Finding:
     status: Status
     summary: str
     evidence: list[Evidence] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-    needs: list[str] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)  # needs beyond the actions' (a reboot with no action)
 
     def see(self, source: str, value: object) -> Finding:
         """Add evidence; chainable."""
         self.evidence.append(Evidence(source, str(value).strip()))
         return self
+
+    def act(
+        self, kind: str, target: str, value: str = "", needs: tuple[str, ...] = ("root",), note: str = ""
+    ) -> Finding:
+        """Add an action that fixes this finding; chainable."""
+        self.actions.append(Action(kind, target, value, needs, self.id, note))
+        return self
+
+    @property
+    def advice(self) -> list[str]:
+        return advice_lines(self.actions)
+
+    @property
+    def needs(self) -> list[str]:
+        wanted = set(self.requires).union(*(a.needs for a in self.actions))
+        return [n for n in NEEDS if n in wanted]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,5 +72,6 @@ class Finding:
             "summary": self.summary,
             "evidence": [{"source": e.source, "value": e.value} for e in self.evidence],
             "advice": self.advice,
+            "actions": [a.to_json() for a in self.actions],
             "needs": self.needs,
         }

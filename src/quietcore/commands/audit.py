@@ -19,6 +19,7 @@ from rich.markup import escape
 from quietcore.audit import run_checks
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import ORDER, Finding, Status
+from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
@@ -33,12 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", metavar="DIR", default="/", help="read facts from DIR or a snapshot .tar.gz")
     parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     parser.add_argument("--strict", action="store_true", help="exit 2 when any finding is fail")
+    common.add_db(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     with open_root(args.root) as root:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
-        findings = run_checks(AuditContext(root, targets))
+        journal, source = common.journal_of(root, args.db)
+        findings = run_checks(AuditContext(root, targets, journal, source))
     if args.json:
         print(json.dumps([f.to_json() for f in findings], indent=1))
     else:

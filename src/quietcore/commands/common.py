@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sqlite3
 import sys
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from quietcore.levers.journal import recover
 from quietcore.lock import NodeLock
 from quietcore.options import positive_float, tags_option
 from quietcore.store import db, sessions
+from quietcore.store import journal as journal_rows
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -76,3 +78,23 @@ def recover_node(args: argparse.Namespace) -> None:
         pass  # a locked or read-only database: the command will say what it can
     finally:
         conn.close()
+
+
+def journal_of(root: Root, db_option: str | None) -> tuple[list[dict[str, object]] | None, str]:
+    """quietcore's changes still in force on `root`, and where they were
+    read: the journal of the results database on a live node, the manifest
+    of a snapshot (None when it has none)."""
+    if not root.is_live:
+        entries = root.manifest().get("journal")
+        return (entries if isinstance(entries, list) else None), "quietcore-snapshot.json journal"
+    path, _ = db.resolve_path(db_option)
+    if not path.is_file():
+        return [], str(path)
+    try:
+        conn = db.open_db(path, create=False)
+        try:
+            return journal_rows.outstanding(conn, socket.gethostname()), str(path)
+        finally:
+            conn.close()
+    except (StoreError, sqlite3.Error):
+        return None, str(path)

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
 def record_audit(session: Session, root: Root) -> None:
     """The audit of the node as it was measured, for the report."""
     started = sessions.now_iso()
-    findings = [f.to_json() for f in run_checks(AuditContext(root))]
+    journal, source = common.journal_of(root, str(session.db_path))
+    findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
     session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
                                           "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
 

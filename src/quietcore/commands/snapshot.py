@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quietcore.commands import common
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import write
 
@@ -21,11 +22,13 @@ NAME = "snapshot"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="PATH", help="a new directory, or a file ending in .tar.gz")
     parser.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    common.add_db(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    manifest = write(Root("/"), out, args.force)
+    root = Root("/")
+    manifest = write(root, out, args.force, common.journal_of(root, args.db)[0])
     unreadable = manifest["unreadable"]
     print(f"Wrote {manifest['files']} files to {out}.")
     if unreadable:

@@ -72,8 +72,9 @@ def _expand(root: Root) -> Iterator[str]:
             yield os.path.relpath(path, base)
 
 
-def take(root: Root, dest: Path) -> dict[str, Any]:
-    """Copy the files into dest (a new directory); returns the manifest."""
+def take(root: Root, dest: Path, journal: list[dict[str, object]] | None = None) -> dict[str, Any]:
+    """Copy the files into dest (a new directory); returns the manifest.
+    `journal`: quietcore's own changes still in force, for the audit."""
     copied, unreadable = 0, {}
     for rel in _expand(root):
         text, why = root.read(rel) if not rel.endswith(".gz") else (None, None)
@@ -105,11 +106,13 @@ def take(root: Root, dest: Path) -> dict[str, Any]:
         # What can only be asked of the running kernel, asked now.
         works, how = hardware_counters()
         manifest["live"] = {"hardware_counters": {"works": works, "how": how}}
+    if journal is not None:
+        manifest["journal"] = journal
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 
-def write(root: Root, out: Path, force: bool) -> dict[str, Any]:
+def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] | None = None) -> dict[str, Any]:
     """A snapshot at `out`: a directory, or a .tar.gz when the name says so."""
     if out.exists() and not force:
         raise UsageError(f"{out} exists, will not overwrite without --force")
@@ -117,7 +120,7 @@ def write(root: Root, out: Path, force: bool) -> dict[str, Any]:
         raise UsageError(f"invalid --out {out}: directory {out.parent} does not exist")
     with tempfile.TemporaryDirectory(prefix="quietcore-snapshot-") as tmp:
         staged = Path(tmp) / "root"
-        manifest = take(root, staged)
+        manifest = take(root, staged, journal)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         if out.name.endswith((".tar.gz", ".tgz")):

@@ -14,6 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from quietcore.audit.finding import rank
 from quietcore.experiments.crosscheck import compare_sessions
 from quietcore.report import figures, tables, text
 from quietcore.report.experiment import experiment_table
@@ -163,8 +164,7 @@ class _Builder:
         s.paragraphs.append(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(findings)} checks.")
         s.grids.append(Grid("Findings", ["status", "check", "summary", "advice"], [
             [f["status"], f["id"], f["summary"], " ".join(f.get("advice", []))]
-            for f in sorted(findings, key=lambda f: ("fail", "warn", "unknown", "pass", "info").index(f["status"])
-                            if f["status"] in ("fail", "warn", "unknown", "pass", "info") else 9)
+            for f in sorted(findings, key=lambda f: rank(f["status"]))
         ]))  # fmt: skip
 
     def comparison(self, a: sqlite3.Row, b: sqlite3.Row) -> Section:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from quietcore.owner import Owner
+from quietcore.owner import Owner, alive
 from quietcore.store.sessions import insert, now_iso
 
 #: States: 'pending' (recorded, the write may or may not have happened),
@@ -44,6 +44,18 @@ def open_entries(conn: sqlite3.Connection, host: str, states: tuple[str, ...] = 
     return conn.execute(
         f"SELECT * FROM journal WHERE host = ? AND state IN ({marks}) ORDER BY id DESC", (host, *states)
     ).fetchall()
+
+
+def outstanding(conn: sqlite3.Connection, host: str) -> list[dict[str, Any]]:
+    """This host's changes still in force, as plain data for the audit (and
+    a snapshot's manifest), each saying whether its owner still runs."""
+    found = []
+    for row in open_entries(conn, host):
+        entry = {k: row[k] for k in ("id", "lever", "kind", "target", "old_value", "new_value", "lasting", "state",
+                                     "pid", "command", "changed_at")}  # fmt: skip
+        entry["running"] = alive(int(row["pid"]), row["pid_start"])
+        found.append(entry)
+    return found
 
 
 def states(conn: sqlite3.Connection) -> list[str]:

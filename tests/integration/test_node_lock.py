@@ -1,0 +1,127 @@
+"""One owner per node and crashes undone by any command, as a user meets
+them: two `quietcore run thp` at once, and a `kill -9` in the middle of one.
+THP is this node's real setting; the fixture puts it back whatever happens,
+and every process started here is killed with its group at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from quietcore.errors import CommandError
+from quietcore.lock import NodeLock
+from tests.conftest import CliRunner
+from tests.integration.test_cli_interrupt import _probes_of
+from tests.integration.test_cli_run import thp_guard, thp_now
+
+__all__ = ["thp_guard"]  # the fixture, imported for the tests below
+
+
+@pytest.fixture
+def spawn(cli_env: dict[str, str]) -> Iterator[list[subprocess.Popen[str]]]:
+    """Start `quietcore ARGS` in its own process group; all are killed after."""
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _start(procs: list[subprocess.Popen[str]], env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "quietcore", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    procs.append(proc)
+    return proc
+
+
+def _wait_for_change(proc: subprocess.Popen[str], original: str) -> None:
+    deadline = time.monotonic() + 30
+    while thp_now() == original or not _probes_of(proc.pid):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "THP was never changed"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
+    cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str, db_file: Path
+) -> None:
+    # GIVEN one `run thp` that has changed THP
+    first = _start(spawn, cli_env, "run", "thp", "--quick", "--json")
+    _wait_for_change(first, thp_guard)
+    # WHEN a second starts without --wait THEN it exits 3 with one line naming the first
+    second = cli("run", "thp", "--quick")
+    assert second.returncode == 3, second.stderr
+    (line,) = second.stderr.strip().splitlines()
+    assert f"is in use by quietcore pid {first.pid} (`quietcore run thp --quick --json`" in line
+    assert "--wait S" in line
+    # AND a third that waits runs after the first, from the original value
+    third = _start(spawn, cli_env, "run", "thp", "--quick", "--json", "--wait", "120")
+    _, first_err = first.communicate(timeout=120)
+    assert first.returncode == 0, first_err
+    out, err = third.communicate(timeout=120)
+    assert third.returncode == 0, err
+    assert f"waiting for lever thp, held by pid {first.pid}" in err
+    assert thp_now() == thp_guard
+    conn = sqlite3.connect(db_file)
+    olds = {old for (old,) in conn.execute("SELECT old_value FROM journal")}
+    assert olds == {thp_guard}, "a run journaled another run's temporary value as the original"
+    assert {s for (s,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
+
+
+@pytest.mark.slow
+def test_kill_9_is_undone_by_the_next_command_whatever_it_is(
+    cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str
+) -> None:
+    run = _start(spawn, cli_env, "run", "thp", "--quick", "--reps", "50")
+    _wait_for_change(run, thp_guard)
+    # WHILE it runs, the audit shows the change and who will put it back
+    audit = {f["id"]: f for f in json.loads(cli("audit", "--json").stdout)}["quietcore.journal"]
+    assert audit["status"] == "warn" and "thp.enabled=" in audit["summary"], audit
+    (action,) = audit["actions"]
+    assert action["value"] == thp_guard and action["target"].endswith("transparent_hugepage/enabled")
+    assert f"put back when pid {run.pid} ends" in action["note"]
+    # WHEN it is killed with SIGKILL (its workload too), nothing of it can undo the change
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert thp_now() != thp_guard
+    # THEN a read-only command puts THP back first, and says so
+    listed = cli("results", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"quietcore: put back thp.enabled to '{thp_guard}'" in listed.stderr
+    assert f"pid {run.pid} (`quietcore run thp --quick --reps 50`) ended without undoing it" in listed.stderr
+    assert thp_now() == thp_guard
+    after = {f["id"]: f for f in json.loads(cli("audit", "--json").stdout)}["quietcore.journal"]
+    assert after["status"] == "ok" and after["actions"] == []
+
+
+def test_the_lock_is_per_cpu(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two measurements of different CPUs do not wait for each other; the
+    same CPU does, and the holder is named with its pid and command."""
+    monkeypatch.setenv("QUIETCORE_LOCK_DIR", cli_env["QUIETCORE_LOCK_DIR"])
+    with NodeLock(cpus=[0], levers=["thp"]):
+        other = subprocess.run(
+            [sys.executable, "-c", "from quietcore.lock import NodeLock\nwith NodeLock(cpus=[1]): print('ok')"],
+            env=cli_env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert other.stdout.strip() == "ok", other.stderr
+        busy = subprocess.run(
+            [sys.executable, "-m", "quietcore", "noise", "--cpus", "0", "--duration", "0.1"],
+            env=cli_env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert busy.returncode == 3
+        assert f"CPU 0 is in use by quietcore pid {os.getpid()}" in busy.stderr
+        with pytest.raises(CommandError, match=r"lever thp is in use .* waited 0.2 s"):
+            NodeLock(levers=["thp"], wait_s=0.2).__enter__()
+    with NodeLock(cpus=[0], levers=["thp"]):
+        pass  # released with the block: free again
