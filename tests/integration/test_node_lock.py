@@ -69,7 +69,7 @@ def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     third = _start(spawn, cli_env, "run", "thp", "--quick", "--json", "--wait", "120")
     _, first_err = first.communicate(timeout=120)
     assert first.returncode == 0, first_err
-    out, err = third.communicate(timeout=120)
+    _, err = third.communicate(timeout=120)
     assert third.returncode == 0, err
     assert f"waiting for lever thp, held by pid {first.pid}" in err
     assert thp_now() == thp_guard

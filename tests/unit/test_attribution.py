@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import numpy as np
+
 from quietcore.attribution.counters import CounterSnapshot, attribute
 from quietcore.facts.procstat import CpuTimes
 from quietcore.stats.bootstrap import bootstrap_ci, median_ci
@@ -16,7 +18,7 @@ def snap(loc: int, res: int, nvme: int, timer: int, steal: int) -> CounterSnapsh
 
 def test_counts_costs_and_unexplained() -> None:
     before, after = snap(100, 10, 0, 50, 0), snap(2600, 12, 5, 300, 2)
-    a = attribute(1, before, after, lost_ns=100e6, events=[(0.0, 30e3)] * 10 + [(0.0, 300e3)] * 3,
+    a = attribute(1, before, after, lost_ns=100e6, durations_ns=np.array([30e3] * 10 + [300e3] * 3),
                   involuntary=1, user_hz=100, measured_costs={"LOC": (17e3, "measured")}, virtualized=True)  # fmt: skip
     by_name = {s.name: s for s in a.sources}
     loc = by_name["LOC (Local timer interrupts)"]
@@ -32,7 +34,7 @@ def test_counts_costs_and_unexplained() -> None:
 
 
 def test_bare_metal_verdict() -> None:
-    a = attribute(1, snap(0, 0, 0, 0, 0), snap(10, 0, 0, 0, 0), lost_ns=1e6, events=[], involuntary=0,
+    a = attribute(1, snap(0, 0, 0, 0, 0), snap(10, 0, 0, 0, 0), lost_ns=1e6, durations_ns=np.array([]), involuntary=0,
                   user_hz=100, measured_costs={}, virtualized=False)  # fmt: skip
     assert "try a tracer" in a.verdict
 

@@ -15,6 +15,7 @@ from quietcore.experiments.runner import Outcome
 from quietcore.report import figures
 from quietcore.report.render import render
 from quietcore.report.tables import LABELS
+from quietcore.runs.trace import NoiseTrace
 
 
 def experiment(name: str, cells: list[tuple[str, dict[str, str], list[float]]], unit: str = "ns") -> dict[str, Any]:
@@ -35,12 +36,16 @@ PREFETCH = experiment("prefetch", [
     ("random", {"stride": "random"}, [11.0, 10.5, 10.8, 11.2]),
 ])  # fmt: skip
 
-NOISE = {
-    "cpus": [
-        {"cpu": 0, "start_ns": 0.0, "measured_ns": 1e8, "events": [[4e6 * k, 17e3] for k in range(25)]},
-        {"cpu": 1, "start_ns": 1e3, "measured_ns": 1e8, "events": [[1e7 * k + 5e5, 3e4] for k in range(10)]},
-    ]
-}
+NOISE = NoiseTrace.from_result(
+    {
+        "threshold": {"ns": 500.0},
+        "cpus": [
+            {"cpu": 0, "start_ns": 0.0, "measured_ns": 1e8, "events": [[4e6 * k, 17e3] for k in range(25)]},
+            {"cpu": 1, "start_ns": 1e3, "measured_ns": 1e8, "events": [[1e7 * k + 5e5, 3e4] for k in range(10)]},
+        ],
+    }
+)
+assert NOISE is not None
 NOISE_ANALYSIS = {
     "cpus": [
         {"cpu": 0, "periodic": [{"frequency_hz": 250.0}],
@@ -108,6 +113,7 @@ def test_numa_and_normalised() -> None:
 def test_nothing_to_draw_gives_no_figure() -> None:
     empty = experiment("prefetch", [("stride 1", {"stride": "1"}, [])])
     assert figures.experiment_bars(empty) is None and figures.forest(empty) is None
-    assert figures.noise_timeline({"cpus": []}) is None
-    assert figures.noise_durations({"cpus": [{"cpu": 0, "events": []}]}) is None
+    assert figures.noise_timeline(NoiseTrace((), 500.0)) is None
+    empty_cpu = NoiseTrace.from_result({"threshold": {"ns": 500.0}, "cpus": [{"cpu": 0, "measured_ns": 1e8}]})
+    assert empty_cpu is not None and figures.noise_durations(empty_cpu) is None
     assert figures.latency_histogram({"cpus": []}) is None

@@ -4,10 +4,12 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from quietcore.errors import StoreError, UsageError
+from quietcore.runs.model import Run
 from quietcore.store import db, sessions
 from quietcore.store.schema import SCHEMA_VERSION
 
@@ -26,11 +28,15 @@ def test_new_database_is_migrated_and_in_wal_mode(tmp_path: Path) -> None:
     assert {"sessions", "runs", "noise_cpu"} <= tables
 
 
+def _run(params: dict[str, Any], summary: list[dict[str, Any]] | None = None) -> Run:
+    return Run("noise", params, sessions.now_iso(), sessions.now_iso(), {"result": {}}, "{}", summary=summary or [])
+
+
 def test_run_is_committed_when_added(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     conn = db.open_db(path)
     sid = _session(conn)
-    sessions.add_run(conn, sid, "noise", {"cpus": "0"}, sessions.now_iso(), "complete", "{}", {}, [ROW])
+    sessions.add_run(conn, sid, _run({"cpus": "0"}, [ROW]))
     # GIVEN a second connection, WHEN it reads before the first closes, THEN the run is there.
     other = sqlite3.connect(path)
     assert other.execute("SELECT COUNT(*) FROM noise_cpu").fetchone()[0] == 1
@@ -41,8 +47,10 @@ def test_seq_counts_up_per_session(tmp_path: Path) -> None:
     conn = db.open_db(tmp_path / "r.db")
     sid = _session(conn)
     for _ in range(3):
-        sessions.add_run(conn, sid, "noise", {}, sessions.now_iso(), "complete", "{}", {})
-    assert [r["seq"] for r in sessions.runs_of(conn, sid)] == [1, 2, 3]
+        sessions.add_run(conn, sid, _run({}))
+    runs = sessions.runs_of(conn, sid)
+    assert [r.seq for r in runs] == [1, 2, 3]
+    assert all(r.kind == "noise" and r.session_id == sid and r.trace is None for r in runs)
 
 
 def test_corrupt_file_is_one_clear_error_and_left_alone(tmp_path: Path) -> None:

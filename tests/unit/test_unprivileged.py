@@ -57,4 +57,5 @@ def test_root_only_files_say_why() -> None:
     assert {"source": "/sys/kernel/debug/sched/preempt", "value": "permission denied (needs root)"} in preempt[
         "evidence"
     ]
-    assert any("rerun as root" in a for a in preempt["advice"]) and preempt["needs"] == ["root"]
+    assert any("audit again as root" in a for a in preempt["advice"]) and preempt["needs"] == ["root"]
+    assert preempt["actions"][0]["kind"] == "command" and "mount -t debugfs" in preempt["actions"][0]["target"]

@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
@@ -114,7 +117,7 @@ def attribute(
     after: CounterSnapshot,
     *,
     lost_ns: float,
-    events: list[tuple[float, float]],
+    durations_ns: NDArray[np.float64],
     involuntary: int,
     user_hz: int,
     measured_costs: dict[str, tuple[float, str]],
@@ -134,11 +137,11 @@ def attribute(
     steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz).get(cpu, 0.0)
     if steal > 0:
         a.sources.append(Source("steal", "steal", 0, None, "counted by the hypervisor", steal))
-    long = [d for _, d in events if d >= LONG_GAP_NS]
-    a.long_gaps, a.long_gap_ns = len(long), float(sum(long))
+    long = np.sort(durations_ns[durations_ns >= LONG_GAP_NS])[::-1]
+    a.long_gaps, a.long_gap_ns = int(long.size), float(long.sum())
     if involuntary:
         # Each involuntary switch is a long gap: another task ran meanwhile.
-        switched = sorted(long, reverse=True)[:involuntary]
+        switched = long[:involuntary]
         basis = "the probe's involuntary context switches, longest gaps"
         a.sources.append(Source("preempted by another task", "switch", involuntary, None, basis, float(sum(switched))))
     a.sources.sort(key=lambda s: s.estimate_ns, reverse=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
+from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
 from quietcore.stats.periodicity import PeriodicSource, find_periodic, name_source
 
@@ -43,7 +44,7 @@ def _measured_costs(sources: list[PeriodicSource], loc_count: int) -> dict[str, 
 
 
 def analyze_cpu(
-    cpu: dict[str, Any],
+    trace: CpuTrace,
     before: CounterSnapshot,
     after: CounterSnapshot,
     *,
@@ -51,33 +52,33 @@ def analyze_cpu(
     virtualized: bool,
     user_hz: int,
 ) -> dict[str, Any]:
-    events = [(float(s), float(d)) for s, d in cpu["events"]]
-    span = cpu["start_ns"] + cpu["measured_ns"]
     hints = (float(config_hz),) if config_hz else ()
-    sources = find_periodic([s for s, _ in events], [d for _, d in events], span, hints_hz=hints) if events else []
+    sources = (
+        find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
+    )
+    loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
     named = [(s, name_source(s, config_hz)) for s in sources]
-    loc = after.interrupts.get("LOC", {}).get(cpu["cpu"], 0) - before.interrupts.get("LOC", {}).get(cpu["cpu"], 0)
     attribution = attribute(
-        int(cpu["cpu"]),
+        trace.cpu,
         before,
         after,
-        lost_ns=float(cpu["lost_ns"]),
-        events=events,
-        involuntary=int(cpu["ctxsw"]["involuntary"]),
+        lost_ns=trace.lost_ns,
+        durations_ns=trace.duration_ns,
+        involuntary=trace.involuntary,
         user_hz=user_hz,
         measured_costs=_measured_costs(sources, loc),
         virtualized=virtualized,
     )
     return {
-        "cpu": cpu["cpu"],
-        "event_ns": duration_summary([d for _, d in events]),
-        "periodic": [_periodic_json(s, n, float(cpu["lost_ns"])) for s, n in named],
+        "cpu": trace.cpu,
+        "event_ns": duration_summary(trace.duration_ns.tolist()),
+        "periodic": [_periodic_json(s, n, trace.lost_ns) for s, n in named],
         "attribution": attribution.to_json(),
     }
 
 
 def analyze(
-    result: dict[str, Any],
+    trace: NoiseTrace,
     before: CounterSnapshot,
     after: CounterSnapshot,
     *,
@@ -87,7 +88,6 @@ def analyze(
 ) -> dict[str, Any]:
     """The summary stored with a spin-mode noise run."""
     cpus = [
-        analyze_cpu(c, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz)
-        for c in result["cpus"]
+        analyze_cpu(c, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz) for c in trace.cpus
     ]
     return {"cpus": cpus}

@@ -24,7 +24,8 @@ from quietcore.options import cpus_option, int_in_range, positive_float, sched_o
 from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
-from quietcore.report.tables import attribution_table, traced_table
+from quietcore.runs.kinds import kind_of
+from quietcore.runs.model import Run
 from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
 
@@ -78,24 +79,34 @@ def run(args: argparse.Namespace) -> int:
         Session("noise", path, chosen, common.tags(args), root) as session,
         progress_bar(options.duration, enabled=not args.json) as update,
     ):
-        rows, result = session.noise(options, lambda t: update("measuring noise", t), trace=args.trace)
+        run_ = session.noise(options, lambda t: update("measuring noise", t), trace=args.trace)
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
-        print(json.dumps(json_output(session, result, rows), indent=2))
+        print(json.dumps(json_output(session, run_), indent=2))
     else:
-        print_report(session, result, rows)
+        out = text.console()
+        kind_of(run_).terminal(out, run_)
+        warning = text.virt_warning(session.facts)
+        if warning:
+            out.print(warning)
+        out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
     return 0
 
 
-def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    analysis = {c["cpu"]: c for c in result.get("analysis", {}).get("cpus", [])}
-    by_row = {r["cpu"]: r for r in rows}
+def json_output(session: Session, run: Run) -> dict[str, Any]:
+    """Per CPU: the summary row, the probe's figures (its event list left
+    out: `results export` has it), the loop-period percentiles and the
+    analysis. `gaps` counts the gaps over the threshold; `events_recorded`
+    how many of them the trace holds (the rest were over --max-events)."""
+    result = run.result
+    analysis = {c["cpu"]: c for c in run.analysis.get("cpus", [])}
+    by_row = {r["cpu"]: r for r in run.summary}
     cpus = []
     for probe in result["cpus"]:
         cpu: dict[str, Any] = {**by_row.get(probe["cpu"], {}), **{k: v for k, v in probe.items() if k != "events"}}
-        if result.get("mode", "spin") == "spin":
+        if run.trace is not None:
             buckets = probe["histogram"]["buckets"]
-            cpu["events"] = probe["gaps"]
+            cpu["events_recorded"] = run.trace.cpu(int(probe["cpu"])).events
             cpu["period_ns"] = {f"p{q * 100:g}": histogram_quantile(buckets, q) for q in (0.5, 0.99, 0.999)}
             cpu.update({k: v for k, v in analysis.get(probe["cpu"], {}).items() if k != "cpu"})
         cpus.append(cpu)
@@ -108,33 +119,6 @@ def json_output(session: Session, result: dict[str, Any], rows: list[dict[str, A
         "counter": result["counter"],
         "threshold": result["threshold"],
         "interrupted": result["interrupted"],
-        "tracer": result.get("analysis", {}).get("tracer"),
+        "tracer": run.analysis.get("tracer"),
         "cpus": cpus,
     }
-
-
-def print_report(session: Session, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    out = text.console()
-    if result.get("mode", "spin") != "spin":
-        out.print(text.quanta_table(result))
-    else:
-        out.print(text.noise_table(rows))
-        for note in text.noise_notes(rows):
-            out.print(note)
-        if "error" in result.get("analysis", {}):
-            out.print(f"The analysis of this run failed ({result['analysis']['error']}); the measurement is stored.")
-        for cpu in result.get("analysis", {}).get("cpus", []):
-            for line in text.periodic_lines(cpu):
-                out.print(line)
-            out.print(attribution_table(cpu))
-            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
-        traced = result.get("analysis", {}).get("tracer", {})
-        if traced.get("used"):
-            for cpu_trace in traced["cpus"]:
-                out.print(traced_table(cpu_trace, traced["clock"]))
-        elif traced:
-            out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
-    warning = text.virt_warning(session.facts)
-    if warning:
-        out.print(warning)
-    out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")

@@ -15,13 +15,12 @@ import json
 import sqlite3
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.report import export, tables, text
-from quietcore.report.experiment import experiment_table
+from quietcore.report import export, text
+from quietcore.runs.kinds import kind_of
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -84,48 +83,16 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
     out = text.console()
     out.print(text.session_header(row))
     runs = sessions.runs_of(conn, row["id"])
-    summaries = [run for run in runs if run["kind"] == "experiment"]
+    # An experiment's table stands for its cells' runs.
+    summaries = [run for run in runs if run.kind == "experiment"]
     for run in summaries or runs:
-        show_run(out, conn, run)
+        out.print(run.title())
+        kind_of(run).terminal(out, run)
     if summaries:
         out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row['id']}` lists them all.")
     warning = text.virt_warning(json.loads(row["facts"]))
     if warning:
         out.print(warning)
-
-
-def show_run(out: Console, conn: sqlite3.Connection, run: sqlite3.Row) -> None:
-    result = json.loads(run["envelope"])["result"] or {}
-    analysis = json.loads(run["analysis"])
-    title = f"run {run['seq']}: {run['kind']} {json.loads(run['params'])} ({run['status']})"
-    out.print(title)
-    if run["kind"] == "experiment":
-        out.print(experiment_table(analysis))
-        for sentence in analysis.get("notes", []) + [f"warning: {w}" for w in analysis.get("warnings", [])]:
-            out.print(sentence)
-    elif "cell" in json.loads(run["params"]):
-        metric = result.get("metric") or {}
-        out.print(f"  {metric.get('name')} = {metric.get('value')} {metric.get('unit', '')}")
-    elif run["kind"] == "calibrate":
-        out.print("  " + text.calibrate_line(result))
-    elif run["kind"] == "latency":
-        out.print(tables.latency_table(result))
-    elif run["kind"] == "ctxswitch":
-        out.print(tables.ctxswitch_table({**result, "analysis": analysis}))
-        for line in tables.slice_lines(result):
-            out.print(line)
-    elif result.get("mode", "spin") != "spin":
-        out.print(text.quanta_table(result))
-    else:
-        summary = sessions.noise_rows(conn, run["id"])
-        out.print(text.noise_table(summary))
-        for note in text.noise_notes(summary):
-            out.print(note)
-        for cpu in analysis.get("cpus", []):
-            for line in text.periodic_lines(cpu):
-                out.print(line)
-            out.print(tables.attribution_table(cpu))
-            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:

@@ -47,18 +47,15 @@ def cell_values(conn: sqlite3.Connection, session_id: int) -> dict[tuple[str, st
     runs = sessions.runs_of(conn, session_id)
     planned: list[tuple[str, str]] = []  # the experiment's own cell order
     for run in runs:
-        if run["kind"] == "experiment":
-            result = json.loads(run["envelope"]).get("result") or {}
-            planned += [(result.get("name", ""), c["cell"]) for c in result.get("cells", [])]
+        if run.kind == "experiment":
+            planned += [(run.result.get("name", ""), c["cell"]) for c in run.result.get("cells", [])]
     for run in runs:
-        params = json.loads(run["params"])
-        if "cell" not in params or params.get("warmup") or run["status"] != "complete":
+        if not run.is_cell or run.params.get("warmup") or run.status != "complete":
             continue
-        result = json.loads(run["envelope"]).get("result") or {}
-        metric = result.get("metric")
+        metric = run.result.get("metric")
         if not metric:
             continue
-        values, _ = out.setdefault((params["experiment"], params["cell"]), ([], metric))
+        values, _ = out.setdefault((run.params["experiment"], run.params["cell"]), ([], metric))
         values.append(float(metric["value"]))
     rank = {key: i for i, key in enumerate(planned)}
     return dict(sorted(out.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))

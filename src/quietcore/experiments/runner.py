@@ -127,11 +127,11 @@ def run_experiment(
                 if cell.command == "exec":
                     result = run_command(session, cell, params)
                 else:
-                    result = session.probe(cell.command, cell.probe_args(), params, cell.expected_s)
+                    result = session.probe(cell.command, cell.probe_args(), params, cell.expected_s).result
         except UsageError:
             raise
         except (Interrupted, KeyboardInterrupt) as exc:
-            stored = session.conn.execute("SELECT COUNT(*) FROM runs WHERE session_id = ?", (session.id,)).fetchone()[0]
+            stored = session.stored_runs()
             measured = sum(len(o.results) for o in outcomes.values())
             raise Interrupted(
                 f"interrupted: {stored} runs ({measured} measured, the rest warm-ups) are stored as session "

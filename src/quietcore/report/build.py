@@ -7,21 +7,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from matplotlib.figure import Figure
 
-from quietcore.audit.finding import rank
 from quietcore.experiments.crosscheck import compare_sessions
-from quietcore.report import figures, tables, text
-from quietcore.report.experiment import experiment_table
-from quietcore.report.render import Grid, Rendered, grid, render
+from quietcore.report import figures, text
+from quietcore.report.render import Grid, Rendered, render
+from quietcore.runs.kinds import kind_of
 from quietcore.store import sessions
-
-WINDOW_MS = 50.0  # the short window of the noise timeline: a dozen ticks at 250 Hz
 
 
 @dataclass
@@ -41,7 +36,7 @@ class Report:
     figure_count: int = 0
 
 
-class _Builder:
+class Builder:
     def __init__(self, conn: sqlite3.Connection, out: Path) -> None:
         self.conn = conn
         self.out = out
@@ -83,89 +78,17 @@ class _Builder:
         return s
 
     def runs(self, row: sqlite3.Row) -> list[Section]:
+        """A section per run whose kind has one (an experiment's cells are
+        drawn in its table's section)."""
         out: list[Section] = []
         for run in sessions.runs_of(self.conn, row["id"]):
-            params = json.loads(run["params"])
-            if "cell" in params:
-                continue  # an experiment's run: its table and figures stand for it
-            envelope = json.loads(run["envelope"])
-            result = envelope.get("result") or {}
-            analysis = json.loads(run["analysis"])
-            handler = self.handlers().get(run["kind"])
-            if handler is None:
+            kind = kind_of(run)
+            if not kind.in_report:
                 continue
-            section = Section(f"Run {run['seq']}: {run['kind']}", level=3)
-            handler(section, run, result, analysis)
+            section = Section(f"Run {run.seq}: {run.kind}", level=3)
+            kind.section(self, section, run)
             out.append(section)
         return out
-
-    def handlers(self) -> dict[str, Callable[[Section, sqlite3.Row, dict[str, Any], dict[str, Any]], None]]:
-        return {"calibrate": self.calibrate, "noise": self.noise, "latency": self.latency,
-                "ctxswitch": self.ctxswitch, "experiment": self.experiment, "audit": self.audit}  # fmt: skip
-
-    def calibrate(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        s.paragraphs.append(text.calibrate_line(result))
-
-    def noise(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        if result.get("mode", "spin") != "spin":
-            s.grids.append(grid(text.quanta_table(result)))
-            return
-        rows = sessions.noise_rows(self.conn, run["id"])
-        s.grids.append(grid(text.noise_table(rows, "Per CPU")))
-        s.paragraphs += text.noise_notes(rows)
-        for cpu in analysis.get("cpus", []):
-            s.paragraphs += text.periodic_lines(cpu)
-            if cpu.get("attribution"):
-                s.paragraphs.append(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
-                s.grids.append(grid(tables.attribution_table(cpu)))
-        n = sum(len(c.get("events") or []) for c in result.get("cpus", []))
-        self.figure(s, figures.noise_timeline(result), "noise-timeline", f"The whole run: {n} gaps recorded.")
-        self.figure(s, figures.noise_timeline(result, WINDOW_MS), "noise-window",
-                    f"The first {WINDOW_MS:g} ms, where single interruptions can be seen.")  # fmt: skip
-        self.figure(s, figures.noise_durations(result), "noise-durations", "How long the interruptions lasted.")
-        self.figure(s, figures.noise_heatmap(result), "noise-heatmap", "Lost time by CPU over the run.")
-        self.figure(s, figures.attribution_bars(analysis), "noise-attribution",
-                    "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
-
-    def latency(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        s.grids.append(grid(tables.latency_table(result)))
-        self.figure(s, figures.latency_histogram(result), "latency", "Wake-up latency per CPU, p99 and max marked.")
-
-    def ctxswitch(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        merged = {**result, "analysis": analysis}
-        s.grids.append(grid(tables.ctxswitch_table(merged)))
-        s.paragraphs += tables.slice_lines(result)
-        self.figure(s, figures.ctxswitch_bars(merged, tables.LABELS), "ctxswitch", "Median per operation, 95 % CI.")
-
-    def experiment(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        s.title = f"Experiment {analysis['experiment']}: {analysis['title']}"
-        s.grids.append(grid(experiment_table(analysis)))
-        s.paragraphs += analysis.get("notes", [])
-        s.warnings += analysis.get("warnings", [])
-        name = analysis["experiment"]
-        self.figure(
-            s, figures.experiment_bars(analysis), f"{name}-bars", "Each cell's median and 95 % CI; dots are runs."
-        )
-        self.figure(s, figures.forest(analysis), f"{name}-forest", "Each cell against its baseline.")
-        if name == "prefetch":
-            self.figure(s, figures.stride_curve(analysis), "stride", "Time per access as the stride grows.")
-        if name == "numa":
-            distances = analysis.get("data", {}).get("distances", {})
-            self.figure(s, figures.numa_matrix(analysis, distances), "numa", "Bandwidth beside the SLIT.")
-        if name in ("affinity", "smt"):
-            self.figure(s, figures.normalised(analysis), f"{name}-normalised", "Per-thread speed against the baseline.")
-
-    def audit(self, s: Section, run: sqlite3.Row, result: dict[str, Any], analysis: dict[str, Any]) -> None:
-        s.title = "Audit findings"
-        findings = result.get("findings", [])
-        counts: dict[str, int] = {}
-        for f in findings:
-            counts[f["status"]] = counts.get(f["status"], 0) + 1
-        s.paragraphs.append(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f" of {len(findings)} checks.")
-        s.grids.append(Grid("Findings", ["status", "check", "summary", "advice"], [
-            [f["status"], f["id"], f["summary"], " ".join(f.get("advice", []))]
-            for f in sorted(findings, key=lambda f: rank(f["status"]))
-        ]))  # fmt: skip
 
     def comparison(self, a: sqlite3.Row, b: sqlite3.Row) -> Section:
         result = compare_sessions(self.conn, a, b)
@@ -193,7 +116,7 @@ class _Builder:
 
 
 def build(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path) -> Report:
-    builder = _Builder(conn, out)
+    builder = Builder(conn, out)
     sections: list[Section] = []
     for row in rows:
         sections.append(builder.node(row))

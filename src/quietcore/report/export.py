@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from quietcore.errors import CommandError, UsageError
+from quietcore.runs.kinds import cell, kind_of
+from quietcore.runs.kinds.base import MEASURED, METRIC, RUN_COLUMNS, RUN_JSON
 from quietcore.store import sessions
 
 FORMAT = "quietcore-results"
@@ -22,16 +24,8 @@ SESSION_FIELDS = (
     "status", "tool_version", "fingerprint", "facts", "tags", "error",
 )  # fmt: skip
 JSON_FIELDS = ("argv", "facts", "tags")
-RUN_JSON = ("params", "envelope", "context", "analysis")
 RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context", "analysis")
 CSV_SESSION = ("session_id", "session_uuid", "host", "fingerprint", "kernel_release", "virtualized", "hypervisor")
-CSV_RUN = ("run_id", "seq", "kind", "run_status", "started_at")
-EXPERIMENT = ("experiment", "cell", "group", "baseline", "warmup", "rep")
-METRIC = ("metric_name", "metric_unit", "metric_value", "metric_better")
-# The measured region of a workload, prefixed: noise rows have ctxsw columns of their own.
-MEASURED_KEYS = ("wall_ns", "cpu_ns", "user_ns", "system_ns", "ctxsw_voluntary", "ctxsw_involuntary", "minor_faults",
-                 "major_faults")  # fmt: skip
-MEASURED = tuple(f"measured_{k}" for k in MEASURED_KEYS)
 
 
 def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
@@ -39,23 +33,16 @@ def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any
     for key in JSON_FIELDS:
         session[key] = json.loads(session[key])
     session["id"] = row["id"]
-    runs = []
-    for run in sessions.runs_of(conn, row["id"]):
-        item: dict[str, Any] = {k: run[k] for k in RUN_FIELDS}
-        for key in RUN_JSON:
-            item[key] = json.loads(item[key])
-        item["id"] = run["id"]
-        item["summary"] = sessions.noise_rows(conn, run["id"])
-        runs.append(item)
+    runs = [kind_of(run).to_json(run) for run in sessions.runs_of(conn, row["id"])]
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "session": session, "runs": runs}
 
 
 def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], list[dict[str, Any]]]:
-    """The flat table of a session: one row per run, and for noise runs one
-    row per run and CPU. Columns (documented in the README):
-    session columns, run columns, the experiment's cell and every factor as
-    factor_NAME, the workload's metric, its measured region, and the noise
-    summary of a CPU."""
+    """The flat table of a session: the rows each run's kind gives (one per
+    run; per run and CPU for noise), each after the session's columns.
+    Columns (documented in the README): session, run, the experiment's cell
+    and every factor as factor_NAME, the workload's metric, its measured
+    region, and the noise summary of a CPU."""
     facts = json.loads(row["facts"])
     fixed = {
         "session_id": row["id"],
@@ -69,28 +56,10 @@ def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], l
     out: list[dict[str, Any]] = []
     factors: list[str] = []
     for run in sessions.runs_of(conn, row["id"]):
-        if run["kind"] in ("experiment", "audit"):
-            continue  # summaries, not measurements: in the JSON export
-        params = json.loads(run["params"])
-        result = json.loads(run["envelope"]).get("result") or {}
-        per_run: dict[str, Any] = {"run_id": run["id"], "seq": run["seq"], "kind": run["kind"],
-                                   "run_status": run["status"], "started_at": run["started_at"]}  # fmt: skip
-        if "cell" in params:
-            per_run |= {k: params.get(k) for k in ("experiment", "group", "baseline", "warmup", "rep")}
-            per_run["cell"] = params["cell"]
-            for name, value in params.get("factors", {}).items():
-                key = f"factor_{name}"
-                factors += [key] if key not in factors else []
-                per_run[key] = value
-        metric = result.get("metric")
-        if metric:
-            per_run |= {f"metric_{k}": metric[k] for k in ("name", "unit", "value", "better")}
-        measured = result.get("measured") or {}
-        per_run |= {f"measured_{k}": measured[k] for k in MEASURED_KEYS if k in measured}
-        summaries = sessions.noise_rows(conn, run["id"])
-        for summary in summaries or [{}]:
-            out.append({**fixed, **per_run, **summary})
-    columns = [*CSV_SESSION, *CSV_RUN, *EXPERIMENT, *factors, *METRIC, *MEASURED, *sessions.NOISE_COLUMNS]
+        for item in kind_of(run).rows(run):
+            factors += [k for k in item if k.startswith("factor_") and k not in factors]
+            out.append({**fixed, **item})
+    columns = [*CSV_SESSION, *RUN_COLUMNS, *cell.COLUMNS, *factors, *METRIC, *MEASURED, *sessions.NOISE_COLUMNS]
     return columns, [{c: r.get(c) for c in columns} for r in out]
 
 

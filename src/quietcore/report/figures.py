@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from quietcore.report.experiment import SCALE
+from quietcore.runs.trace import NoiseTrace
 
 # Colour by verdict: a reader sees the answer before reading a number.
 VERDICT_COLOURS = {"faster": "#2a7f3f", "slower": "#b3261e", "no": "#6b6b6b"}
@@ -108,50 +109,41 @@ def forest(analysis: Mapping[str, Any], against: str = "the group's baseline") -
     return fig
 
 
-def _events(cpu: Mapping[str, Any]) -> np.ndarray:
-    events = np.asarray(cpu.get("events") or [], dtype=np.float64)
-    return events.reshape(-1, 2)
-
-
-def noise_timeline(result: Mapping[str, Any], window_ms: float | None = None) -> Figure | None:
+def noise_timeline(trace: NoiseTrace, window_ms: float | None = None) -> Figure | None:
     """Per CPU: interrupted periods as red spans on the run's time axis (the
     rest was available). With window_ms, only the first window_ms."""
-    cpus = [c for c in result.get("cpus", []) if "events" in c]
-    if not cpus:
+    if not trace.cpus:
         return None
-    fig, ax = _figure(7.5, 0.55 * len(cpus) + 1.6)
+    fig, ax = _figure(7.5, 0.55 * len(trace.cpus) + 1.6)
     total = 0
-    for i, c in enumerate(cpus):
-        ev = _events(c)
-        start = float(c.get("start_ns", 0.0))
-        end_ms = (start + float(c["measured_ns"])) / 1e6
+    for i, c in enumerate(trace.cpus):
+        start, end_ms = c.span_start_ns, c.span_end_ns / 1e6
         limit = min(end_ms, start / 1e6 + window_ms) if window_ms else end_ms
         ax.broken_barh([(start / 1e6, limit - start / 1e6)], (i - 0.35, 0.7), color="#d8e6d0")
-        shown = ev[ev[:, 0] / 1e6 <= limit] if ev.size else ev
-        total += len(shown)
-        if shown.size:
+        shown = c.start_ns / 1e6 <= limit
+        total += int(shown.sum())
+        if shown.any():
             # True widths, each outlined by a hairline: a gap narrower than a
             # pixel is still seen, and a busy run does not turn solid red.
-            ax.broken_barh([(s / 1e6, d / 1e6) for s, d in shown], (i - 0.35, 0.7), facecolor="#b3261e",
-                           edgecolor="#b3261e", linewidth=0.15)  # fmt: skip
-    ax.set_yticks(range(len(cpus)), [f"CPU {c['cpu']}" for c in cpus])
+            spans = np.column_stack((c.start_ns[shown] / 1e6, c.duration_ns[shown] / 1e6))
+            ax.broken_barh(spans, (i - 0.35, 0.7), facecolor="#b3261e", edgecolor="#b3261e", linewidth=0.15)
+    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
     what = f"first {window_ms:g} ms" if window_ms else "whole run"
     ax.set_title(f"Noise timeline, {what}: green available, red interrupted ({total} gaps shown)", fontsize=10)
     return fig
 
 
-def noise_durations(result: Mapping[str, Any]) -> Figure | None:
+def noise_durations(trace: NoiseTrace) -> Figure | None:
     """Event durations per CPU, log-spaced bins on log axes."""
-    cpus = [c for c in result.get("cpus", []) if _events(c).size]
+    cpus = [c for c in trace.cpus if c.events]
     if not cpus:
         return None
     fig, ax = _figure()
-    all_d = np.concatenate([_events(c)[:, 1] for c in cpus]) / 1e3
+    all_d = np.concatenate([c.duration_ns for c in cpus]) / 1e3
     bins = np.logspace(np.log10(max(all_d.min(), 1e-3)), np.log10(all_d.max() * 1.01), 40)
     for c in cpus:
-        d = _events(c)[:, 1] / 1e3
-        ax.hist(d, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c['cpu']} (n = {d.size})")
+        ax.hist(c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("gap duration (µs, log scale)")
@@ -161,24 +153,22 @@ def noise_durations(result: Mapping[str, Any]) -> Figure | None:
     return fig
 
 
-def noise_heatmap(result: Mapping[str, Any], bins: int = 100) -> Figure | None:
+def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
     """Lost time per CPU per time slice."""
-    cpus = [c for c in result.get("cpus", []) if "events" in c]
-    if not cpus:
+    if not trace.cpus:
         return None
-    end = max(float(c.get("start_ns", 0.0)) + float(c["measured_ns"]) for c in cpus)
+    end = trace.span_end_ns
     edges = np.linspace(0, end, bins + 1)
-    grid = np.zeros((len(cpus), bins))
-    for i, c in enumerate(cpus):
-        ev = _events(c)
-        if ev.size:
-            grid[i], _ = np.histogram(ev[:, 0], bins=edges, weights=ev[:, 1])
+    grid = np.zeros((len(trace.cpus), bins))
+    for i, c in enumerate(trace.cpus):
+        if c.events:
+            grid[i], _ = np.histogram(c.start_ns, bins=edges, weights=c.duration_ns)
     slice_ms = end / bins / 1e6
-    fig, ax = _figure(7.5, 0.45 * len(cpus) + 1.8)
+    fig, ax = _figure(7.5, 0.45 * len(trace.cpus) + 1.8)
     image = ax.imshow(grid / 1e3, aspect="auto", cmap="magma_r", interpolation="nearest",
-                      extent=(0, end / 1e6, len(cpus) - 0.5, -0.5))  # fmt: skip
+                      extent=(0, end / 1e6, len(trace.cpus) - 0.5, -0.5))  # fmt: skip
     fig.colorbar(image, ax=ax, label=f"lost µs per {slice_ms:.1f} ms slice")
-    ax.set_yticks(range(len(cpus)), [f"CPU {c['cpu']}" for c in cpus])
+    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
     ax.set_title("Lost time by CPU and time", fontsize=10)
     return fig

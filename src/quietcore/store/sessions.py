@@ -15,6 +15,7 @@ from typing import Any
 
 from quietcore._version import __version__
 from quietcore.errors import UsageError
+from quietcore.runs.model import Run
 
 NOISE_COLUMNS = (
     "cpu",
@@ -99,41 +100,34 @@ def add_noise_rows(conn: sqlite3.Connection, run_id: int, rows: Iterable[Mapping
         insert(conn, "noise_cpu", {"run_id": run_id, **{c: row.get(c) for c in NOISE_COLUMNS}})
 
 
-def add_run(
-    conn: sqlite3.Connection,
-    session_id: int,
-    kind: str,
-    params: Mapping[str, Any],
-    started_at: str,
-    status: str,
-    envelope: str,
-    context: Mapping[str, Any],
-    noise_rows: Iterable[Mapping[str, Any]] = (),
-    analysis: Mapping[str, Any] | None = None,
-) -> int:
-    """Store one finished run and its per-CPU summary in one transaction."""
+def add_run(conn: sqlite3.Connection, session_id: int, run: Run) -> int:
+    """Store one finished run and its per-CPU summary in one transaction;
+    the run gets its id and number in the session."""
     with conn:
-        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()[
-            0
-        ]
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()
         run_id = insert(
             conn,
             "runs",
             {
                 "session_id": session_id,
-                "seq": seq,
-                "kind": kind,
-                "params": json.dumps(params),
-                "started_at": started_at,
-                "ended_at": now_iso(),
-                "status": status,
-                "envelope": envelope,
-                "context": json.dumps(context),
-                "analysis": json.dumps(analysis or {}),
+                "seq": seq[0],
+                "kind": run.kind,
+                "params": json.dumps(run.params),
+                "started_at": run.started,
+                "ended_at": run.ended,
+                "status": run.status,
+                "envelope": run.text,
+                "context": json.dumps(run.context),
+                "analysis": json.dumps(run.analysis),
             },
         )
-        add_noise_rows(conn, run_id, noise_rows)
+        add_noise_rows(conn, run_id, run.summary)
+    run.id, run.seq, run.session_id = run_id, seq[0], session_id
     return run_id
+
+
+def count_runs(conn: sqlite3.Connection, session_id: int) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM runs WHERE session_id = ?", (session_id,)).fetchone()[0])
 
 
 def mark_stale(conn: sqlite3.Connection) -> None:
@@ -183,12 +177,12 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
     return row
 
 
-def runs_of(conn: sqlite3.Connection, session_id: int) -> list[sqlite3.Row]:
-    return conn.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
-
-
-def noise_rows(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        f"SELECT {', '.join(NOISE_COLUMNS)} FROM noise_cpu WHERE run_id = ? ORDER BY cpu", (run_id,)
-    ).fetchall()
-    return [dict(row) for row in rows]
+def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:
+    """A session's runs in order, each decoded once, with its noise summary."""
+    summaries: dict[int, list[dict[str, Any]]] = {}
+    query = (f"SELECT n.run_id, {', '.join('n.' + c for c in NOISE_COLUMNS)} FROM noise_cpu n JOIN runs r"
+             " ON r.id = n.run_id WHERE r.session_id = ? ORDER BY n.run_id, n.cpu")  # fmt: skip
+    for row in conn.execute(query, (session_id,)):
+        summaries.setdefault(row["run_id"], []).append({c: row[c] for c in NOISE_COLUMNS})
+    rows = conn.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
+    return [Run.from_row(row, summaries.get(row["id"], [])) for row in rows]

@@ -1,0 +1,121 @@
+"""Measuring on this node without a database: fingerprint the node, run a
+probe (with the kernel's counters read around it and the tracer when it can
+be had), analyse, and return a typed Run. A session stores such runs; a
+cluster rank can hand them to another process instead."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from quietcore.attribution import counters, tracer
+from quietcore.attribution.noise import analyze
+from quietcore.errors import CommandError
+from quietcore.facts.fingerprint import collect_facts, fingerprint
+from quietcore.facts.procstat import steal_delta_ns
+from quietcore.facts.root import Root
+from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
+from quietcore.probes.runner import ProbeResult, run_probe
+from quietcore.runs.model import Run
+from quietcore.runs.trace import NoiseTrace
+from quietcore.store.sessions import now_iso
+
+Analyzer = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _traced(result: dict[str, Any], trace: NoiseTrace, text: str, clock: str, why_not: str) -> dict[str, Any]:
+    """The tracer's attribution per CPU, or why there is none."""
+    if why_not or not text:
+        return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
+    to_ns = tracer.converter(clock, result["origin"], result["counter"]["hz"])
+    spans = tracer.intervals(text, to_ns)
+    cpus = [tracer.match_gaps(c.cpu, c.pairs(), spans) for c in trace.cpus]
+    return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
+
+
+def from_probe(kind: str, params: dict[str, Any], started: str, probe: ProbeResult, **parts: Any) -> Run:
+    status = "interrupted" if probe.interrupted else "complete"
+    return Run(kind, params, started, now_iso(), probe.envelope, probe.text, status, **parts)
+
+
+def recorded(kind: str, params: dict[str, Any], started: str, envelope: dict[str, Any],
+             analysis: dict[str, Any] | None = None) -> Run:  # fmt: skip
+    """A run quietcore measured itself (a user's command, an experiment's
+    table, an audit), with the same shape as a probe's."""
+    return Run(kind, params, started, now_iso(), envelope, json.dumps(envelope), analysis=analysis or {})
+
+
+class Measurer:
+    """The node being measured: its facts and fingerprint, read once."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.facts: dict[str, Any] = collect_facts(root)
+        self.fingerprint = fingerprint(self.facts)
+
+    @property
+    def config_hz(self) -> int | None:
+        value = self.facts["kernel"]["config"].get("CONFIG_HZ")
+        return int(value) if value and str(value).isdigit() else None
+
+    @property
+    def virtualized(self) -> bool:
+        return bool(self.facts["virtualization"]["virtualized"])
+
+    def noise(self, options: NoiseOptions, on_tick: Callable[[float], None] | None = None, trace: str = "auto") -> Run:
+        """Measure, with the counters read around the run, and analyse."""
+        started = now_iso()
+        trace_ok, trace_why = tracer.usable() if trace != "off" else (False, "--trace off")
+        if trace == "on" and not trace_ok:
+            raise CommandError(f"--trace on: {trace_why}", exit_code=3)
+        before = counters.snapshot(self.root)
+        trace_text, clock = "", ""
+        if trace_ok and options.mode == "spin":
+            with tracer.TraceSession(options.cpus) as session:
+                probe = run_noise(options, on_tick)
+                trace_text, clock = session.read(), session.clock
+        else:
+            probe = run_noise(options, on_tick)
+        after = counters.snapshot(self.root)
+        user_hz = os.sysconf("SC_CLK_TCK")
+        steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
+        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}
+        run = from_probe("noise", options.params(), started, probe, context=context,
+                         summary=summary_rows(probe.result, steal))  # fmt: skip
+        if run.trace is not None:
+            run.analysis = self._analyze(run.trace, before, after, user_hz)
+            run.analysis["tracer"] = _traced(run.result, run.trace, trace_text, clock, "" if trace_ok else trace_why)
+        return run
+
+    def _analyze(
+        self, trace: NoiseTrace, before: counters.CounterSnapshot, after: counters.CounterSnapshot, user_hz: int
+    ) -> dict[str, Any]:
+        try:
+            return analyze(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
+                           user_hz=user_hz)  # fmt: skip
+        except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
+            # The measurement stands; a failed analysis is recorded, not fatal.
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def probe(
+        self,
+        command: str,
+        args: list[str],
+        params: dict[str, Any],
+        expected_s: float,
+        on_tick: Callable[[float], None] | None = None,
+        analyze_result: Analyzer | None = None,
+    ) -> Run:
+        """Any probe subcommand as one run, with its analysis."""
+        started = now_iso()
+        probe = run_probe(command, args, expected_s=expected_s, on_tick=on_tick)
+        return from_probe(command, params, started, probe,
+                          analysis=analyze_result(probe.result) if analyze_result else {})  # fmt: skip
+
+    def calibrate(self, trials: int = 5, trial_ms: int = 100) -> Run:
+        args = ["--trials", str(trials), "--trial-ms", str(trial_ms)]
+        return self.probe("calibrate", args, {"trials": trials, "trial_ms": trial_ms}, trials * trial_ms / 1000)

@@ -1,0 +1,22 @@
+"""One module per kind of run, each saying how its runs are summarised in
+the terminal, in a report section, as rows of the flat export table, and as
+JSON. Adding a kind: write its module (a subclass of base.Kind), list it in
+KINDS below, and test it; nothing else dispatches on kinds."""
+
+from __future__ import annotations
+
+from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise
+from quietcore.runs.kinds.base import Kind
+from quietcore.runs.model import Run
+
+KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
+                                              experiment.KIND, audit.KIND)}  # fmt: skip
+GENERIC = Kind()
+
+
+def kind_of(run: Run) -> Kind:
+    """The module that handles this run: an experiment's cell (whatever its
+    workload) is one kind; the rest go by the run's kind."""
+    if run.is_cell:
+        return cell.KIND
+    return KINDS.get(run.kind, GENERIC)

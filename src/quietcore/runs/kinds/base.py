@@ -1,0 +1,55 @@
+"""What every kind of run provides, with the defaults most kinds keep."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from quietcore.runs.model import Run
+
+if TYPE_CHECKING:
+    from quietcore.report.build import Builder, Section
+
+#: Columns of the flat table every run row has (after the session's).
+RUN_COLUMNS = ("run_id", "seq", "kind", "run_status", "started_at")
+METRIC = ("metric_name", "metric_unit", "metric_value", "metric_better")
+# The measured region of a workload, prefixed: noise rows have ctxsw columns of their own.
+MEASURED_KEYS = ("wall_ns", "cpu_ns", "user_ns", "system_ns", "ctxsw_voluntary", "ctxsw_involuntary", "minor_faults",
+                 "major_faults")  # fmt: skip
+MEASURED = tuple(f"measured_{k}" for k in MEASURED_KEYS)
+RUN_JSON = ("params", "envelope", "context", "analysis")
+
+
+class Kind:
+    name = "generic"
+    in_report = False  # whether a report gives it a section of its own
+    in_table = True  # whether it has rows in the flat export table
+
+    def terminal(self, out: Console, run: Run) -> None:
+        """What `quietcore results show` prints under the run's title."""
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        """Fill the run's report section: paragraphs, grids, figures."""
+
+    def rows(self, run: Run) -> list[dict[str, Any]]:
+        """Rows of the flat export table: one per run by default."""
+        return [run_row(run)] if self.in_table else []
+
+    def to_json(self, run: Run) -> dict[str, Any]:
+        """The run in the JSON export (schemas/results-v1.schema.json)."""
+        return {"id": run.id, "seq": run.seq, "kind": run.kind, "params": run.params, "started_at": run.started,
+                "ended_at": run.ended, "status": run.status, "envelope": run.envelope, "context": run.context,
+                "analysis": run.analysis, "summary": run.summary}  # fmt: skip
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """The columns every kind shares: the run, its metric and measured region."""
+    row: dict[str, Any] = {"run_id": run.id, "seq": run.seq, "kind": run.kind, "run_status": run.status,
+                           "started_at": run.started}  # fmt: skip
+    metric = run.result.get("metric")
+    if metric:
+        row |= {f"metric_{k}": metric[k] for k in ("name", "unit", "value", "better")}
+    measured = run.result.get("measured") or {}
+    row |= {f"measured_{k}": measured[k] for k in MEASURED_KEYS if k in measured}
+    return row

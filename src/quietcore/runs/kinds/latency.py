@@ -1,0 +1,32 @@
+"""Latency runs (cyclictest's method): percentiles per CPU and a histogram."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from quietcore.report import tables
+from quietcore.runs.kinds.base import Kind
+from quietcore.runs.model import Run
+
+if TYPE_CHECKING:
+    from quietcore.report.build import Builder, Section
+
+
+class LatencyKind(Kind):
+    name = "latency"
+    in_report = True
+
+    def terminal(self, out: Console, run: Run) -> None:
+        out.print(tables.latency_table(run.result))
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report import figures  # matplotlib: only when a report is drawn
+        from quietcore.report.render import grid
+
+        s.grids.append(grid(tables.latency_table(run.result)))
+        b.figure(s, figures.latency_histogram(run.result), "latency", "Wake-up latency per CPU, p99 and max marked.")
+
+
+KIND = LatencyKind()

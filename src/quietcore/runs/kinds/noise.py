@@ -1,0 +1,80 @@
+"""Noise runs: the per-CPU table, periodic sources, attribution and the
+tracer's matches; in a report, the timelines, durations, heatmap and lost
+time by source, all drawn from the run's NoiseTrace; one export row per CPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from quietcore.report import tables, text
+from quietcore.runs.kinds.base import Kind, run_row
+from quietcore.runs.model import Run
+
+if TYPE_CHECKING:
+    from quietcore.report.build import Builder, Section
+
+WINDOW_MS = 50.0  # the short window of the noise timeline: a dozen ticks at 250 Hz
+
+
+def lines(run: Run) -> list[str]:
+    """What follows the table: notes, periodic sources, verdicts."""
+    out = list(text.noise_notes(run.summary))
+    if "error" in run.analysis:
+        out.append(f"The analysis of this run failed ({run.analysis['error']}); the measurement is stored.")
+    return out
+
+
+class NoiseKind(Kind):
+    name = "noise"
+    in_report = True
+
+    def terminal(self, out: Console, run: Run) -> None:
+        if run.trace is None:
+            out.print(text.quanta_table(run.result))
+            return
+        out.print(text.noise_table(run.summary))
+        for line in lines(run):
+            out.print(line)
+        for cpu in run.analysis.get("cpus", []):
+            for line in text.periodic_lines(cpu):
+                out.print(line)
+            out.print(tables.attribution_table(cpu))
+            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
+        traced = run.analysis.get("tracer") or {}
+        if traced.get("used"):
+            for cpu_trace in traced["cpus"]:
+                out.print(tables.traced_table(cpu_trace, traced["clock"]))
+        elif traced:
+            out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report import figures  # matplotlib: only when a report is drawn
+        from quietcore.report.render import grid
+
+        trace = run.trace
+        if trace is None:
+            s.grids.append(grid(text.quanta_table(run.result)))
+            return
+        s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
+        s.paragraphs += lines(run)
+        for cpu in run.analysis.get("cpus", []):
+            s.paragraphs += text.periodic_lines(cpu)
+            if cpu.get("attribution"):
+                s.paragraphs.append(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
+                s.grids.append(grid(tables.attribution_table(cpu)))
+        b.figure(s, figures.noise_timeline(trace), "noise-timeline", f"The whole run: {trace.events} gaps recorded.")
+        b.figure(s, figures.noise_timeline(trace, WINDOW_MS), "noise-window",
+                 f"The first {WINDOW_MS:g} ms, where single interruptions can be seen.")  # fmt: skip
+        b.figure(s, figures.noise_durations(trace), "noise-durations", "How long the interruptions lasted.")
+        b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run.")
+        b.figure(s, figures.attribution_bars(run.analysis), "noise-attribution",
+                 "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
+
+    def rows(self, run: Run) -> list[dict[str, Any]]:
+        shared = run_row(run)
+        return [{**shared, **summary} for summary in run.summary] or [shared]
+
+
+KIND = NoiseKind()

@@ -1,0 +1,80 @@
+"""A run: one measurement (a probe, a workload, a user's command, an
+experiment's table, an audit), as measured and as stored. Measuring makes
+one without a database; the store gives it its id and number in a session.
+Its kind says which module of quietcore.runs.kinds prints, reports and
+exports it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from quietcore.runs.trace import NoiseTrace
+
+STATUSES = ("complete", "interrupted")
+
+
+def is_cell_run(params: Mapping[str, Any]) -> bool:
+    """A run of an experiment's cell (a workload or a user's command): the
+    one test of it, used by every layer."""
+    return "cell" in params
+
+
+@dataclass
+class Run:
+    kind: str  # the probe subcommand, "exec", "experiment" or "audit"
+    params: dict[str, Any]
+    started: str
+    ended: str
+    envelope: dict[str, Any]
+    text: str  # the envelope as the probe printed it: kept raw
+    status: str = "complete"
+    context: dict[str, Any] = field(default_factory=dict)
+    analysis: dict[str, Any] = field(default_factory=dict)
+    summary: list[dict[str, Any]] = field(default_factory=list)  # noise: one row per CPU
+    id: int | None = None  # set by the store
+    seq: int | None = None
+    session_id: int | None = None
+
+    @property
+    def result(self) -> dict[str, Any]:
+        value = self.envelope.get("result") or {}
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def is_cell(self) -> bool:
+        return is_cell_run(self.params)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+    @cached_property
+    def trace(self) -> NoiseTrace | None:
+        """The noise trace of a spin-mode noise run, decoded on first use."""
+        return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
+
+    def title(self) -> str:
+        return f"run {self.seq}: {self.kind} {self.params} ({self.status})"
+
+    @staticmethod
+    def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]]) -> Run:
+        """A stored run, its JSON columns decoded once."""
+        return Run(
+            kind=row["kind"],
+            params=json.loads(row["params"]),
+            started=row["started_at"],
+            ended=row["ended_at"],
+            envelope=json.loads(row["envelope"]),
+            text=row["envelope"],
+            status=row["status"],
+            context=json.loads(row["context"]),
+            analysis=json.loads(row["analysis"]),
+            summary=summary,
+            id=row["id"],
+            seq=row["seq"],
+            session_id=row["session_id"],
+        )
