@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from quietcore.errors import UsageError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.sched import PRIORITY_MAX, PRIORITY_MIN, RT, check_policy, check_priority, is_rt
 
 T = TypeVar("T", int, float)
 
@@ -51,16 +52,46 @@ def sched_option(policy: str, priority_text: str, cpus: frozenset[int], online: 
     (0 means the lowest, 1), 0 otherwise. A real-time spinner on every
     online CPU leaves the kernel's own work nowhere to run, so it is refused
     unless --force."""
-    priority = int_in_range(priority_text, "--priority", 0, 99)
-    if policy not in ("fifo", "rr"):
+    check_policy(policy, "--policy")
+    priority = 0 if priority_text.strip() == "0" else check_priority(priority_text, "--priority")
+    if not is_rt(policy):
         if priority:
-            raise UsageError(f"invalid --priority {priority} with --policy {policy} (valid: 0; 1-99 with fifo or rr)")
+            valid = f"0; {PRIORITY_MIN}-{PRIORITY_MAX} with {' or '.join(RT)}"
+            raise UsageError(f"invalid --priority {priority} with --policy {policy} (valid: {valid})")
         return 0
     if cpus >= online and not force:
         raise UsageError(
             f"refusing --policy {policy} on every online CPU ({format_cpulist(online)}): leave one free, or add --force"
         )
     return priority or 1
+
+
+#: The measured length any probe accepts: 1 ms to a day.
+DURATION_S = (0.001, 86400.0)
+
+
+def duration_option(
+    text: str, option: str = "--duration", lo: float = DURATION_S[0], hi: float = DURATION_S[1]
+) -> float:
+    return positive_float(text, option, lo, hi)
+
+
+def cpu_sequence_option(text: str, online: frozenset[int], count: tuple[int, int], option: str = "--cpus") -> list[int]:
+    """CPUs in the order given, each one online CPU (A or A,B): the order
+    means something (from A to B), so it is not a set."""
+    parts = text.split(",")
+    if not count[0] <= len(parts) <= count[1]:
+        shape = "one CPU A, or two as A,B" if count == (1, 2) else f"{count[0]}-{count[1]} CPUs"
+        raise UsageError(f"invalid {option} {text!r}: {shape} (valid CPUs: {format_cpulist(online)})")
+    cpus = []
+    for part in parts:
+        one = cpus_option(part, online, option)
+        if len(one) != 1:
+            raise UsageError(f"invalid {option} {part!r}: one CPU at each place (valid: {format_cpulist(online)})")
+        cpus.append(min(one))
+    if len(set(cpus)) != len(cpus):
+        raise UsageError(f"invalid {option} {text!r}: the CPUs must differ")
+    return cpus
 
 
 def tags_option(items: list[str] | None) -> dict[str, str]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
+from quietcore.attribution.naming import Rates, name_source
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
-from quietcore.stats.periodicity import PeriodicSource, find_periodic, name_source
+from quietcore.stats.periodicity import PeriodicSource, find_periodic
 
 #: Softirqs the tick raises and runs in the same gap, at irq exit.
 TICK_SOFTIRQS = ("TIMER", "SCHED", "RCU")
@@ -57,7 +58,8 @@ def analyze_cpu(
         find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
     )
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
-    named = [(s, name_source(s, config_hz)) for s in sources]
+    rates = Rates.of(trace.cpu, before, after, trace.measured_ns / 1e9)
+    named = [(s, name_source(s, config_hz, rates, virtualized)) for s in sources]
     attribution = attribute(
         trace.cpu,
         before,

@@ -20,7 +20,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import int_in_range
+from quietcore.options import cpu_sequence_option, int_in_range
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.report.tables import ctxswitch_table, slice_lines
@@ -45,20 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cpus(text_value: str | None, online: frozenset[int]) -> list[int]:
-    valid = ",".join(map(str, sorted(online)))
     if text_value is None:
         ordered = sorted(online)
         return [ordered[-1], ordered[0]] if len(ordered) > 1 else ordered
-    parts = text_value.split(",")
-    if not 1 <= len(parts) <= 2 or not all(p.strip().isdigit() for p in parts):
-        raise UsageError(f"invalid --cpus {text_value!r}: one CPU A, or two as A,B (valid CPUs: {valid})")
-    cpus = [int(p) for p in parts]
-    bad = [c for c in cpus if c not in online]
-    if bad:
-        raise UsageError(f"invalid --cpus {bad[0]}: not an online CPU (valid: {valid})")
-    if len(cpus) == 2 and cpus[0] == cpus[1]:
-        raise UsageError("invalid --cpus: A and B must differ")
-    return cpus
+    return cpu_sequence_option(text_value, online, (1, 2))
 
 
 def analyze(result: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
-from quietcore.options import positive_float
+from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
@@ -55,7 +55,7 @@ def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
 def run(args: argparse.Namespace) -> int:
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
-        per_round = positive_float(args.duration, "--duration", 0.1, 3600)
+        per_round = duration_option(args.duration, lo=0.1, hi=3600)
     root = common.live_root()
     plan = rounds(online_cpus(root))
     trial_ms = 50 if args.quick else 100

@@ -17,11 +17,11 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float, sched_option
-from quietcore.probes.noise import POLICIES
+from quietcore.options import cpus_option, duration_option, int_in_range, sched_option
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.report.tables import latency_table
+from quietcore.sched import NAMES as POLICIES
 from quietcore.session import Session
 
 NAME = "latency"
@@ -46,7 +46,7 @@ def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], flo
     online = online_cpus(common.live_root())
     cpus = cpus_option(args.cpus, online)
     priority = sched_option(args.policy, args.priority, cpus, online, args.force)
-    duration = positive_float(args.duration, "--duration", 0.001, 86400)
+    duration = duration_option(args.duration)
     params: dict[str, Any] = {
         "cpus": format_cpulist(cpus),
         "duration_s": duration,

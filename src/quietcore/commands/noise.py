@@ -20,12 +20,13 @@ from typing import Any
 
 from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, int_in_range, positive_float, sched_option
-from quietcore.probes.noise import MODES, POLICIES, NoiseOptions
+from quietcore.options import cpus_option, duration_option, int_in_range, positive_float, sched_option
+from quietcore.probes.noise import MODES, NoiseOptions
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.runs.kinds import kind_of
 from quietcore.runs.model import Run
+from quietcore.sched import NAMES as POLICIES
 from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
 
@@ -58,7 +59,7 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
     priority = sched_option(args.policy, args.priority, cpus, online, args.force)
     return NoiseOptions(
         cpus=cpus,
-        duration=positive_float(args.duration, "--duration", 0.001, 86400),
+        duration=duration_option(args.duration),
         threshold_ns=None if args.threshold_ns is None else positive_float(args.threshold_ns, "--threshold-ns", 1, 1e9),
         max_events=int_in_range(args.max_events, "--max-events", 0, 100_000_000),
         mode=args.mode,

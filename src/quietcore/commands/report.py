@@ -45,7 +45,7 @@ def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None
             raise UsageError(f"no session is tagged {key}={value} (see `quietcore results list`)")
         rows += tagged
     if not ids and not tag_items:
-        last = conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0]
+        last = sessions.last_id(conn)
         if last is None:
             raise UsageError("the database has no sessions yet: run `quietcore lab` first")
         rows = [sessions.get_session(conn, last)]

@@ -43,6 +43,7 @@ from quietcore.options import int_in_range
 from quietcore.report import text
 from quietcore.report.experiment import experiment_table, metric_line
 from quietcore.report.progress import progress_bar
+from quietcore.sched import check_priority
 from quietcore.session import Session
 from quietcore.store import sessions
 
@@ -74,7 +75,7 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     reps = int_in_range(args.reps, "--reps", 1, 10000) if args.reps is not None else None
     warmup = int_in_range(args.warmup, "--warmup", 0, 1000) if args.warmup is not None else None
     seed = int_in_range(args.seed, "--seed", 0, 2**63 - 1) if args.seed is not None else None
-    priority = int_in_range(args.priority, "--priority", 1, 99)
+    priority = check_priority(args.priority, "--priority")
     node = read_node(common.live_root())
     if name == "custom":
         if bool(args.cmd) == bool(args.file):

@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from quietcore.errors import UsageError
-from quietcore.experiments.custom_exec import POLICIES, check_argv
+from quietcore.experiments.custom_exec import check_argv
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.levers.registry import NAMES as LEVERS
+from quietcore.options import cpus_option
+from quietcore.sched import PRIORITY_MIN, check_policy, check_priority, is_rt
 
 WORKLOADS = ("matmul", "compute", "memory", "io", "mixed", "cpuburn", "memscan", "stride", "stream", "numa")
 FACTORS = ("policy", "priority", "cpus", "load", "disturb", *LEVERS)
@@ -47,21 +49,14 @@ def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
     if not values:
         raise UsageError(f"{where}: factor {name!r} has no values")
     for v in values:
-        if name == "policy" and v not in (*POLICIES, "deadline"):
-            raise UsageError(f"{where}: invalid policy {v!r} (valid: {', '.join((*POLICIES, 'deadline'))})")
+        if name == "policy":
+            check_policy(v, f"{where}: policy", deadline=True)
         if name in ("load", "disturb") and v not in LOADS:
             raise UsageError(f"{where}: invalid {name} {v!r} (valid: {', '.join(LOADS)})")
-        if name == "priority" and not (v.isdigit() and 1 <= int(v) <= 99):
-            raise UsageError(f"{where}: invalid priority {v!r} (valid: 1-99)")
+        if name == "priority":
+            check_priority(v, f"{where}: priority")
         if name == "cpus" and v != "any":
-            try:
-                cpus = parse_cpulist(v)
-            except ValueError:
-                cpus = frozenset()
-            if not cpus or not cpus <= node.allowed:
-                raise UsageError(
-                    f"{where}: invalid cpus {v!r} (a CPU list within {format_cpulist(node.allowed)}, or any)"
-                )
+            cpus_option(v, node.allowed, f"{where}: cpus (or any)")
 
 
 def _load(kind: str, where: str, cpu: int | None, node: Node) -> Load:
@@ -83,7 +78,7 @@ def _workload_cell(
 ) -> Cell:
     policy = factors.get("policy", "other")
     # A priority only means something to fifo and rr (1 unless given).
-    priority = int(factors.get("priority", "1")) if policy in ("fifo", "rr") else 0
+    priority = int(factors.get("priority", str(PRIORITY_MIN))) if is_rt(policy) else 0
     cpus_text = factors.get("cpus", "any")
     cpus = frozenset() if cpus_text == "any" else parse_cpulist(cpus_text)
     loads = tuple(

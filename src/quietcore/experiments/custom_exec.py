@@ -16,11 +16,9 @@ from typing import Any
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.model import Cell
 from quietcore.facts.interrupts import parse_interrupts
+from quietcore.sched import POLICIES
 from quietcore.session import Session
 from quietcore.store import sessions
-
-POLICIES = {"other": os.SCHED_OTHER, "batch": os.SCHED_BATCH, "idle": os.SCHED_IDLE, "fifo": os.SCHED_FIFO,
-            "rr": os.SCHED_RR}  # fmt: skip
 
 
 def check_argv(argv: list[str], option: str) -> None:

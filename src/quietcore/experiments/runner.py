@@ -22,9 +22,8 @@ from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.levers.journal import Journal
 from quietcore.levers.registry import in_order, lever
 from quietcore.probes.runner import probe_path
+from quietcore.sched import DEADLINE, is_rt
 from quietcore.session import Session
-
-RT = ("fifo", "rr")
 
 
 @dataclass
@@ -57,12 +56,12 @@ def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
             if os.geteuid() != 0:
                 why = f"{name}: changing it needs root"
                 break
-        if why is None and cell.policy in RT and os.geteuid() != 0:
+        if why is None and is_rt(cell.policy) and os.geteuid() != 0:
             limit = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
             if limit != resource.RLIM_INFINITY and limit < cell.priority:
                 why = (f"policy {cell.policy} needs root, CAP_SYS_NICE or RLIMIT_RTPRIO >= {cell.priority} "
                        f"(it is {limit})")  # fmt: skip
-        if why is None and cell.policy == "deadline" and os.geteuid() != 0:
+        if why is None and cell.policy == DEADLINE and os.geteuid() != 0:
             why = "policy deadline needs root or CAP_SYS_NICE"
         if why:
             exp.skipped.append((cell.label, why))

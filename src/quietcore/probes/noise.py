@@ -15,7 +15,6 @@ OVERHEAD_S = 0.2
 
 
 MODES = ("spin", "fwq", "ftq")
-POLICIES = ("other", "fifo", "rr", "batch", "idle")
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def import_json(conn: sqlite3.Connection, data: Any) -> int:
     if data.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"export format version {data.get('format_version')} is not {FORMAT_VERSION}")
     session = data["session"]
-    if conn.execute("SELECT 1 FROM sessions WHERE uuid = ?", (session["uuid"],)).fetchone():
+    if sessions.has_uuid(conn, session["uuid"]):
         raise UsageError(f"session {session['uuid']} is already in this database")
     with conn:
         values = {k: json.dumps(session[k], sort_keys=True) if k in JSON_FIELDS else session[k] for k in SESSION_FIELDS}

@@ -248,18 +248,3 @@ def find_periodic(
             break
         ev.take(source, found)
     return found
-
-
-def name_source(source: PeriodicSource, config_hz: int | None) -> str | None:
-    """What a periodic source most likely is, where the evidence allows."""
-    f = source.frequency_hz
-    if config_hz and abs(f - config_hz) <= 0.02 * config_hz:
-        return f"the scheduler tick, CONFIG_HZ={config_hz}"
-    if config_hz and any(abs(f - config_hz / k) <= 0.02 * config_hz / k for k in (2, 4)):
-        return f"every {round(config_hz / f)}th tick (CONFIG_HZ={config_hz}): a tick-driven timer"
-    if config_hz and any(abs(f - k * config_hz) <= 0.02 * k * config_hz for k in (2, 3, 4)):
-        k = round(f / config_hz)
-        return f"{k} x the tick rate (CONFIG_HZ={config_hz}): the tick changing phase, or with another source in step"
-    if abs(f - 1.0) <= 0.02:
-        return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
-    return None

@@ -150,6 +150,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def has_uuid(conn: sqlite3.Connection, uuid_text: str) -> bool:
+    return conn.execute("SELECT 1 FROM sessions WHERE uuid = ?", (uuid_text,)).fetchone() is not None
+
+
+def last_id(conn: sqlite3.Connection) -> int | None:
+    value = conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0]
+    return int(value) if value is not None else None
+
+
 def list_sessions(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     return conn.execute(
         "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs FROM sessions s ORDER BY s.id"
@@ -171,7 +180,7 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
         rows = conn.execute("SELECT * FROM sessions WHERE uuid LIKE ?", (text + "%",)).fetchall()
         row = rows[0] if len(rows) == 1 else None
     if row is None:
-        last = conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0]
+        last = last_id(conn)
         valid = f"valid: 1-{last}" if last else "the database has no sessions yet"
         raise UsageError(f"no result with ID {text!r} ({valid}; see `quietcore results list`)")
     return row

@@ -1,0 +1,77 @@
+"""Naming a periodic source from what the node's own counters saw. A source
+is called a guest interrupt (the tick, a device) only when that CPU counted
+that interrupt at least that often; a source faster than every interrupt
+the CPU counted cannot be one of them, and is named as coming from outside
+the kernel's view: the host on a VM, firmware or SMIs on bare metal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quietcore.attribution.counters import CounterSnapshot
+from quietcore.stats.periodicity import PeriodicSource
+
+TOLERANCE = 0.2  # rates from counters read around the run, which also count its start and end
+MIN_COUNT = 10  # a device matches a source's rate only on this many interrupts, as a source needs as many events
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Interrupts per second on one CPU over the measured span."""
+
+    per_s: dict[str, float]  # row name (LOC, 45...) -> count per second
+    names: dict[str, str]  # row name -> device or description
+    span_s: float = 1.0
+
+    @staticmethod
+    def of(cpu: int, before: CounterSnapshot, after: CounterSnapshot, span_s: float) -> Rates:
+        per_s = {}
+        for name, counts in after.interrupts.items():
+            delta = counts.get(cpu, 0) - before.interrupts.get(name, {}).get(cpu, 0)
+            if delta > 0 and span_s > 0:
+                per_s[name] = delta / span_s
+        return Rates(per_s, after.names, span_s)
+
+    def label(self, name: str) -> str:
+        return f"{name} ({self.names[name]})" if self.names.get(name) else name
+
+    def fastest(self) -> tuple[str, float] | None:
+        return max(self.per_s.items(), key=lambda item: item[1], default=None)
+
+    def saw(self, name: str, hz: float) -> bool:
+        """The CPU counted `name` at least at `hz` (within the tolerance)."""
+        return self.per_s.get(name, 0.0) >= hz * (1 - TOLERANCE)
+
+
+def _near(f: float, target: float) -> bool:
+    return abs(f - target) <= 0.02 * target
+
+
+def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool) -> str | None:
+    """What a periodic source is, where the counters allow saying it."""
+    f = source.frequency_hz
+    loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
+    if config_hz and rates.saw("LOC", f):
+        if _near(f, config_hz):
+            return f"the scheduler tick, CONFIG_HZ={config_hz} ({loc})"
+        if any(_near(f, config_hz / k) for k in (2, 4)):
+            return f"every {round(config_hz / f)}th tick (CONFIG_HZ={config_hz}): a tick-driven timer"
+        if any(_near(f, k * config_hz) for k in (2, 3, 4)):
+            k = round(f / config_hz)
+            return f"{k} x the tick rate (CONFIG_HZ={config_hz}, {loc}): timer interrupts beyond the tick"
+    matching = [n for n, hz in rates.per_s.items() if n.isdigit() and abs(hz - f) <= TOLERANCE * f]
+    device = next((n for n in matching if rates.per_s[n] * rates.span_s >= MIN_COUNT), None)
+    if device is not None:
+        return f"IRQ {rates.label(device)}, counted at {rates.per_s[device]:,.0f}/s on this CPU"
+    fastest = rates.fastest()
+    if fastest is None or fastest[1] < f * (1 - TOLERANCE):
+        most = f"the most was {rates.label(fastest[0])} at {fastest[1]:,.0f}/s" if fastest else "none was counted"
+        where = (
+            "the host (its timer or its scheduling of this vCPU), unseen from inside the VM"
+            if virtualized
+            else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
+        )
+        return f"outside the guest kernel: faster than any interrupt this CPU counted ({most}): {where}"
+    if _near(f, 1.0):
+        return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
+    return None
