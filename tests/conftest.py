@@ -26,10 +26,12 @@ def db_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli_env(db_file: Path) -> dict[str, str]:
-    """This test's database and node-lock directory, so that tests never
-    wait for a quietcore someone runs on the machine meanwhile."""
-    return {**os.environ, "QUIETCORE_DB": str(db_file), "QUIETCORE_LOCK_DIR": str(db_file.parent / "locks")}
+def cli_env(db_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """This test's database and node-lock directory (apart from tmp_path,
+    which tests inspect), so that tests never wait for a quietcore someone
+    runs on the machine meanwhile."""
+    locks = tmp_path_factory.mktemp("locks")
+    return {**os.environ, "QUIETCORE_DB": str(db_file), "QUIETCORE_LOCK_DIR": str(locks)}
 
 
 @pytest.fixture

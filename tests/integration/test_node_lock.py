@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +127,44 @@ def test_the_lock_is_per_cpu(cli_env: dict[str, str], monkeypatch: pytest.Monkey
             NodeLock(levers=["thp"], wait_s=0.2).__enter__()
     with NodeLock(cpus=[0], levers=["thp"]):
         pass  # released with the block: free again
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+def test_another_user_shares_the_lock_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root makes the directory (sticky, world-writable, as /run/lock); a
+    normal user then locks a free CPU there, and is told who holds a busy one."""
+    base = Path(tempfile.mkdtemp(prefix="qc-lock-"))  # not under pytest's root-only tmp
+    base.chmod(0o755)
+    monkeypatch.setenv("QUIETCORE_LOCK_DIR", str(base / "locks"))
+    with NodeLock(cpus=[0]):
+        assert (base / "locks").stat().st_mode & 0o1777 == 0o1777
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: drop to nobody, try both CPUs, report, exit
+            answer: dict[str, str] = {}
+            try:
+                os.close(read_end)
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+                with NodeLock(cpus=[1]):
+                    answer["free"] = "held"
+                try:
+                    NodeLock(cpus=[0]).__enter__()
+                except CommandError as exc:
+                    answer["busy"] = str(exc)
+            except Exception as exc:  # reported to the parent, which fails the test
+                answer["error"] = repr(exc)
+            finally:
+                os.write(write_end, json.dumps(answer).encode())
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            answer = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+    shutil.rmtree(base)
+    assert answer.get("free") == "held", answer
+    assert f"CPU 0 is in use by quietcore pid {os.getpid()}" in answer.get("busy", ""), answer

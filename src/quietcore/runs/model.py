@@ -57,6 +57,21 @@ class Run:
         """The noise trace of a spin-mode noise run, decoded on first use."""
         return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data, to hand a measured run to another process (a
+        cluster rank to the one that writes the database)."""
+        return {"kind": self.kind, "params": self.params, "started": self.started, "ended": self.ended,
+                "envelope": self.text, "status": self.status, "context": self.context, "analysis": self.analysis,
+                "summary": self.summary}  # fmt: skip
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Run:
+        if data.get("status") not in STATUSES:
+            raise ValueError(f"not a run: status {data.get('status')!r} (valid: {', '.join(STATUSES)})")
+        return Run(data["kind"], dict(data["params"]), data["started"], data["ended"], json.loads(data["envelope"]),
+                   data["envelope"], data["status"], dict(data["context"]), dict(data["analysis"]),
+                   list(data["summary"]))  # fmt: skip
+
     def title(self) -> str:
         return f"run {self.seq}: {self.kind} {self.params} ({self.status})"
 
