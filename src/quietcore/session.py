@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from quietcore.errors import Interrupted
 from quietcore.facts.root import Root
-from quietcore.measure import Analyzer, Measurer, recorded
-from quietcore.probes.noise import NoiseOptions
+from quietcore.measure import Measurer, recorded
 from quietcore.runs.model import Run
 from quietcore.store import db, sessions
 
@@ -56,23 +55,6 @@ class Session:
         if run.interrupted:
             raise Interrupted(f"interrupted: what was measured is stored as session {self.id} in {self.db_path}")
         return run
-
-    def noise(self, options: NoiseOptions, on_tick: Callable[[float], None] | None = None, trace: str = "auto") -> Run:
-        return self.add(self.node.noise(options, on_tick, trace))
-
-    def probe(
-        self,
-        command: str,
-        args: list[str],
-        params: dict[str, Any],
-        expected_s: float,
-        on_tick: Callable[[float], None] | None = None,
-        analyze_result: Analyzer | None = None,
-    ) -> Run:
-        return self.add(self.node.probe(command, args, params, expected_s, on_tick, analyze_result))
-
-    def calibrate(self, trials: int = 5, trial_ms: int = 100) -> Run:
-        return self.add(self.node.calibrate(trials, trial_ms))
 
     def record(self, kind: str, params: dict[str, Any], started: str, envelope: dict[str, Any],
                analysis: dict[str, Any] | None = None) -> Run:  # fmt: skip

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         Session("ctxswitch", path, chosen, common.tags(args), common.live_root()) as session,
         progress_bar(expected, enabled=not args.json) as update,
     ):
-        run = session.probe("ctxswitch", argv, params, expected, lambda t: update("switching", t), analyze)
+        run = session.add(
+            session.node.probe("ctxswitch", argv, params, expected, lambda t: update("switching", t), analyze)
+        )
     result = {**run.result, "analysis": run.analysis}
     if args.json:
         print(json.dumps({"session": session.id, **result}, indent=2))

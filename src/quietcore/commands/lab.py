@@ -67,12 +67,14 @@ def run(args: argparse.Namespace) -> int:
         progress_bar(calib_s + per_round * len(plan)) as update,
     ):
         update("calibrating the counter", 0)
-        calibration = session.calibrate(trials=5, trial_ms=trial_ms).result
+        calibration = session.add(session.node.calibrate(trials=5, trial_ms=trial_ms)).result
         rows: list[dict[str, Any]] = []
         analyses: list[dict[str, Any]] = []
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
-            measured = session.noise(NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round))
+            measured = session.add(
+                session.node.noise(NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round))
+            )
             rows += measured.summary
             analyses += measured.analysis.get("cpus", [])
         record_audit(session, root)

@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         Session("latency", path, chosen, common.tags(args), common.live_root()) as session,
         progress_bar(duration, enabled=not args.json) as update,
     ):
-        run = session.probe("latency", argv, params, duration + 0.1, lambda t: update("measuring latency", t))
+        run = session.add(
+            session.node.probe("latency", argv, params, duration + 0.1, lambda t: update("measuring latency", t))
+        )
     result = run.result
     if args.json:
         cpus = [{k: v for k, v in c.items() if k != "events"} for c in result["cpus"]]

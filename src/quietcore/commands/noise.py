@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         Session("noise", path, chosen, common.tags(args), root) as session,
         progress_bar(options.duration, enabled=not args.json) as update,
     ):
-        run_ = session.noise(options, lambda t: update("measuring noise", t), trace=args.trace)
+        run_ = session.add(session.node.noise(options, lambda t: update("measuring noise", t), trace=args.trace))
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))

@@ -126,7 +126,9 @@ def run_experiment(
                 if cell.command == "exec":
                     result = run_command(session, cell, params)
                 else:
-                    result = session.probe(cell.command, cell.probe_args(), params, cell.expected_s).result
+                    result = session.add(
+                        session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s)
+                    ).result
         except UsageError:
             raise
         except (Interrupted, KeyboardInterrupt) as exc:
