@@ -53,7 +53,7 @@ def sched_option(policy: str, priority_text: str, cpus: frozenset[int], online: 
     online CPU leaves the kernel's own work nowhere to run, so it is refused
     unless --force."""
     check_policy(policy, "--policy")
-    priority = 0 if priority_text.strip() == "0" else check_priority(priority_text, "--priority")
+    priority = check_priority(priority_text, "--priority", zero=True)
     if not is_rt(policy):
         if priority:
             valid = f"0; {PRIORITY_MIN}-{PRIORITY_MAX} with {' or '.join(RT)}"
@@ -76,21 +76,15 @@ def duration_option(
     return positive_float(text, option, lo, hi)
 
 
-def cpu_sequence_option(text: str, online: frozenset[int], count: tuple[int, int], option: str = "--cpus") -> list[int]:
-    """CPUs in the order given, each one online CPU (A or A,B): the order
-    means something (from A to B), so it is not a set."""
+def cpu_pair_option(text: str, online: frozenset[int], option: str = "--cpus") -> list[int]:
+    """One CPU A, or two as A,B, in the order given: the order means
+    something (from A to B), so it is not a set."""
     parts = text.split(",")
-    if not count[0] <= len(parts) <= count[1]:
-        shape = "one CPU A, or two as A,B" if count == (1, 2) else f"{count[0]}-{count[1]} CPUs"
-        raise UsageError(f"invalid {option} {text!r}: {shape} (valid CPUs: {format_cpulist(online)})")
-    cpus = []
-    for part in parts:
-        one = cpus_option(part, online, option)
-        if len(one) != 1:
-            raise UsageError(f"invalid {option} {part!r}: one CPU at each place (valid: {format_cpulist(online)})")
-        cpus.append(min(one))
+    if not 1 <= len(parts) <= 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"invalid {option} {text!r}: one CPU A, or two as A,B (valid CPUs: {format_cpulist(online)})")
+    cpus = [min(cpus_option(p, online, option)) for p in parts]
     if len(set(cpus)) != len(cpus):
-        raise UsageError(f"invalid {option} {text!r}: the CPUs must differ")
+        raise UsageError(f"invalid {option} {text!r}: A and B must differ")
     return cpus
 
 

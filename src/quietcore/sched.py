@@ -24,20 +24,26 @@ def is_rt(policy: str) -> bool:
     return policy in RT
 
 
-def check_policy(value: str, where: str, deadline: bool = False) -> str:
+def _invalid(what: str, value: str, valid: str, context: str) -> UsageError:
+    """One wording for every caller: "[CONTEXT: ]invalid WHAT 'VALUE' (valid: ...)"."""
+    return UsageError(f"{context + ': ' if context else ''}invalid {what} {value!r} (valid: {valid})")
+
+
+def check_policy(value: str, what: str, deadline: bool = False, context: str = "") -> str:
     valid = (*NAMES, DEADLINE) if deadline else NAMES
     if value not in valid:
-        raise UsageError(f"invalid {where} {value!r} (valid: {', '.join(valid)})")
+        raise _invalid(what, value, ", ".join(valid), context)
     return value
 
 
-def check_priority(text: str, where: str) -> int:
-    """A real-time priority, PRIORITY_MIN-PRIORITY_MAX."""
-    valid = f"valid: {PRIORITY_MIN}-{PRIORITY_MAX}"
+def check_priority(text: str, what: str, zero: bool = False, context: str = "") -> int:
+    """A real-time priority, PRIORITY_MIN-PRIORITY_MAX; with zero, 0 too
+    (the options' "lowest", which the caller turns into PRIORITY_MIN)."""
+    lo = 0 if zero else PRIORITY_MIN
     try:
         value = int(text)
     except ValueError:
-        raise UsageError(f"invalid {where} {text!r} ({valid})") from None
-    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        raise UsageError(f"invalid {where} {text!r} ({valid})")
+        raise _invalid(what, text, f"{lo}-{PRIORITY_MAX}", context) from None
+    if not lo <= value <= PRIORITY_MAX:
+        raise _invalid(what, text, f"{lo}-{PRIORITY_MAX}", context)
     return value

@@ -190,7 +190,7 @@ def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
         (["custom", "--cmd", "no-such-command-qc --x"], "command not found: 'no-such-command-qc'"),
         (["custom"], "run custom needs exactly one of --cmd CMD or --file EXPERIMENT.toml"),
         (["custom", "--cmd", "true", "--factor", "colour=red"], "unknown factor 'colour' (valid: policy, priority, cpus, load"),
-        (["custom", "--cmd", "true", "--factor", "policy=fast"], "invalid policy 'fast' (valid: other, batch, idle, fifo, rr, deadline)"),
+        (["custom", "--cmd", "true", "--factor", "policy=fast"], "--factor: invalid policy 'fast' (valid: other, batch, idle, fifo, rr, deadline)"),
         (["custom", "--cmd", "true", "--factor", "load=same-cpu"], "factor load=same-cpu needs a cpus factor"),
         (["thp", "--cmd", "true"], "--cmd is only for `run custom`"),
         (["custom", "--cmd", "true", "--factor", "cpus=1", "--factor", "disturb=sibling"], "factor disturb=sibling: CPU 1 has no sibling on this node"),

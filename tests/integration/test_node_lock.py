@@ -54,6 +54,18 @@ def _wait_for_change(proc: subprocess.Popen[str], original: str) -> None:
         time.sleep(0.02)
 
 
+def _stop_while_changed(proc: subprocess.Popen[str], original: str) -> None:
+    """Stop the run's process group at a moment THP is changed: the run
+    puts THP back after every run, so between two looks it may be back."""
+    for _ in range(50):
+        _wait_for_change(proc, original)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        if thp_now() != original:
+            return
+        os.killpg(proc.pid, signal.SIGCONT)
+    pytest.fail("never caught the run with THP changed")
+
+
 @pytest.mark.slow
 def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str, db_file: Path
@@ -86,8 +98,8 @@ def test_kill_9_is_undone_by_the_next_command_whatever_it_is(
     cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str
 ) -> None:
     run = _start(spawn, cli_env, "run", "thp", "--quick", "--reps", "50")
-    _wait_for_change(run, thp_guard)
-    # WHILE it runs, the audit shows the change and who will put it back
+    _stop_while_changed(run, thp_guard)
+    # WHILE it holds the change, the audit shows it and who will put it back
     audit = {f["id"]: f for f in json.loads(cli("audit", "--json").stdout)}["quietcore.journal"]
     assert audit["status"] == "warn" and "thp.enabled=" in audit["summary"], audit
     (action,) = audit["actions"]

@@ -20,7 +20,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpu_sequence_option, int_in_range
+from quietcore.options import cpu_pair_option, int_in_range
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.report.tables import ctxswitch_table, slice_lines
@@ -48,7 +48,7 @@ def _cpus(text_value: str | None, online: frozenset[int]) -> list[int]:
     if text_value is None:
         ordered = sorted(online)
         return [ordered[-1], ordered[0]] if len(ordered) > 1 else ordered
-    return cpu_sequence_option(text_value, online, (1, 2))
+    return cpu_pair_option(text_value, online)
 
 
 def analyze(result: dict[str, Any]) -> dict[str, Any]:

@@ -50,13 +50,16 @@ def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
         raise UsageError(f"{where}: factor {name!r} has no values")
     for v in values:
         if name == "policy":
-            check_policy(v, f"{where}: policy", deadline=True)
+            check_policy(v, "policy", deadline=True, context=where)
         if name in ("load", "disturb") and v not in LOADS:
             raise UsageError(f"{where}: invalid {name} {v!r} (valid: {', '.join(LOADS)})")
         if name == "priority":
-            check_priority(v, f"{where}: priority")
+            check_priority(v, "priority", context=where)
         if name == "cpus" and v != "any":
-            cpus_option(v, node.allowed, f"{where}: cpus (or any)")
+            try:
+                cpus_option(v, node.allowed, "cpus")
+            except UsageError as exc:
+                raise UsageError(f"{where}: {exc}; or any") from None
 
 
 def _load(kind: str, where: str, cpu: int | None, node: Node) -> Load:
