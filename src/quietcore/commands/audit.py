@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.markup import escape
-
 from quietcore.audit import run_checks
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import ORDER, Finding, Status
@@ -23,7 +21,6 @@ from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
-from quietcore.report.text import console
 
 NAME = "audit"
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.OK: "green", Status.INFO: "cyan", Status.UNKNOWN: "dim"}
@@ -51,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(findings: list[Finding]) -> None:
+    # rich only once there is something to print: --help and --version stay fast.
+    from rich.markup import escape
+
+    from quietcore.report.text import console
+
     out = console()
     for status in ORDER:
         group = [f for f in findings if f.status is status]

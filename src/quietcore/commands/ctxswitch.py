@@ -21,11 +21,6 @@ from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
 from quietcore.options import cpu_pair_option, int_in_range
-from quietcore.report import text
-from quietcore.report.progress import progress_bar
-from quietcore.report.tables import ctxswitch_table, slice_lines
-from quietcore.session import Session
-from quietcore.stats.bootstrap import median_ci
 
 NAME = "ctxswitch"
 TESTS = ("pipe", "yield", "cross", "slice")
@@ -52,10 +47,17 @@ def _cpus(text_value: str | None, online: frozenset[int]) -> list[int]:
 
 
 def analyze(result: dict[str, Any]) -> dict[str, Any]:
+    from quietcore.stats.bootstrap import median_ci
+
     return {name: median_ci(series) for name, series in result["series_ns"].items()}
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.report import text
+    from quietcore.report.progress import progress_bar
+    from quietcore.report.tables import ctxswitch_table, slice_lines
+    from quietcore.session import Session
+
     cpus = _cpus(args.cpus, online_cpus(common.live_root()))
     iterations = int_in_range(args.iterations, "--iterations", 100, 10_000_000)
     reps = int_in_range(args.reps, "--reps", 2, 1000)

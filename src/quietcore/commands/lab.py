@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quietcore.audit import run_checks
 from quietcore.audit.context import AuditContext
@@ -24,10 +24,10 @@ from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions
-from quietcore.report import text
-from quietcore.report.progress import progress_bar
-from quietcore.session import Session
 from quietcore.store import db, sessions
+
+if TYPE_CHECKING:
+    from quietcore.session import Session
 
 NAME = "lab"
 ROUND_S = 10.0
@@ -53,6 +53,10 @@ def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.report import text
+    from quietcore.report.progress import progress_bar
+    from quietcore.session import Session
+
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
         per_round = duration_option(args.duration, lo=0.1, hi=3600)
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 def record_audit(session: Session, root: Root) -> None:
     """The audit of the node as it was measured, for the report."""
+
     started = sessions.now_iso()
     journal, source = common.journal_of(root, str(session.db_path))
     findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
@@ -105,6 +110,8 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[dict[str, Any]]
 ) -> None:
+    from quietcore.report import text
+
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
     out.print(

@@ -18,11 +18,7 @@ from quietcore.commands import common
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.options import cpus_option, duration_option, int_in_range, sched_option
-from quietcore.report import text
-from quietcore.report.progress import progress_bar
-from quietcore.report.tables import latency_table
 from quietcore.sched import NAMES as POLICIES
-from quietcore.session import Session
 
 NAME = "latency"
 
@@ -69,6 +65,11 @@ def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], flo
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.report import text
+    from quietcore.report.progress import progress_bar
+    from quietcore.report.tables import latency_table
+    from quietcore.session import Session
+
     argv, params, duration = probe_args(args)
     path, chosen = common.db_path(args)
     with (

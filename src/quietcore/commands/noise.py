@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
 from quietcore.options import cpus_option, duration_option, int_in_range, positive_float, sched_option
 from quietcore.probes.noise import MODES, NoiseOptions
-from quietcore.report import text
-from quietcore.report.progress import progress_bar
-from quietcore.runs.kinds import kind_of
-from quietcore.runs.model import Run
 from quietcore.sched import NAMES as POLICIES
-from quietcore.session import Session
-from quietcore.stats.percentiles import histogram_quantile
+
+if TYPE_CHECKING:
+    from quietcore.runs.model import Run
+    from quietcore.session import Session
 
 NAME = "noise"
 
@@ -72,6 +70,11 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.report import text
+    from quietcore.report.progress import progress_bar
+    from quietcore.runs.kinds import kind_of
+    from quietcore.session import Session
+
     options = options_from(args)
     path, chosen = common.db_path(args)
     root = common.live_root()
@@ -99,6 +102,8 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
     out: `results export` has it), the loop-period percentiles and the
     analysis. `gaps` counts the gaps over the threshold; `events_recorded`
     how many of them the trace holds (the rest were over --max-events)."""
+    from quietcore.stats.percentiles import histogram_quantile
+
     result = run.result
     analysis = {c["cpu"]: c for c in run.analysis.get("cpus", [])}
     by_row = {r["cpu"]: r for r in run.summary}

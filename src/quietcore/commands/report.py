@@ -21,7 +21,6 @@ from pathlib import Path
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import tags_option
-from quietcore.report import build, document
 from quietcore.store import db, sessions
 
 NAME = "report"
@@ -58,6 +57,8 @@ def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None
 
 def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, formats: tuple[str, ...],
                  force: bool) -> list[Path]:  # fmt: skip
+    from quietcore.report import build, document  # matplotlib and jinja2: only for a report
+
     try:
         document.prepare(out, force)
     except FileExistsError as exc:

@@ -15,12 +15,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from rich.table import Table
-
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.report import export, text
-from quietcore.runs.kinds import kind_of
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -44,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "schema":
+        from quietcore.report import export
+
         print(export.SCHEMA.read_text(encoding="utf-8"), end="")
         return 0
     path, chosen = common.db_path(args)
@@ -63,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_(conn: sqlite3.Connection) -> None:
+    from rich.table import Table
+
+    from quietcore.report import text
+
     rows = sessions.list_sessions(conn)
     out = text.console()
     if not rows:
@@ -79,6 +81,9 @@ def list_(conn: sqlite3.Connection) -> None:
 
 
 def show(conn: sqlite3.Connection, ident: str) -> None:
+    from quietcore.report import text
+    from quietcore.runs.kinds import kind_of
+
     row = sessions.get_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
@@ -96,6 +101,8 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
+    from quietcore.report import export
+
     row = sessions.get_session(conn, args.id)
     data: str | bytes
     if args.format == "json":
@@ -123,6 +130,8 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
 
 
 def import_(conn: sqlite3.Connection, path: Path) -> None:
+    from quietcore.report import export
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -33,18 +33,11 @@ from typing import Any
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.experiments import custom
-from quietcore.experiments.analysis import analyse
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
-from quietcore.experiments.node import Node, read_node
-from quietcore.experiments.runner import check_levers, run_experiment
+from quietcore.experiments.node import Node
 from quietcore.options import int_in_range
-from quietcore.report import text
-from quietcore.report.experiment import experiment_table, metric_line
-from quietcore.report.progress import progress_bar
 from quietcore.sched import check_priority
-from quietcore.session import Session
 from quietcore.store import sessions
 
 NAME = "run"
@@ -69,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     """Everything checked before the database is opened or the node touched."""
+    from quietcore.experiments import custom
+    from quietcore.experiments.node import read_node
+    from quietcore.experiments.runner import check_levers
+
     name = args.experiment
     if name not in NAMES:
         raise UsageError(f"unknown experiment {name!r} (valid: {', '.join(NAMES)})")
@@ -102,6 +99,13 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.experiments.analysis import analyse
+    from quietcore.experiments.runner import run_experiment
+    from quietcore.report import text
+    from quietcore.report.experiment import experiment_table, metric_line
+    from quietcore.report.progress import progress_bar
+    from quietcore.session import Session
+
     exp, seed, node = plan(args)
     path, chosen = common.db_path(args)
     total = len(exp.cells) * (exp.reps + exp.warmup)

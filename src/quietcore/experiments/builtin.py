@@ -10,7 +10,6 @@ from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.levers.preempt import PreemptLever
-from quietcore.stats.compare import quick_reps
 
 REPS = 10
 WARMUP = 1
@@ -19,6 +18,8 @@ WARMUP = 1
 def _reps(quick: bool, cells: list[Cell], full: int) -> int:
     """--quick: the fewest runs that still show a real difference across
     this many comparisons (stats.compare.quick_reps); else `full`."""
+    from quietcore.stats.compare import quick_reps  # scipy: not for listing the experiments
+
     return quick_reps(sum(not c.baseline for c in cells)) if quick else full
 
 

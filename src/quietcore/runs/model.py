@@ -10,9 +10,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quietcore.runs.trace import NoiseTrace
+if TYPE_CHECKING:  # numpy: only for runs whose trace is read, not for listing sessions
+    from quietcore.runs.trace import NoiseTrace
 
 STATUSES = ("complete", "interrupted")
 
@@ -55,6 +56,8 @@ class Run:
     @cached_property
     def trace(self) -> NoiseTrace | None:
         """The noise trace of a spin-mode noise run, decoded on first use."""
+        from quietcore.runs.trace import NoiseTrace
+
         return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
 
     def to_dict(self) -> dict[str, Any]:
