@@ -33,7 +33,7 @@ def _traced(result: dict[str, Any], trace: NoiseTrace, text: str, clock: str, wh
         return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
     to_ns = tracer.converter(clock, result["origin"], result["counter"]["hz"])
     spans = tracer.intervals(text, to_ns)
-    cpus = [tracer.match_gaps(c.cpu, c.pairs(), spans) for c in trace.cpus]
+    cpus = [tracer.match_gaps(c.cpu, c.start_ns, c.duration_ns, spans) for c in trace.cpus]
     return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
 
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from quietcore.attribution.tracer import Interval, converter, intervals, match_gaps
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "trace" / "x86-tsc.txt").read_text()
@@ -31,8 +33,7 @@ def test_spans_explain_only_what_they_overlap() -> None:
         Interval(1, 1000, 1400, "task kworker"),
         Interval(0, 0, 1e9, "other"),
     ]
-    gaps = [(95.0, 20.0), (990.0, 500.0), (5000.0, 50.0)]
-    out = match_gaps(1, gaps, spans)
+    out = match_gaps(1, np.array([95.0, 990.0, 5000.0]), np.array([20.0, 500.0, 50.0]), spans)
     by = {s["name"]: s for s in out["sources"]}
     assert by["local_timer"]["ns"] == 10 and by["local_timer"]["gaps"] == 1
     assert by["task kworker"]["ns"] == 400

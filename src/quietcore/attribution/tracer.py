@@ -9,7 +9,6 @@ little time, which the gaps then include."""
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import subprocess
@@ -18,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 MOUNTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 PREFIX = "quietcore-"
@@ -170,32 +172,77 @@ def intervals(text: str, to_ns: Callable[[str], float], probe_comm: str = "quiet
     return out
 
 
-def match_gaps(cpu: int, gaps: list[tuple[float, float]], spans: list[Interval]) -> dict[str, Any]:
+#: Span length classes for matching: a gap is compared with the spans of a
+#: class that start within the class's longest length before it, so short
+#: spans (most of them) are looked up in a short window. No span starting
+#: over 10 ms before a gap is taken to explain it.
+SPAN_CLASSES_NS = (1e4, 1e5, 1e6, 1e7)
+
+
+def _overlaps(
+    g_start: NDArray[np.float64], g_end: NDArray[np.float64], s_start: NDArray[np.float64],
+    s_end: NDArray[np.float64],
+) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:  # fmt: skip
+    """Every (gap, span, overlap ns) pair that overlaps, spans sorted by
+    start; found with searchsorted per length class, so the work grows with
+    the pairs that can overlap, not with gaps x spans."""
+    length = s_end - s_start
+    gaps: list[NDArray[np.intp]] = []
+    spans: list[NDArray[np.intp]] = []
+    floor = -np.inf
+    for limit in SPAN_CLASSES_NS:
+        longest = limit == SPAN_CLASSES_NS[-1]  # longer spans go in the last class, looked up 10 ms back
+        ids = np.flatnonzero((length > floor) & ((length <= limit) | longest))
+        floor = limit
+        if not len(ids):
+            continue
+        starts = s_start[ids]
+        lo = np.searchsorted(starts, g_start - limit, side="left")
+        hi = np.searchsorted(starts, g_end, side="left")
+        counts = np.maximum(hi - lo, 0)
+        gap_i = np.repeat(np.arange(len(g_start)), counts)
+        offsets = np.cumsum(counts) - counts
+        gaps.append(gap_i)
+        spans.append(ids[lo[gap_i] + np.arange(len(gap_i)) - offsets[gap_i]])
+    gap_i = np.concatenate(gaps) if gaps else np.zeros(0, dtype=np.intp)
+    span_j = np.concatenate(spans) if spans else np.zeros(0, dtype=np.intp)
+    overlap = np.minimum(s_end[span_j], g_end[gap_i]) - np.maximum(s_start[span_j], g_start[gap_i])
+    hit = overlap > 0
+    return gap_i[hit], span_j[hit], overlap[hit]
+
+
+def match_gaps(
+    cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64], spans: list[Interval]
+) -> dict[str, Any]:
     """Each traced span explains the part of a gap it overlaps; a gap counts
     once, for the span that overlaps it most. What no span covers (a whole
     gap, or the rest of one) is untraced time: in a VM, the host, which the
-    guest cannot trace."""
-    mine = sorted((s for s in spans if s.cpu == cpu), key=lambda s: s.start)
-    starts = [s.start for s in mine]
-    by_name: dict[str, list[float]] = {}
-    untraced_gaps, untraced_ns = 0, 0.0
-    for g_start, g_len in gaps:
-        g_end = g_start + g_len
-        k = bisect.bisect_left(starts, g_start - 1e7)  # spans start at most 10 ms before a gap they explain
-        hits = [(s, min(s.end, g_end) - max(s.start, g_start)) for s in mine[k:] if s.start < g_end]
-        hits = [(s, o) for s, o in hits if o > 0]
-        if not hits:
-            untraced_gaps += 1
-            untraced_ns += g_len
-            continue
-        covered = min(sum(o for _, o in hits), g_len)
-        untraced_ns += g_len - covered
-        for s, o in hits:
-            by_name.setdefault(s.name, [0.0, 0.0])[1] += o * covered / sum(o for _, o in hits)
-        by_name[max(hits, key=lambda h: h[1])[0].name][0] += 1
-    ranked = sorted(by_name.items(), key=lambda item: -item[1][1])
-    sources = [{"name": n, "gaps": int(v[0]), "ns": v[1]} for n, v in ranked]
-    return {"cpu": cpu, "sources": sources, "unmatched": {"gaps": untraced_gaps, "ns": untraced_ns}}
+    guest cannot trace. In array operations, linear in gaps and spans."""
+    mine = [s for s in spans if s.cpu == cpu]
+    code: dict[str, int] = {}
+    s_name = np.fromiter((code.setdefault(s.name, len(code)) for s in mine), dtype=np.intp, count=len(mine))
+    s_start = np.fromiter((s.start for s in mine), dtype=np.float64, count=len(mine))
+    s_end = np.fromiter((s.end for s in mine), dtype=np.float64, count=len(mine))
+    by_start = np.argsort(s_start, kind="stable")  # the tracer's order where starts are equal
+    s_start, s_end, s_name = s_start[by_start], s_end[by_start], s_name[by_start]
+    names = list(code)  # in the order first seen, for ties in the ranking
+    g_end = gap_starts + gap_lengths
+    gap_i, span_j, overlap = _overlaps(gap_starts, g_end, s_start, s_end)
+    total = np.bincount(gap_i, weights=overlap, minlength=len(gap_starts))
+    covered = np.minimum(total, gap_lengths)
+    hit_gaps = total > 0
+    share = overlap * np.divide(covered[gap_i], total[gap_i])
+    ns = np.bincount(s_name[span_j], weights=share, minlength=len(names))
+    # The span that overlaps each gap most (the earliest of equals) counts the gap.
+    order = np.lexsort((span_j, -overlap, gap_i))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = gap_i[order][1:] != gap_i[order][:-1]
+    counted = np.bincount(s_name[span_j[order[first]]], minlength=len(names))
+    seen = np.bincount(s_name[span_j], minlength=len(names)) > 0
+    ranked = sorted((i for i in range(len(names)) if seen[i]), key=lambda i: -ns[i])
+    sources = [{"name": names[i], "gaps": int(counted[i]), "ns": float(ns[i])} for i in ranked]
+    untraced_ns = float((gap_lengths - covered).sum())
+    return {"cpu": cpu, "sources": sources, "unmatched": {"gaps": int((~hit_gaps).sum()), "ns": untraced_ns}}
 
 
 def converter(clock: str, origin: dict[str, Any], hz: float) -> Callable[[str], float]:

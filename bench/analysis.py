@@ -1,0 +1,143 @@
+"""The analysis of a noise run, timed and checked: periodicity, counter
+attribution and trace matching on synthetic traces of 10k to 1M events
+(planted sources: bench/synthetic.py), each size in a child process so its
+peak memory is its own; then the same sources as quietcore 0.1's analysis
+(bench/reference/) on the synthetic trace and on a real run of this node.
+
+    python bench/analysis.py [--sizes 10000,100000,1000000] [--real-s 10]
+
+Targets (issue 11): 1M events in <= 5 s and <= 500 MB, and the cost per
+event flat from 10k to 1M (a ratio near 1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+from quietcore.attribution.counters import CounterSnapshot, attribute  # noqa: E402
+from quietcore.attribution.tracer import Interval, match_gaps  # noqa: E402
+from quietcore.stats.periodicity import find_periodic  # noqa: E402
+from reference import periodicity_v1, tracer_v1  # noqa: E402
+from synthetic import trace  # noqa: E402
+
+TARGET_S, TARGET_MB = 5.0, 500.0
+
+
+def spans_for(starts: np.ndarray, durations: np.ndarray, seed: int = 2) -> list[Interval]:
+    """Traced spans as a guest would see them: a handler inside most gaps
+    (a third of its length) and unrelated short spans in between."""
+    rng = np.random.default_rng(seed)
+    inside = rng.random(len(starts)) < 0.7
+    spans = [Interval(1, float(s + 0.3 * d), float(s + 0.6 * d), "local_timer")
+             for s, d in zip(starts[inside], durations[inside], strict=True)]  # fmt: skip
+    extra = np.sort(rng.uniform(0, float(starts.max(initial=1.0)), len(starts) // 2))
+    spans += [Interval(1, float(t), float(t) + 2_000.0, "softirq RCU") for t in extra]
+    return spans
+
+
+def child(n: int) -> dict[str, Any]:
+    starts, durations, span = trace(n)
+    spans = spans_for(starts, durations)
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    found = find_periodic(starts, durations, span, hints_hz=(250.0,))
+    times["periodicity"] = time.perf_counter() - t
+    empty = CounterSnapshot({}, {}, {}, {})
+    t = time.perf_counter()
+    attribute(1, empty, empty, lost_ns=float(durations.sum()), durations_ns=durations, involuntary=3, user_hz=100,
+              measured_costs={}, virtualized=True)  # fmt: skip
+    times["attribution"] = time.perf_counter() - t
+    t = time.perf_counter()
+    match_gaps(1, starts, durations, spans)
+    times["trace matching"] = time.perf_counter() - t
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"events": int(len(starts)), "times": times, "rss_mb": rss_mb,
+            "sources": [round(s.frequency_hz, 2) for s in found]}  # fmt: skip
+
+
+def same_sources(starts: np.ndarray, durations: np.ndarray, span: float, hints: tuple[float, ...]) -> tuple[bool, str]:
+    new = find_periodic(starts, durations, span, hints_hz=hints)
+    old = periodicity_v1.find_periodic(starts, durations, span, hints_hz=hints)
+    fn = [(round(s.frequency_hz, 1), s.events) for s in new]
+    fo = [(round(s.frequency_hz, 1), s.events) for s in old]
+    same = len(fn) == len(fo) and all(abs(a[0] - b[0]) <= 0.001 * b[0] and abs(a[1] - b[1]) <= 0.01 * b[1] + 1
+                                      for a, b in zip(fn, fo, strict=True))  # fmt: skip
+    return same, f"new {fn} / 0.1 {fo}"
+
+
+def same_matching(starts: np.ndarray, durations: np.ndarray, spans: list[Interval]) -> tuple[bool, str]:
+    new = match_gaps(1, starts, durations, spans)
+    old = tracer_v1.match_gaps(1, list(zip(starts.tolist(), durations.tolist(), strict=True)), spans)
+    by_new = {s["name"]: (s["gaps"], round(s["ns"])) for s in new["sources"]}
+    by_old = {s["name"]: (s["gaps"], round(s["ns"])) for s in old["sources"]}
+    same = by_new == by_old and new["unmatched"]["gaps"] == old["unmatched"]["gaps"]
+    return same, f"new {by_new} / 0.1 {by_old}"
+
+
+def real_run(seconds: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """A real noise run of this node's CPUs, through the native probe."""
+    from quietcore.probes.noise import NoiseOptions, run_noise
+    from quietcore.runs.trace import NoiseTrace
+
+    cpus = frozenset(os.sched_getaffinity(0))
+    probe = run_noise(NoiseOptions(cpus, seconds))
+    noise = NoiseTrace.from_result(probe.result)
+    assert noise is not None
+    return [(c.start_ns, c.duration_ns, c.span_end_ns) for c in noise.cpus]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--real-s", type=float, default=10.0, help="length of the real run (0: none)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child)))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    for n in sizes:
+        out = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout))
+    stages = list(rows[0]["times"])
+    print(f"{'stage':<16}" + "".join(f"{r['events']:>14,} ev" for r in rows) + "   per-event cost, largest/smallest")
+    for stage in stages:
+        rates = [r["events"] / max(r["times"][stage], 1e-9) for r in rows]
+        print(f"{stage:<16}" + "".join(f"{rate:>13,.0f}/s" for rate in rates) + f"   {rates[0] / rates[-1]:.2f}")
+    big = rows[-1]
+    total = sum(big["times"].values())
+    ok = []
+    ok.append(total <= TARGET_S)
+    print(f"{big['events']:,} events: {total:.2f} s (target <= {TARGET_S:g} s) {'PASS' if ok[-1] else 'MISS'}")
+    ok.append(big["rss_mb"] <= TARGET_MB)
+    print(f"{big['events']:,} events: peak RSS {big['rss_mb']:.0f} MB (target <= {TARGET_MB:g} MB) "
+          f"{'PASS' if ok[-1] else 'MISS'}")  # fmt: skip
+    print(f"sources found at {big['events']:,} events: {big['sources']} Hz (planted: 250 with a phase change, 100)")
+    s, d, span = trace(30_000)
+    for label, (same, detail) in (("synthetic 30k, periodic sources", same_sources(s, d, span, (250.0,))),
+                                  ("synthetic 30k, trace matching", same_matching(s, d, spans_for(s, d)))):  # fmt: skip
+        ok.append(same)
+        print(f"same as quietcore 0.1, {label}: {'PASS' if same else 'MISS'} ({detail})")
+    if args.real_s > 0:
+        for i, (s, d, span) in enumerate(real_run(args.real_s)):
+            same, detail = same_sources(s, d, span, (250.0,))
+            ok.append(same)
+            print(f"same as quietcore 0.1, real {args.real_s:g} s run, CPU slot {i}: {'PASS' if same else 'MISS'} ({detail})")
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
