@@ -26,11 +26,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from reference import periodicity_v1, tracer_v1  # noqa: E402
+from synthetic import trace  # noqa: E402
+
 from quietcore.attribution.counters import CounterSnapshot, attribute  # noqa: E402
 from quietcore.attribution.tracer import Interval, match_gaps  # noqa: E402
 from quietcore.stats.periodicity import find_periodic  # noqa: E402
-from reference import periodicity_v1, tracer_v1  # noqa: E402
-from synthetic import trace  # noqa: E402
 
 TARGET_S, TARGET_MB = 5.0, 500.0
 
@@ -63,7 +64,7 @@ def child(n: int) -> dict[str, Any]:
     match_gaps(1, starts, durations, spans)
     times["trace matching"] = time.perf_counter() - t
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"events": int(len(starts)), "times": times, "rss_mb": rss_mb,
+    return {"events": len(starts), "times": times, "rss_mb": rss_mb,
             "sources": [round(s.frequency_hz, 2) for s in found]}  # fmt: skip
 
 
@@ -135,7 +136,8 @@ def main() -> int:
         for i, (s, d, span) in enumerate(real_run(args.real_s)):
             same, detail = same_sources(s, d, span, (250.0,))
             ok.append(same)
-            print(f"same as quietcore 0.1, real {args.real_s:g} s run, CPU slot {i}: {'PASS' if same else 'MISS'} ({detail})")
+            verdict = "PASS" if same else "MISS"
+            print(f"same as quietcore 0.1, real {args.real_s:g} s run, CPU slot {i}: {verdict} ({detail})")
     return 0 if all(ok) else 1
 
 
