@@ -12,7 +12,6 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from quietcore.experiments.crosscheck import compare_sessions
 from quietcore.report import figures, text
 from quietcore.report.render import Grid, Rendered, render
 from quietcore.runs.kinds import kind_of
@@ -91,6 +90,8 @@ class Builder:
         return out
 
     def comparison(self, a: sqlite3.Row, b: sqlite3.Row) -> Section:
+        from quietcore.experiments.crosscheck import compare_sessions  # scipy: only when sessions are compared
+
         result = compare_sessions(self.conn, a, b)
         s = Section(f"Session {b['id']} against session {a['id']}")
         if result["same_fingerprint"]:

@@ -8,10 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
@@ -109,28 +105,74 @@ def forest(analysis: Mapping[str, Any], against: str = "the group's baseline") -
     return fig
 
 
+#: Gaps drawn one by one in a window; past this a window is drawn binned,
+#: like the whole run (a mark per gap would fill every pixel and the file).
+MAX_MARKS = 2000
+#: Slices of the binned timeline: about one per pixel column of the figure.
+SLICES = 700
+
+
 def noise_timeline(trace: NoiseTrace, window_ms: float | None = None) -> Figure | None:
-    """Per CPU: interrupted periods as red spans on the run's time axis (the
-    rest was available). With window_ms, only the first window_ms."""
+    """Per CPU, where the run was interrupted. The whole run (or a window
+    with more than MAX_MARKS gaps) is drawn binned: SLICES slices, each
+    coloured by the longest gap that started in it, so the bad stretches
+    stand out and the file stays small. A short window is drawn exactly:
+    each gap as a red span at its true width."""
     if not trace.cpus:
         return None
+    limits = [(c.span_start_ns / 1e6, min(c.span_end_ns / 1e6, c.span_start_ns / 1e6 + window_ms) if window_ms
+               else c.span_end_ns / 1e6) for c in trace.cpus]  # fmt: skip
+    shown = [int((c.start_ns / 1e6 <= hi).sum()) for c, (_, hi) in zip(trace.cpus, limits, strict=True)]
+    if window_ms is not None and sum(shown) <= MAX_MARKS:
+        return _timeline_marks(trace, limits, window_ms, sum(shown))
+    return _timeline_binned(trace, limits, window_ms, sum(shown))
+
+
+def _timeline_marks(trace: NoiseTrace, limits: list[tuple[float, float]], window_ms: float, total: int) -> Figure:
     fig, ax = _figure(7.5, 0.55 * len(trace.cpus) + 1.6)
-    total = 0
-    for i, c in enumerate(trace.cpus):
-        start, end_ms = c.span_start_ns, c.span_end_ns / 1e6
-        limit = min(end_ms, start / 1e6 + window_ms) if window_ms else end_ms
-        ax.broken_barh([(start / 1e6, limit - start / 1e6)], (i - 0.35, 0.7), color="#d8e6d0")
-        shown = c.start_ns / 1e6 <= limit
-        total += int(shown.sum())
-        if shown.any():
-            # True widths, each outlined by a hairline: a gap narrower than a
-            # pixel is still seen, and a busy run does not turn solid red.
-            spans = np.column_stack((c.start_ns[shown] / 1e6, c.duration_ns[shown] / 1e6))
+    for i, (c, (lo, hi)) in enumerate(zip(trace.cpus, limits, strict=True)):
+        ax.broken_barh([(lo, hi - lo)], (i - 0.35, 0.7), color="#d8e6d0")
+        inside = c.start_ns / 1e6 <= hi
+        if inside.any():
+            # True widths, each outlined by a hairline: a gap narrower than a pixel is still seen.
+            spans = np.column_stack((c.start_ns[inside] / 1e6, c.duration_ns[inside] / 1e6))
             ax.broken_barh(spans, (i - 0.35, 0.7), facecolor="#b3261e", edgecolor="#b3261e", linewidth=0.15)
     ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
+    ax.set_title(f"Noise timeline, first {window_ms:g} ms: green available, red interrupted ({total} gaps, each "
+                 "drawn)", fontsize=10)  # fmt: skip
+    return fig
+
+
+def _timeline_binned(
+    trace: NoiseTrace, limits: list[tuple[float, float]], window_ms: float | None, total: int
+) -> Figure:
+    lo = min(a for a, _ in limits)
+    hi = max(b for _, b in limits)
+    edges = np.linspace(lo, hi, SLICES + 1)
+    worst = np.full((len(trace.cpus), SLICES), np.nan)
+    for i, c in enumerate(trace.cpus):
+        start_ms = c.start_ns / 1e6
+        inside = (start_ms >= lo) & (start_ms < hi)
+        col = np.clip(np.searchsorted(edges, start_ms[inside], side="right") - 1, 0, SLICES - 1)
+        row = np.zeros(SLICES)
+        np.maximum.at(row, col, c.duration_ns[inside] / 1e3)
+        worst[i] = np.where(row > 0, row, np.nan)  # no gap: left blank (available)
+    fig, ax = _figure(7.5, 0.55 * len(trace.cpus) + 1.9)
+    cmap = matplotlib.colormaps["inferno_r"].with_extremes(bad="#d8e6d0")  # a slice with no gap: available
+    finite = worst[np.isfinite(worst)]
+    norm = None
+    if finite.size:
+        norm = matplotlib.colors.LogNorm(vmin=max(float(finite.min()), 0.1), vmax=max(float(finite.max()), 1.0))
+    image = ax.imshow(np.ma.masked_invalid(worst), aspect="auto", cmap=cmap, norm=norm, interpolation="nearest",
+                      extent=(lo, hi, len(trace.cpus) - 0.5, -0.5))  # fmt: skip
+    if finite.size:
+        fig.colorbar(image, ax=ax, label="longest gap in the slice (µs, log)")
+    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
+    ax.set_xlabel("time since the run started (ms)")
     what = f"first {window_ms:g} ms" if window_ms else "whole run"
-    ax.set_title(f"Noise timeline, {what}: green available, red interrupted ({total} gaps shown)", fontsize=10)
+    ax.set_title(f"Noise timeline, {what}, in {SLICES} slices of {(hi - lo) / SLICES:.3g} ms: colour is each slice's "
+                 f"longest gap ({total} gaps)", fontsize=9)  # fmt: skip
     return fig
 
 
@@ -187,7 +229,7 @@ def attribution_bars(analysis: Mapping[str, Any], shown: int = 6) -> Figure | No
     fig, ax = _figure()
     x = np.arange(len(cpus))
     bottom = np.zeros(len(cpus))
-    cmap = plt.get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     for k, name in enumerate([*names, "other sources", "unexplained"]):
         heights = []
         for c in cpus:

@@ -64,11 +64,15 @@ class NoiseKind(Kind):
             if cpu.get("attribution"):
                 s.paragraphs.append(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
                 s.grids.append(grid(tables.attribution_table(cpu)))
-        b.figure(s, figures.noise_timeline(trace), "noise-timeline", f"The whole run: {trace.events} gaps recorded.")
+        b.figure(s, figures.noise_timeline(trace), "noise-timeline",
+                 f"The whole run, binned: each of {figures.SLICES} slices is coloured by the longest of the gaps that "
+                 f"started in it ({trace.events} gaps recorded), so the bad stretches stand out.")  # fmt: skip
         b.figure(s, figures.noise_timeline(trace, WINDOW_MS), "noise-window",
-                 f"The first {WINDOW_MS:g} ms, where single interruptions can be seen.")  # fmt: skip
-        b.figure(s, figures.noise_durations(trace), "noise-durations", "How long the interruptions lasted.")
-        b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run.")
+                 f"The first {WINDOW_MS:g} ms, where single interruptions can be seen (each gap drawn at its true "
+                 f"width, unless there are over {figures.MAX_MARKS}: then binned too).")  # fmt: skip
+        b.figure(s, figures.noise_durations(trace), "noise-durations",
+                 "How long the interruptions lasted: counts in log-spaced bins.")  # fmt: skip
+        b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per slice.")
         b.figure(s, figures.attribution_bars(run.analysis), "noise-attribution",
                  "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
 
