@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
@@ -117,3 +118,40 @@ def test_nothing_to_draw_gives_no_figure() -> None:
     empty_cpu = NoiseTrace.from_result({"threshold": {"ns": 500.0}, "cpus": [{"cpu": 0, "measured_ns": 1e8}]})
     assert empty_cpu is not None and figures.noise_durations(empty_cpu) is None
     assert figures.latency_histogram({"cpus": []}) is None
+
+
+def test_whole_run_timeline_is_binned_and_shows_the_bad_stretch() -> None:
+    """50,000 short gaps, with 2 ms ones only in the middle tenth of the run:
+    the timeline draws one image of slices (not a mark per gap), and the
+    middle slices are the ones coloured by the long gaps."""
+    rng = np.random.default_rng(3)
+    starts = np.sort(rng.uniform(0, 1e10, 50_000))
+    durations = np.full(starts.size, 20e3)
+    middle = (starts > 4.5e9) & (starts < 5.5e9)
+    durations[middle & (rng.random(starts.size) < 0.05)] = 2e6
+    trace = NoiseTrace.from_result(
+        {
+            "threshold": {"ns": 500.0},
+            "cpus": [
+                {
+                    "cpu": 3,
+                    "start_ns": 0.0,
+                    "measured_ns": 1e10,
+                    "events": np.column_stack((starts, durations)).tolist(),
+                }
+            ],
+        }
+    )
+    assert trace is not None
+    fig = figures.noise_timeline(trace)
+    assert fig is not None
+    ax = fig.axes[0]
+    assert len(ax.images) == 1 and not ax.collections  # no broken_barh of 50,000 marks
+    worst = np.asarray(ax.images[0].get_array())[0]
+    slices = figures.SLICES
+    inside = worst[int(0.46 * slices) : int(0.54 * slices)]
+    outside = np.concatenate([worst[: int(0.4 * slices)], worst[int(0.6 * slices) :]])
+    assert inside.max() == pytest.approx(2000.0) and outside.max() == pytest.approx(20.0)
+    # A short window with few gaps is still drawn gap by gap.
+    window = figures.noise_timeline(trace, window_ms=5)
+    assert window is not None and window.axes[0].collections and not window.axes[0].images
