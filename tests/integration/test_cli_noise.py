@@ -109,3 +109,13 @@ def test_read_only_database_file(cli: CliRunner, tmp_path: Path) -> None:
     finally:
         ro.chmod(0o700)
     assert proc.returncode == 1 and "readonly" in proc.stderr
+
+
+def test_a_run_over_the_event_cap_says_what_the_analysis_covers(cli: CliRunner) -> None:
+    cpu = allowed_cpus()[-1]
+    proc = cli("noise", "--cpus", str(cpu), "--duration", "0.5", "--threshold-ns", "30", "--max-events", "10")
+    assert proc.returncode == 0, proc.stderr
+    assert f"CPU {cpu}: " in proc.stdout and "were over the cap of 10 events (--max-events)" in proc.stdout
+    assert "the periodic sources, attribution and figures cover the recorded ones" in proc.stdout
+    auto = json.loads(cli("noise", "--cpus", str(cpu), "--duration", "0.2", "--json").stdout)
+    assert auto["max_events"]["per_cpu"] >= 10_000 and "GiB available" in auto["max_events"]["basis"]

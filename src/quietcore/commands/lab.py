@@ -20,10 +20,11 @@ from quietcore.audit.context import AuditContext
 from quietcore.commands import common, report
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
+from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.options import duration_option
-from quietcore.probes.noise import NoiseOptions
+from quietcore.probes.noise import NoiseOptions, event_cap
 from quietcore.store import db, sessions
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     trial_ms = 50 if args.quick else 100
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
+    cap, basis = event_cap(max(len(c) for c in plan), available_bytes(root), per_round)
     with (
         common.node_lock(args, online_cpus(root)),
         Session("lab", path, chosen, common.tags(args), root) as session,
@@ -77,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
             measured = session.add(
-                session.node.noise(NoiseOptions(cpus, per_round), _ticker(update, label, calib_s + i * per_round))
+                session.node.noise(
+                    NoiseOptions(cpus, per_round, max_events=cap, max_events_basis=basis),
+                    _ticker(update, label, calib_s + i * per_round),
+                )
             )
             rows += measured.summary
             analyses += measured.analysis.get("cpus", [])

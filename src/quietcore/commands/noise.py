@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
+from quietcore.facts.memory import available_bytes
 from quietcore.options import cpus_option, duration_option, int_in_range, positive_float, sched_option
-from quietcore.probes.noise import MODES, NoiseOptions
+from quietcore.probes.noise import MODES, NoiseOptions, event_cap
 from quietcore.sched import NAMES as POLICIES
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", required=True, metavar="S", help="seconds to measure (0.001-86400)")
     parser.add_argument("--mode", choices=MODES, default="spin", help="spin (default), fwq or ftq")
     parser.add_argument("--threshold-ns", metavar="N", help="a gap over N ns is an event (default: automatic)")
-    parser.add_argument("--max-events", metavar="N", default="100000", help="events kept per CPU (default 100000)")
+    parser.add_argument("--max-events", metavar="N", default="auto",
+                        help="events kept per CPU (default auto: sized from the memory available)")  # fmt: skip
     parser.add_argument("--work", metavar="N", help="fwq: LCG steps per quantum (default 4000); ftq: per unit (16)")
     parser.add_argument("--quantum-us", metavar="N", help="ftq: quantum length in µs (default 100)")
     parser.add_argument("--policy", choices=POLICIES, default="other", help="scheduling policy of the spinners")
@@ -55,11 +57,17 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
     online = online_cpus(common.live_root())
     cpus = cpus_option(args.cpus, online)
     priority = sched_option(args.policy, args.priority, cpus, online, args.force)
+    duration = duration_option(args.duration)
+    if args.max_events == "auto":
+        cap, basis = event_cap(len(cpus), available_bytes(common.live_root()), duration)
+    else:
+        cap, basis = int_in_range(args.max_events, "--max-events", 0, 100_000_000), "--max-events"
     return NoiseOptions(
         cpus=cpus,
-        duration=duration_option(args.duration),
+        duration=duration,
         threshold_ns=None if args.threshold_ns is None else positive_float(args.threshold_ns, "--threshold-ns", 1, 1e9),
-        max_events=int_in_range(args.max_events, "--max-events", 0, 100_000_000),
+        max_events=cap,
+        max_events_basis=basis,
         mode=args.mode,
         policy=args.policy,
         priority=priority,
@@ -124,6 +132,7 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
         "mode": result.get("mode", "spin"),
         "counter": result["counter"],
         "threshold": result["threshold"],
+        "max_events": {"per_cpu": run.params["max_events"], "basis": run.params.get("max_events_basis")},
         "interrupted": result["interrupted"],
         "tracer": run.analysis.get("tracer"),
         "cpus": cpus,

@@ -12,6 +12,27 @@ from quietcore.store.sessions import NOISE_COLUMNS
 
 #: Setup around the measured time: calibration, preheat, thread start.
 OVERHEAD_S = 0.2
+#: Peak memory per recorded event, from the probe's buffer to the stored
+#: run: its JSON text, the parsed lists, the arrays, and the tracer's text
+#: for the same span (a traced 60 s run on 2 CPUs: 243 MB for 84k events,
+#: about 1.7 kB each over the process's 100 MB).
+BYTES_PER_EVENT = 2000
+MEMORY_SHARE = 0.25  # of MemAvailable, for the events of one run
+EVENT_CAP = (10_000, 10_000_000)  # per CPU
+#: More gaps a second than any node shows (this VM: under 2,000): the
+#: probe's buffer, faulted in before the run, is no bigger than a run needs.
+MAX_EVENT_RATE = 50_000
+
+
+def event_cap(cpus: int, available: int | None, duration_s: float) -> tuple[int, str]:
+    """Events kept per CPU, sized from the memory available, and why."""
+    need = max(int(duration_s * MAX_EVENT_RATE), EVENT_CAP[0])
+    if available is None:
+        return min(need, 100_000), "MemAvailable unreadable: at most a fixed 100,000"
+    room = int(available * MEMORY_SHARE / (max(cpus, 1) * BYTES_PER_EVENT))
+    cap = min(max(room, EVENT_CAP[0]), EVENT_CAP[1], need)
+    return cap, (f"{MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB available at {BYTES_PER_EVENT} B an event, "
+                 f"or {MAX_EVENT_RATE:,} a second of the run if fewer")  # fmt: skip
 
 
 MODES = ("spin", "fwq", "ftq")
@@ -23,6 +44,7 @@ class NoiseOptions:
     duration: float
     threshold_ns: float | None = None
     max_events: int = 100_000
+    max_events_basis: str = "--max-events"
     mode: str = "spin"
     policy: str = "other"
     priority: int = 0
@@ -52,6 +74,7 @@ class NoiseOptions:
             "priority": self.priority,
             "threshold_ns": self.threshold_ns,
             "max_events": self.max_events,
+            "max_events_basis": self.max_events_basis,
             "work": self.work,
             "quantum_us": self.quantum_us,
         }

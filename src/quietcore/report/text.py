@@ -57,8 +57,11 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         )
     for row in rows:
         if row["events_dropped"]:
+            kept = row["gaps"] - row["events_dropped"]
             notes.append(
-                f"CPU {row['cpu']}: {row['events_dropped']} events beyond --max-events were counted but not recorded."
+                f"CPU {row['cpu']}: {row['events_dropped']:,} of its {row['gaps']:,} gaps were over the cap of "
+                f"{kept:,} events (--max-events) and were counted but not recorded: the periodic sources, "
+                "attribution and figures cover the recorded ones."
             )
         steal = row.get("steal_ns")
         if steal and row["lost_ns"] and steal >= 0.5 * row["lost_ns"]:
