@@ -241,6 +241,17 @@ static const char stream_help[] =
     "  --size BYTES   per array (default 64M; three arrays)\n"
     "  --passes N     passes (1-1000, default 5)\n";
 
+/* STREAM's triad as its -O3 build runs it: the arrays cannot alias
+ * (restrict), and the loop is vectorised (omp simd) even at our -O2, whose
+ * cheap cost model leaves a loop of unknown length scalar: the scalar loop
+ * measured 0.85x of STREAM's. */
+static void triad(double *restrict a, const double *restrict b, const double *restrict c, double s, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        a[i] = b[i] + s * c[i];
+}
+
 int stream_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
 {
     wl_opts o = {.name = "stream", .allowed = WO_SIZE | WO_PASSES, .size = 64u << 20, .passes = 5};
@@ -260,8 +271,7 @@ int stream_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     wl_begin(&m);
     for (uint64_t p = 0; p < o.passes; p++) {
         uint64_t t0 = mono_ns();
-        for (size_t i = 0; i < n; i++)
-            a[i] = b[i] + s * c[i];
+        triad(a, b, c, s, n);
         uint64_t t = mono_ns() - t0;
         best = t < best ? t : best;
     }
