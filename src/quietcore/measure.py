@@ -66,8 +66,15 @@ class Measurer:
     def virtualized(self) -> bool:
         return bool(self.facts["virtualization"]["virtualized"])
 
-    def noise(self, options: NoiseOptions, on_tick: Callable[[float], None] | None = None, trace: str = "auto") -> Run:
-        """Measure, with the counters read around the run, and analyse."""
+    def noise(
+        self,
+        options: NoiseOptions,
+        on_tick: Callable[[float], None] | None = None,
+        trace: str = "auto",
+        on_step: Callable[[str], None] | None = None,
+    ) -> Run:
+        """Measure, with the counters read around the run, and analyse;
+        on_step(what) as each step of the analysis starts."""
         started = now_iso()
         trace_ok, trace_why = tracer.usable() if trace != "off" else (False, "--trace off")
         if trace == "on" and not trace_ok:
@@ -87,16 +94,23 @@ class Measurer:
         run = from_probe("noise", options.params(), started, probe, context=context,
                          summary=summary_rows(probe.result, steal))  # fmt: skip
         if run.trace is not None:
-            run.analysis = self._analyze(run.trace, before, after, user_hz)
+            step = on_step or (lambda what: None)
+            run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"))
+            step("matching gaps to the trace")
             run.analysis["tracer"] = _traced(run.result, run.trace, trace_text, clock, "" if trace_ok else trace_why)
         return run
 
     def _analyze(
-        self, trace: NoiseTrace, before: counters.CounterSnapshot, after: counters.CounterSnapshot, user_hz: int
+        self,
+        trace: NoiseTrace,
+        before: counters.CounterSnapshot,
+        after: counters.CounterSnapshot,
+        user_hz: int,
+        on_cpu: Callable[[int], None],
     ) -> dict[str, Any]:
         try:
             return analyze(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
-                           user_hz=user_hz)  # fmt: skip
+                           user_hz=user_hz, on_cpu=on_cpu)  # fmt: skip
         except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
             # The measurement stands; a failed analysis is recorded, not fatal.
             return {"error": f"{type(exc).__name__}: {exc}"}

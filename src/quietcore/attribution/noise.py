@@ -4,6 +4,7 @@ costs the run measured itself."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
@@ -87,9 +88,13 @@ def analyze(
     config_hz: int | None,
     virtualized: bool,
     user_hz: int,
+    on_cpu: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """The summary stored with a spin-mode noise run."""
-    cpus = [
-        analyze_cpu(c, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz) for c in trace.cpus
-    ]
+    """The summary stored with a spin-mode noise run; on_cpu(number) before
+    each CPU is analysed, for a progress bar."""
+    cpus = []
+    for c in trace.cpus:
+        if on_cpu:
+            on_cpu(c.cpu)
+        cpus.append(analyze_cpu(c, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz))
     return {"cpus": cpus}

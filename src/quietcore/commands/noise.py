@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from quietcore.session import Session
 
 NAME = "noise"
+ANALYSIS_SHARE = 0.05  # of the measured time: what the analysis takes (bench/cli.py measures it)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,9 +90,16 @@ def run(args: argparse.Namespace) -> int:
     with (
         common.node_lock(args, options.cpus),
         Session("noise", path, chosen, common.tags(args), root) as session,
-        progress_bar(options.duration, enabled=not args.json) as update,
+        progress_bar(options.duration * (1 + ANALYSIS_SHARE), enabled=not args.json) as update,
     ):
-        run_ = session.add(session.node.noise(options, lambda t: update("measuring noise", t), trace=args.trace))
+        done = [0]
+
+        def analysing(what: str) -> None:
+            # The analysis is the bar's last stretch, one step per CPU and one for the trace.
+            done[0] += 1
+            update(what, options.duration * (1 + ANALYSIS_SHARE * done[0] / (len(options.cpus) + 1)))
+
+        run_ = session.add(session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing))
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from quietcore.commands import common
@@ -65,8 +66,21 @@ def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, f
         raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it") from exc
     except OSError as exc:
         raise UsageError(f"cannot create --out {out}: {exc.strerror}") from exc
-    report = build.build(conn, rows, out)
-    return document.write(report, out, formats)
+    from quietcore.report.progress import progress_bar
+
+    with progress_bar(1.0) as update:
+        done = [0]
+
+        def progress(steps: int) -> Callable[[str], None]:
+            def step(what: str) -> None:
+                update(what, done[0] / max(steps, 1))
+                done[0] += 1
+
+            return step
+
+        report = build.build(conn, rows, out, progress)
+        update("writing the files", 1.0)
+        return document.write(report, out, formats)
 
 
 def run(args: argparse.Namespace) -> int:

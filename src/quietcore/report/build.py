@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from matplotlib.figure import Figure
 from quietcore.report import figures, text
 from quietcore.report.render import Grid, Rendered, render
 from quietcore.runs.kinds import kind_of
+from quietcore.runs.model import Run
 from quietcore.store import sessions
 
 
@@ -76,14 +78,15 @@ class Builder:
             s.warnings.append(warning)
         return s
 
-    def runs(self, row: sqlite3.Row) -> list[Section]:
+    def runs(self, runs: list[Run], on_step: Step) -> list[Section]:
         """A section per run whose kind has one (an experiment's cells are
         drawn in its table's section)."""
         out: list[Section] = []
-        for run in sessions.runs_of(self.conn, row["id"]):
+        for run in runs:
             kind = kind_of(run)
             if not kind.in_report:
                 continue
+            on_step(f"drawing session {run.session_id}, run {run.seq}: {run.kind}")
             section = Section(f"Run {run.seq}: {run.kind}", level=3)
             kind.section(self, section, run)
             out.append(section)
@@ -116,13 +119,23 @@ class Builder:
         return s
 
 
-def build(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path) -> Report:
+Step = Callable[[str], None]
+
+
+def build(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path,
+          progress: Callable[[int], Step] | None = None) -> Report:  # fmt: skip
+    """The report of these sessions. progress(steps) gives the callback told
+    of each step (a run drawn, a comparison made), for a progress bar."""
     builder = Builder(conn, out)
+    runs = {row["id"]: sessions.runs_of(conn, row["id"]) for row in rows}
+    steps = sum(kind_of(r).in_report for rs in runs.values() for r in rs) + len(rows) - 1
+    on_step = progress(steps) if progress else (lambda what: None)
     sections: list[Section] = []
     for row in rows:
         sections.append(builder.node(row))
-        sections += builder.runs(row)
+        sections += builder.runs(runs[row["id"]], on_step)
     for b in rows[1:]:
+        on_step(f"comparing session {b['id']} with {rows[0]['id']}")
         sections.append(builder.comparison(rows[0], b))
     ids = ", ".join(str(r["id"]) for r in rows)
     return Report(f"quietcore report: session{'s' if len(rows) > 1 else ''} {ids}", sections, builder.count)

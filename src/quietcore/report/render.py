@@ -38,6 +38,9 @@ def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
     figures = out / "figures"
     figures.mkdir(exist_ok=True)
     (figures / f"{name}.svg").write_text(buffer.getvalue(), encoding="utf-8")
+    # The layout the SVG was drawn with is kept for the PNG: laying it out
+    # again takes a third of the PNG's time and gives the same positions.
+    fig.set_layout_engine("none")
     fig.savefig(figures / f"{name}.png", format="png", dpi=110)
     return Rendered(name, caption, svg, (f"figures/{name}.svg", f"figures/{name}.png"))
 
