@@ -68,7 +68,7 @@ def main() -> int:
         ok.append(line("quietcore --help", median_time([*QC, "--help"], env, args.reps), "s", 0.25, peer))
         ok.append(line("quietcore audit", median_time([*QC, "audit"], env, args.reps), "s", 1.0, peer))
         # lab: its own report of what it measured, against its wall time
-        t, out = timed([*QC, "lab", "--quick"], env)
+        t, _ = timed([*QC, "lab", "--quick"], env)
         measured = 2 * 2.0 + 5 * 0.05  # two rounds of 2 s, five 50 ms calibration trials
         print(f"{'quietcore lab --quick':<44} {t:8.2f} s   of which measuring {measured:.2f} s")
         ok.append(line("  lab --quick beyond measuring", t - measured, "s", 5.0))
