@@ -44,7 +44,7 @@ typedef struct {
     uint64_t origin, deadline;
     pthread_t tid;
     uint64_t wakeups, overruns, lat_sum, lat_max, burst_sum, burst_min, burst_max;
-    uint64_t *starts;
+    uint64_t *starts, *latencies; /* per wake-up, the first MAX_STARTS */
     uint64_t nstarts;
     thread_sched sched;
     char error[200];
@@ -141,8 +141,10 @@ static void *disturb_thread_main(void *arg)
         t->burst_sum += len;
         t->burst_min = len < t->burst_min ? len : t->burst_min;
         t->burst_max = len > t->burst_max ? len : t->burst_max;
-        if (t->nstarts < MAX_STARTS)
+        if (t->nstarts < MAX_STARTS) {
+            t->latencies[t->nstarts] = woke - next;
             t->starts[t->nstarts++] = woke - t->origin;
+        }
         while (next + period < end) { /* the burst ran past later wake-ups */
             next += period;
             t->overruns++;
@@ -151,6 +153,24 @@ static void *disturb_thread_main(void *arg)
     thread_sched_read(&t->sched);
     pthread_getaffinity_np(pthread_self(), sizeof t->sched.cpus, &t->sched.cpus);
     return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_u64(const uint64_t *v, uint64_t n)
+{
+    uint64_t *s = n ? malloc(n * sizeof *s) : NULL;
+    if (!s)
+        return NAN;
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_u64);
+    double m = n % 2 ? (double)s[n / 2] : ((double)s[n / 2 - 1] + (double)s[n / 2]) / 2;
+    free(s);
+    return m;
 }
 
 static void emit(json_t *j, const disturb_opts *o, disturb_thread *th, int n)
@@ -171,6 +191,9 @@ static void emit(json_t *j, const disturb_opts *o, disturb_thread *th, int n)
         json_kv_u64(j, "overruns", t->overruns);
         json_kv_f64(j, "wake_latency_mean_ns", t->wakeups ? (double)t->lat_sum / (double)t->wakeups : NAN);
         json_kv_u64(j, "wake_latency_max_ns", t->lat_max);
+        /* The median, beside the mean: a VM's host stalls a few wake-ups by
+         * milliseconds, and the typical wake-up is what a gap holds. */
+        json_kv_f64(j, "wake_latency_median_ns", median_u64(t->latencies, t->nstarts));
         json_kv_f64(j, "burst_mean_ns", t->wakeups ? (double)t->burst_sum / (double)t->wakeups : NAN);
         json_kv_u64(j, "burst_min_ns", t->wakeups ? t->burst_min : 0);
         json_kv_u64(j, "burst_max_ns", t->burst_max);
@@ -178,6 +201,11 @@ static void emit(json_t *j, const disturb_opts *o, disturb_thread *th, int n)
         json_arr_begin(j);
         for (uint64_t k = 0; k < t->nstarts; k++)
             json_u64(j, t->starts[k]);
+        json_arr_end(j);
+        json_key(j, "wake_latencies_ns"); /* in the order of burst_starts_ns */
+        json_arr_begin(j);
+        for (uint64_t k = 0; k < t->nstarts; k++)
+            json_u64(j, t->latencies[k]);
         json_arr_end(j);
         json_obj_end(j);
     }
@@ -207,7 +235,8 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
         th[i] = (disturb_thread){.cpu = c, .o = &o, .go = &go, .origin = origin,
                                  .deadline = origin + (uint64_t)(o.duration * 1e9)};
         th[i].starts = malloc(MAX_STARTS * sizeof *th[i].starts);
-        if (!th[i].starts || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
+        th[i].latencies = malloc(MAX_STARTS * sizeof *th[i].latencies);
+        if (!th[i].starts || !th[i].latencies || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
             return probe_fail(ctx, EXIT_FAIL, "cannot start the thread for CPU %d", c);
         i++;
     }
@@ -221,8 +250,10 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
         probe_note_ran(ctx, &th[i].sched);
     }
     emit(result, &o, th, n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(th[i].starts);
+        free(th[i].latencies);
+    }
     free(th);
     return EXIT_OK;
 }

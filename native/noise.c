@@ -195,12 +195,12 @@ static void emit_cpu_fwq(json_t *j, const noise_thread *t, uint64_t origin, doub
     json_obj_end(j);
 }
 
-/* ftq: the busiest quantum is the noiseless capacity; available = mean/max. */
+/* ftq: the busiest quantum is the noiseless capacity; available = mean/max.
+ * The maximum is over every quantum, not only the stored series: a busiest
+ * quantum after --max-samples would otherwise put available above 100 %. */
 static void emit_cpu_ftq(json_t *j, const noise_thread *t, uint64_t origin, double ns_per_tick)
 {
-    uint64_t max = 0;
-    for (uint64_t i = 0; i < t->nseries; i++)
-        max = t->series[i] > max ? t->series[i] : max;
+    uint64_t max = t->work_max;
     double mean = t->loops ? (double)t->work_sum / (double)t->loops : NAN;
     json_obj_begin(j);
     emit_cpu_common(j, t, origin, ns_per_tick);

@@ -28,7 +28,7 @@ typedef struct {
     uint64_t loops, gaps, gap_ticks, max_gap, preheat_min;
     uint64_t t_start, t_end;
     uint64_t *series; /* fwq: ticks per quantum; ftq: work units per quantum */
-    uint64_t nseries, cap_series, work_sum, sink;
+    uint64_t nseries, cap_series, work_sum, work_max, sink;
     struct rusage ru0, ru1;
     int cpu_start, cpu_end;
     thread_sched sched;

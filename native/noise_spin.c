@@ -132,7 +132,7 @@ static void measure_ftq(noise_thread *t)
 {
     const uint64_t deadline = t->sh->deadline, q = t->sh->quantum, n_work = t->sh->work;
     uint64_t *const series = t->series;
-    uint64_t x = (uint64_t)t->cpu, n = 0, sum = 0, now = counter_read();
+    uint64_t x = (uint64_t)t->cpu, n = 0, sum = 0, max = 0, now = counter_read();
     t->t_start = now;
     uint64_t qend = now + q;
     while (now < deadline && !*t->sh->stop) {
@@ -146,12 +146,14 @@ static void measure_ftq(noise_thread *t)
             if (n < t->cap_series)
                 series[n] = units;
             sum += units;
+            max = units > max ? units : max;
             n++;
         }
     }
     t->t_end = now;
     t->loops = n;
     t->work_sum = sum;
+    t->work_max = max;
     t->nseries = n < t->cap_series ? n : t->cap_series;
     t->sink = x;
 }

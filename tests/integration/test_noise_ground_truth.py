@@ -3,18 +3,22 @@ noise`, with its period, its length and its count.
 
 `quietcore-probe disturb` at SCHED_FIFO on the measured CPU wakes every
 10 ms and spins 200 µs. Each burst preempts the spinner at once, so the
-noise probe sees one gap per period: the burst, plus the timer interrupt
-that woke the disturber. That interrupt costs what a tick costs (the same
-hrtimer path), which the same run measures as the tick's gap; the burst
-length quietcore finds is the gap less that cost. This VM also shows host
-gaps of up to milliseconds: they are other events, and a burst that merges
-with one moves off its period and drops out of the periodic source, which
-is why the count is asserted at 95 % and not at 100 %."""
+noise probe sees one gap per period: from the timer interrupt that wakes
+the disturber, through its wake-up (which the disturber times itself, from
+the timer's expiry to its first instruction), the burst, and the switch
+back. So the gap quietcore finds must be the burst plus the disturber's own
+median wake-up latency plus one context switch. This VM also shows
+host gaps of up to milliseconds: they are other events, and a burst that
+merges with one moves off its period and drops out of the periodic source,
+which is why the count is of the bursts the host did not delay. The host has a
+100 Hz source of its own, which quietcore must report apart: the injected
+source is the costlier of the two."""
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -56,23 +60,44 @@ def test_quietcore_noise_finds_the_injected_disturbance(cli: CliRunner, db_file:
         assert disturber.stderr is not None and "running" in disturber.stderr.readline()
         time.sleep(0.2)
         proc = cli("noise", "--cpus", str(cpu), "--duration", str(MEASURE_S), "--json")
+        disturber.terminate()  # it reports what it did on SIGTERM
+        out, _ = disturber.communicate(timeout=10)
     finally:
         # Never leave a real-time spinner behind, whatever happened.
         disturber.kill()
         disturber.wait()
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["cpus"]
+    (bursts,) = json.loads(out)["result"]["cpus"]
     periodic = row["periodic"]
     injected = [p for p in periodic if abs(p["period_ns"] - PERIOD_US * 1e3) <= 0.02 * PERIOD_US * 1e3]
     assert injected, f"no source within 2 % of {PERIOD_US} µs among {[round(p['frequency_hz'], 2) for p in periodic]}"
-    source = injected[0]
-    # Count: one per period of the measured time, at least 95 % of them.
-    expected = row["measured_ns"] / (PERIOD_US * 1e3)
-    assert 0.95 * expected <= source["events"] <= expected + 1
-    # Length: the gap less the measured cost of the interrupt that woke the disturber.
-    tick = next((p for p in periodic if p["name"] and "scheduler tick" in p["name"]), None)
-    irq_cost = tick["median_duration_ns"] if tick else 0.0
-    found_burst = source["median_duration_ns"] - irq_cost
-    assert abs(found_burst - BURST_US * 1e3) <= 0.10 * BURST_US * 1e3, (source["median_duration_ns"], irq_cost)
+    assert not [p for p in periodic if abs(p["period_ns"] - PERIOD_US * 1e3 / 2) <= 0.02 * PERIOD_US * 1e3 / 2], (
+        "the timer and the host's 100 Hz source reported as one at 200 Hz"
+    )
+    source = max(injected, key=lambda p: p["lost_ns"])
+    # The disturber's wake-ups while the noise probe surely ran (from 2 s to
+    # MEASURE_S after its start; before and after, its CPU idles and wakes
+    # up slower).
+    during = [
+        lat
+        for start, lat in zip(bursts["burst_starts_ns"], bursts["wake_latencies_ns"], strict=True)
+        if 2e9 <= start <= MEASURE_S * 1e9
+    ]
+    assert len(during) >= 0.9 * (MEASURE_S - 2) * 1e9 / (PERIOD_US * 1e3)
+    # Count: one per period of the measured time, at least 95 % of those the
+    # host did not hold up. A burst that woke more than a period's match
+    # tolerance (2 %, 200 µs) late merged with a host stall begun before the
+    # timer, and the merged gap starts off the period: under heavy host load
+    # (this VM, at times) that is one burst in twelve.
+    periods = row["measured_ns"] / (PERIOD_US * 1e3)
+    on_time = sum(lat <= 0.02 * PERIOD_US * 1e3 for lat in during) / len(during)
+    assert 0.95 * on_time * periods <= source["events"] <= periods + 1, (source["events"], on_time)
+    wake_up = float(statistics.median(during))
+    found_burst = source["median_duration_ns"] - wake_up
+    # What is left is the switch back to the spinner, one context switch
+    # (10-20 µs on this VM): the gap is never shorter than burst + wake-up.
+    excess = found_burst - BURST_US * 1e3
+    assert -0.05 * BURST_US * 1e3 <= excess <= 0.15 * BURST_US * 1e3, (source["median_duration_ns"], wake_up)
     # And the attribution does not call the injected bursts host noise.
     assert row["attribution"]["lost_ns"] >= source["lost_ns"]

@@ -94,7 +94,10 @@ def test_noise_quanta_modes(mode: str) -> None:
     if mode == "fwq":
         assert c["min_quantum_ns"] <= c["median_quantum_ns"] and min(c["series"]) >= c["min_quantum_ns"] * 0.97
     else:
-        assert c["max_units"] == max(c["series"]) and r["quantum_us"] == 100
+        # The capacity is the busiest of all quanta, which the first 500 kept
+        # in the series need not hold.
+        assert c["max_units"] >= max(c["series"]) and c["mean_units"] <= c["max_units"]
+        assert r["quantum_us"] == 100
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or len(allowed_cpus()) < 2, reason="needs root and two CPUs")

@@ -72,3 +72,9 @@ def test_once_a_second_unless_a_device_was_counted_often_enough_at_that_rate() -
     assert rates(1).per_s["42"] == pytest.approx(0.8)
     name = name_source(src(1.0), 250, rates(1), virtualized=True)
     assert name is not None and "once a second" in name
+
+
+@pytest.mark.parametrize(("hz", "words"), [(125.0, "every 2nd tick"), (62.5, "every 4th tick")])
+def test_a_source_at_a_fraction_of_the_tick_is_named_in_english(hz: float, words: str) -> None:
+    name = name_source(src(hz), 250, rates(0), virtualized=True)
+    assert name is not None and name.startswith(words), name

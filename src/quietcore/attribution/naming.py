@@ -55,7 +55,7 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
         if _near(f, config_hz):
             return f"the scheduler tick, CONFIG_HZ={config_hz} ({loc})"
         if any(_near(f, config_hz / k) for k in (2, 4)):
-            return f"every {round(config_hz / f)}th tick (CONFIG_HZ={config_hz}): a tick-driven timer"
+            return f"every {_ordinal(round(config_hz / f))} tick (CONFIG_HZ={config_hz}): a tick-driven timer"
         if any(_near(f, k * config_hz) for k in (2, 3, 4)):
             k = round(f / config_hz)
             return f"{k} x the tick rate (CONFIG_HZ={config_hz}, {loc}): timer interrupts beyond the tick"
@@ -75,3 +75,9 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
     if _near(f, 1.0):
         return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
     return None
+
+
+def _ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
