@@ -12,8 +12,6 @@ from types import FrameType
 from typing import NoReturn
 
 from quietcore._version import __version__
-from quietcore.commands import COMMANDS
-from quietcore.commands.common import recover_node
 from quietcore.errors import QuietcoreError, UsageError
 
 
@@ -24,6 +22,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from quietcore.commands import COMMANDS
+
     parser = _Parser(
         prog="quietcore",
         description="Audit, measure and tune OS noise on Linux compute nodes.",
@@ -49,6 +49,10 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # Answered before the parser, which imports every command module.
+        print(f"quietcore {__version__}")
+        return 0
     signal.signal(signal.SIGTERM, _on_sigterm)
     parser = build_parser()
     try:
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # Before anything else, and for every command: undo what a crashed
         # quietcore left changed on this node.
+        from quietcore.commands.common import recover_node
+
         recover_node(args)
         code: int = args.run(args)
         return code

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from quietcore.audit import run_checks
-from quietcore.audit.context import AuditContext
-from quietcore.audit.finding import ORDER, Finding, Status
 from quietcore.commands import common
-from quietcore.facts.cpus import online_cpus
-from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
 
+if TYPE_CHECKING:
+    from quietcore.audit.finding import Finding
+
 NAME = "audit"
-STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.OK: "green", Status.INFO: "cyan", Status.UNKNOWN: "dim"}
+# By status value: the audit itself is imported only when it runs (start-up).
+STYLE = {"fail": "bold red", "warn": "yellow", "ok": "green", "info": "cyan", "unknown": "dim"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.audit import run_checks
+    from quietcore.audit.context import AuditContext
+    from quietcore.audit.finding import Status
+    from quietcore.facts.cpus import online_cpus
+    from quietcore.facts.snapshot import open_root
+
     with open_root(args.root) as root:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
         journal, source = common.journal_of(root, args.db)
@@ -51,6 +57,7 @@ def show(findings: list[Finding]) -> None:
     # rich only once there is something to print: --help and --version stay fast.
     from rich.markup import escape
 
+    from quietcore.audit.finding import ORDER
     from quietcore.report.text import console
 
     out = console()
@@ -58,9 +65,9 @@ def show(findings: list[Finding]) -> None:
         group = [f for f in findings if f.status is status]
         if not group:
             continue
-        out.print(f"[{STYLE[status]}]{status.value.upper()} ({len(group)})[/]")
+        out.print(f"[{STYLE[status.value]}]{status.value.upper()} ({len(group)})[/]")
         for f in group:
-            out.print(f"  [{STYLE[status]}]{f.id}[/]: {escape(f.summary)}")
+            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}")
             for e in f.evidence:
                 out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}")
             for advice in f.advice:

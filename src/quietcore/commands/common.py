@@ -8,14 +8,15 @@ import sqlite3
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quietcore.errors import StoreError
 from quietcore.facts.root import Root
-from quietcore.levers.journal import recover
-from quietcore.lock import NodeLock
 from quietcore.options import positive_float, tags_option
-from quietcore.store import db, sessions
-from quietcore.store import journal as journal_rows
+from quietcore.store import db
+
+if TYPE_CHECKING:
+    from quietcore.lock import NodeLock
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +57,8 @@ def wait_s(args: argparse.Namespace) -> float:
 def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[str] = ()) -> NodeLock:
     """The node lock on what this command measures (its CPUs) and changes
     (its levers), honouring --wait."""
+    from quietcore.lock import NodeLock
+
     return NodeLock(cpus, levers, wait_s(args))
 
 
@@ -66,6 +69,9 @@ def recover_node(args: argparse.Namespace) -> None:
     path, _ = db.resolve_path(getattr(args, "db", None))
     if not path.is_file():
         return
+    from quietcore.levers.journal import recover
+    from quietcore.store import sessions
+
     try:
         conn = db.open_db(path, create=False)
     except StoreError:
@@ -90,6 +96,8 @@ def journal_of(root: Root, db_option: str | None) -> tuple[list[dict[str, object
     path, _ = db.resolve_path(db_option)
     if not path.is_file():
         return [], str(path)
+    from quietcore.store import journal as journal_rows
+
     try:
         conn = db.open_db(path, create=False)
         try:

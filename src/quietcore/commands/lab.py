@@ -15,17 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from quietcore.audit import run_checks
-from quietcore.audit.context import AuditContext
 from quietcore.commands import common, report
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
-from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.options import duration_option
-from quietcore.probes.noise import NoiseOptions, event_cap
-from quietcore.store import db, sessions
+from quietcore.store import db
 
 if TYPE_CHECKING:
     from quietcore.session import Session
@@ -54,9 +50,11 @@ def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quietcore.probes.noise import NoiseOptions, event_cap
     from quietcore.report import text
     from quietcore.report.progress import progress_bar
     from quietcore.session import Session
+    from quietcore.store import sessions
 
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
@@ -99,10 +97,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def record_audit(session: Session, root: Root) -> None:
+    from quietcore.store import sessions
+
     """The audit of the node as it was measured, for the report."""
 
     started = sessions.now_iso()
     journal, source = common.journal_of(root, str(session.db_path))
+    from quietcore.audit import run_checks
+    from quietcore.audit.context import AuditContext
+
     findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
     session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
                                           "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
@@ -115,6 +118,7 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[dict[str, Any]]
 ) -> None:
+    from quietcore.facts.virt import CPUID_VENDORS
     from quietcore.report import text
 
     out = text.console()

@@ -1,0 +1,1 @@
+"""`quietcore tune`: plan, apply, verify and revert the shielding of CPUs."""

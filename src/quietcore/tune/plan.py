@@ -1,0 +1,258 @@
+"""`quietcore tune plan`: from the node's topology, which CPUs keep the
+housekeeping and which become targets, and every knob that shields the
+targets: the boot part (kernel command line, for a reboot) and the run-time
+part (file writes that `tune apply` journals). Each item carries its current
+value, the planned one, why, and the audit finding it fixes. A plan is
+made from a Root, so it works the same on a snapshot or a fixture tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from quietcore.actions import Action
+from quietcore.errors import UsageError
+from quietcore.facts.cmdline import parse_cmdline
+from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
+from quietcore.facts.irqs import read_irqs
+from quietcore.facts.kernel import read_config, read_identity
+from quietcore.facts.root import Root
+from quietcore.facts.topology import Topology, read_topology
+
+PROFILES = ("throughput", "latency")
+WORKQUEUES = "sys/devices/virtual/workqueue"
+THP = "sys/kernel/mm/transparent_hugepage/enabled"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One knob of the plan."""
+
+    knob: str  # what a person calls it: "isolcpus", "IRQ 24 (virtio0)", "workqueue cpumask"
+    current: str | None  # None: unknown (unreadable)
+    planned: str
+    reason: str
+    action: Action | None  # None: nothing to do (already so) or refused
+    refused: str | None = None  # why the kernel would ignore or refuse it
+
+    @property
+    def status(self) -> str:
+        return "refused" if self.refused else ("change" if self.action else "already")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"knob": self.knob, "current": self.current, "planned": self.planned, "reason": self.reason,
+                "status": self.status, "refused": self.refused,
+                "action": self.action.to_json() if self.action else None}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Plan:
+    housekeeping: frozenset[int]
+    targets: frozenset[int]
+    profile: str
+    boot: list[Item]
+    runtime: list[Item]
+    notes: list[str] = field(default_factory=list)  # trade-offs, and what the run-time part cannot do
+
+    @property
+    def boot_words(self) -> str:
+        return " ".join(i.action.target + (f"={i.action.value}" if i.action.value else "")
+                        for i in self.boot if i.action)  # fmt: skip
+
+    def boot_lines(self) -> dict[str, str]:
+        """The boot part for each way distributions keep the command line."""
+        words = self.boot_words
+        if not words:
+            return {}
+        return {
+            "grub": f'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {words}" in /etc/default/grub, then update-grub '
+            "(Debian, Ubuntu) or grub2-mkconfig -o /boot/grub2/grub.cfg (Fedora, RHEL), and reboot",
+            "grubby": f'grubby --update-kernel=ALL --args="{words}"',
+            "kernel-install": f"append {words} to /etc/kernel/cmdline, then "
+            'kernel-install add "$(uname -r)" "/lib/modules/$(uname -r)/vmlinuz" (BLS)',
+        }
+
+    @property
+    def actions(self) -> list[Action]:
+        return [i.action for i in self.runtime if i.action]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"housekeeping": format_cpulist(self.housekeeping), "targets": format_cpulist(self.targets),
+                "profile": self.profile, "boot": [i.to_json() for i in self.boot], "boot_lines": self.boot_lines(),
+                "runtime": [i.to_json() for i in self.runtime], "notes": self.notes}  # fmt: skip
+
+
+def _cpus_option(text: str, option: str, online: frozenset[int]) -> frozenset[int]:
+    try:
+        cpus = parse_cpulist(text)
+    except ValueError:
+        cpus = frozenset()
+    if not cpus or not cpus <= online:
+        raise UsageError(f"invalid {option} {text!r} (valid: CPUs within {format_cpulist(online)})")
+    return cpus
+
+
+def choose(
+    topo: Topology, targets: str | None = None, housekeeping: str | None = None
+) -> tuple[frozenset[int], frozenset[int]]:
+    """(housekeeping, targets). By default the first core of each NUMA node,
+    with its SMT siblings, keeps the housekeeping (and the node's device
+    IRQs), and the rest are targets. A choice that leaves no housekeeping
+    CPU, isolates a whole NUMA node or splits a core's SMT siblings is
+    refused."""
+    online = topo.online
+    if targets is not None and housekeeping is not None:
+        raise UsageError("give --cpus or --housekeeping, not both")
+    if targets is not None:
+        target = _cpus_option(targets, "--cpus", online)
+        keep = online - target
+    elif housekeeping is not None:
+        keep = _cpus_option(housekeeping, "--housekeeping", online)
+        target = online - keep
+    else:
+        keep = frozenset()
+        for cpus in topo.nodes.values():
+            mine = cpus & online
+            if mine:
+                keep |= topo.siblings.get(min(mine), frozenset({min(mine)})) & online
+        target = online - keep
+    if not keep:
+        raise UsageError("invalid --cpus: it leaves no housekeeping CPU (valid: a list that keeps at least one CPU)")
+    if not target:
+        raise UsageError(f"nothing to shield: every online CPU ({format_cpulist(online)}) is housekeeping")
+    for node, cpus in sorted(topo.nodes.items()):
+        mine = cpus & online
+        if mine and mine <= target:
+            raise UsageError(
+                f"invalid CPU choice: every CPU of NUMA node {node} ({format_cpulist(mine)}) would be isolated "
+                "(valid: keep at least one core per node for its housekeeping and device IRQs)"
+            )
+    for cpu in sorted(keep):
+        split = (topo.siblings.get(cpu, frozenset({cpu})) & online) - keep
+        if split:
+            raise UsageError(
+                f"invalid CPU choice: CPU {cpu} keeps the housekeeping but its SMT sibling "
+                f"{format_cpulist(split)} would be a target (valid: whole cores)"
+            )
+    return keep, target
+
+
+def _boot(root: Root, keep: frozenset[int], target: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
+    cmdline = parse_cmdline(root.read_line("proc/cmdline") or "")
+    config, where = read_config(root, read_identity(root).release)
+    notes = []
+    if not where:
+        notes.append("the kernel config could not be read: whether this kernel honours nohz_full and rcu_nocbs "
+                     "is not known")  # fmt: skip
+
+    def without(option: str, why: str) -> str | None:
+        if not where or config.get(option) == "y":
+            return None
+        return f"ignored by this kernel: built without {option} ({why})"
+
+    t, k = format_cpulist(target), format_cpulist(keep)
+    wanted = [
+        ("isolcpus", f"managed_irq,domain,{t}", "keeps the scheduler's load balancing and managed IRQs off the "
+         "targets", None),
+        ("nohz_full", t, "stops the tick on a target running one task",
+         without("CONFIG_NO_HZ_FULL", "the tick cannot stop on a busy CPU")),
+        ("rcu_nocbs", t, "moves RCU callbacks to housekeeping kthreads",
+         without("CONFIG_RCU_NOCB_CPU", "RCU callbacks run where they were queued")),
+        ("irqaffinity", k, "the default affinity of IRQs from boot on", None),
+    ]  # fmt: skip
+    if profile == "latency":
+        wanted.append(("skew_tick", "1", "offsets the CPUs' ticks so they do not contend for one lock", None))
+    items = []
+    for name, value, reason, refused in wanted:
+        current = cmdline.get(name) if cmdline.has(name) else None
+        if refused:
+            items.append(Item(name, current, value, reason, None, refused))
+        elif current == value:
+            items.append(Item(name, current, value, reason, None))
+        else:
+            action = Action("boot-parameter", name, value, needs=("root", "reboot"), fixes=f"cpu.{name}")
+            items.append(Item(name, current, value, reason, action))
+    return items, notes
+
+
+def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str | None, mask: bool) -> Item | None:
+    """A run-time knob in one file; None where the node does not have it.
+    Masks are compared as CPU sets, not as strings ("3" and "00000003")."""
+    current = root.read_line(rel)
+    if current is None:
+        return None
+    same = current == planned
+    if mask:
+        try:
+            same = parse_cpumask(current) == parse_cpumask(planned)
+            shown, wanted = format_cpulist(parse_cpumask(current)), format_cpulist(parse_cpumask(planned))
+        except ValueError:
+            shown, wanted = current, planned
+    else:
+        shown, wanted = current, planned
+    kind = "procfs" if rel.startswith("proc/") else "sysfs"
+    action = None if same else Action(kind, f"/{rel}", planned, fixes=fixes, note=knob)
+    return Item(knob, shown, wanted, reason, action)
+
+
+def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
+    mask = format_cpumask(keep)
+    items: list[Item] = []
+    notes: list[str] = []
+    for irq in read_irqs(root):
+        if irq.requested is None:
+            continue
+        knob = f"IRQ {irq.number} ({irq.device})"
+        current = format_cpulist(irq.requested)
+        if irq.requested <= keep:
+            items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", None))
+            continue
+        action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, fixes="irq.affinity",
+                        note=irq.device)  # fmt: skip
+        items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action))
+    wanted = [
+        ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",
+         "irq.default_affinity", True),
+        ("workqueue cpumask", f"{WORKQUEUES}/cpumask", mask, "unbound workqueue work off the targets",
+         "kthread.placement", True),
+    ]  # fmt: skip
+    for wq in root.listdir(WORKQUEUES):
+        if root.exists(f"{WORKQUEUES}/{wq}/cpumask"):
+            wanted.append((f"workqueue {wq}", f"{WORKQUEUES}/{wq}/cpumask", mask,
+                           f"the {wq} workqueue's work off the targets", "kthread.placement", True))  # fmt: skip
+    numa = root.read_line("proc/sys/kernel/numa_balancing")
+    if numa is not None:
+        wanted.append(("numa_balancing", "proc/sys/kernel/numa_balancing", "0",
+                       "NUMA hinting faults interrupt the targets' tasks", "mem.numa_balancing", False))  # fmt: skip
+    thp = root.read_line(THP)
+    if profile == "latency" and thp is not None and "[always]" in thp:
+        wanted.append(("THP", THP, "madvise", "khugepaged and compaction stalls only for who asks for huge pages",
+                       "mem.thp", False))  # fmt: skip
+    for knob, rel, planned, reason, fixes, is_mask in wanted:
+        item = _file(root, knob, rel, planned, reason, fixes, is_mask)
+        if item is not None:
+            if knob == "THP" and item.current:  # the selector file: show the selected word
+                item = Item(knob, "always", planned, reason, item.action)
+            items.append(item)
+    migration = root.read_line("proc/sys/kernel/timer_migration")
+    if migration is not None:
+        notes.append(
+            f"timer_migration is {migration}, left as it is: 1 lets an idle CPU's timers run on a busy one "
+            "(fewer wake-ups of idle CPUs), 0 keeps each timer where it was armed (a target's own timers stay, "
+            "but none arrive from elsewhere)"
+        )
+    notes.append("a nohz_full CPU keeps its tick while more than one task is runnable on it: one task per target")
+    return items, notes
+
+
+def make_plan(root: Root, targets: str | None = None, housekeeping: str | None = None,
+              profile: str = "throughput") -> Plan:  # fmt: skip
+    if profile not in PROFILES:
+        raise UsageError(f"invalid --profile {profile!r} (valid: {', '.join(PROFILES)})")
+    topo = read_topology(root)
+    if not topo.online:
+        raise UsageError(f"no online CPUs under {root}: not a node's root")
+    keep, target = choose(topo, targets, housekeeping)
+    boot, boot_notes = _boot(root, keep, target, profile)
+    runtime, runtime_notes = _runtime(root, keep, profile)
+    return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)

@@ -1,0 +1,182 @@
+"""Applying a plan's run-time part, checking it is still in force, and
+putting everything back. Every write goes through the journal as a `kept`
+change: its old value is recorded (and committed) before the write, so a
+`kill -9` at any point leaves each knob at its old or its new value and the
+journal able to restore it. Unlike tuned, which keeps the originals in
+memory, and tuna and pyperf, which forget them or write defaults, `tune
+revert` restores exactly what was there, also after a crash."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from quietcore.actions import Action
+from quietcore.errors import CommandError
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist, parse_cpumask
+from quietcore.facts.fingerprint import selected
+from quietcore.facts.irqs import read_irqs
+from quietcore.facts.root import Root
+from quietcore.facts.tasks import read_tasks
+from quietcore.levers.journal import Journal
+from quietcore.store import journal as rows
+
+LEVER = "tune"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    knob: str
+    old: str | None
+    new: str
+    result: str  # "set", "refused: ...", "pending: ..." (written, not yet in effect)
+
+
+def _mask_file(target: str) -> bool:
+    return target.endswith(("smp_affinity", "cpumask", "default_smp_affinity"))
+
+
+def shown(target: str, value: str | None) -> str | None:
+    """A value as a person reads it: masks as CPU lists, selectors as the word."""
+    if value is None:
+        return None
+    if _mask_file(target):
+        try:
+            return format_cpulist(parse_cpumask(value))
+        except ValueError:
+            return value
+    return selected(value) or value
+
+
+def same(target: str, now: str | None, wanted: str) -> bool:
+    """The kernel's value against the one written: masks as CPU sets
+    ("3" and "00000003" are one mask), selector files by the selected word."""
+    if now is None:
+        return False
+    if _mask_file(target):
+        try:
+            return parse_cpumask(now) == parse_cpumask(wanted)
+        except ValueError:
+            return False
+    return (selected(now) or now) == wanted
+
+
+def _effective(root: Root, action: Action) -> str | None:
+    """For an IRQ, where it really goes now, when that is not where it was
+    sent: the write can succeed while the effective affinity stays put."""
+    number = action.target.split("/")[3]
+    eff = root.read_line(f"proc/irq/{number}/effective_affinity_list")
+    if eff is None:
+        return None
+    try:
+        if parse_cpulist(eff) <= parse_cpumask(action.value):
+            return None
+    except ValueError:
+        return None
+    return f"pending: the IRQ still goes to CPU {eff} (effective_affinity_list); it moves at its next interrupt"
+
+
+def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[Outcome]:
+    """Journal and write each action as a kept change, then read it back."""
+    journal = Journal(conn, None, lasting="kept")
+    outcomes = []
+    for action in actions:
+        rel = action.target
+        old = root.read_line(rel)
+        if old is not None and "[" in old:  # a selector file is written one word, so that word is what to restore
+            old = selected(old) or old
+        refusal = journal.apply(LEVER, action, root, old)
+        knob = action.note or rel
+        if refusal:
+            outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
+                                    f"refused: {refusal.split(': ', 1)[-1]}"))  # fmt: skip
+            continue
+        now = root.read_line(rel)
+        if not same(rel, now, action.value):
+            result = f"drifted at once: reads {shown(rel, now)!r}"
+        elif action.kind == "irq-affinity":
+            result = _effective(root, action) or "set"
+        else:
+            result = "set"
+        outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value, result))
+    return outcomes
+
+
+@dataclass(frozen=True)
+class Drift:
+    entry: int
+    target: str
+    wanted: str | None
+    now: str | None
+    blame: str
+
+
+def _blame(root: Root, target: str) -> str:
+    tasks = read_tasks(root)
+    names = {t.comm for t in tasks if not t.kthread}
+    if "tuned" in names:
+        return "tuned is running and sets the same knobs"
+    if "irqbalance" in names and "/proc/irq/" in target:
+        return "irqbalance is running and moves IRQs (ban the targets: IRQBALANCE_BANNED_CPULIST)"
+    return "another actor changed it (an administrator, a service, a driver reload)"
+
+
+def kept(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """This host's tuning still in force (or maybe: pending), newest first."""
+    return [r for r in rows.open_entries(conn, socket.gethostname(), ("pending", "kept")) if r["lasting"] == "kept"]
+
+
+def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list[str]]:
+    """(kept changes checked, the ones no longer in force, IRQs that appeared
+    since and may reach the targets)."""
+    entries = [r for r in kept(conn) if r["state"] == "kept"]
+    drifts = []
+    for row in entries:
+        target = row["target"]
+        path = Path(target)
+        now = path.read_text().strip() if path.exists() else None
+        if not same(target, now, row["new_value"]):
+            blame = "it no longer exists" if now is None else _blame(root, target)
+            drifts.append(Drift(int(row["id"]), target, shown(target, row["new_value"]), shown(target, now), blame))
+    tuned_irqs = {r["target"] for r in entries if r["kind"] == "irq-affinity"}
+    masks = [parse_cpumask(r["new_value"]) for r in entries if r["kind"] == "irq-affinity"]
+    new_irqs = []
+    if masks:
+        keep = masks[0]
+        for irq in read_irqs(root):
+            if (
+                f"/proc/irq/{irq.number}/smp_affinity" not in tuned_irqs
+                and irq.requested is not None
+                and not irq.requested <= keep
+            ):
+                new_irqs.append(f"IRQ {irq.number} ({irq.device}) reaches CPUs {format_cpulist(irq.requested)}: "
+                                "not in the tuning (new since, or refused then)")  # fmt: skip
+    return len(entries), drifts, new_irqs
+
+
+def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
+    """Put back every kept change (those after entry `to` with --to), newest
+    first, exactly as it was. Pending ones too: the write may have happened
+    before a crash. A target that is gone is reported, not fatal."""
+    lines = []
+    for row in kept(conn):
+        if to is not None and int(row["id"]) <= to:
+            continue
+        target, old = row["target"], row["old_value"]
+        path = Path(target)
+        if not path.exists():
+            rows.mark(conn, int(row["id"]), "reverted", "its target no longer exists")
+            lines.append(f"{target}: gone, nothing to put back")
+            continue
+        try:
+            path.write_text(old)
+        except OSError as exc:
+            if row["state"] == "pending":  # never written: the kernel refused it then too
+                rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc.strerror}")
+                continue
+            raise CommandError(f"cannot put back {old!r} to {target}: {exc.strerror}", exit_code=1) from exc
+        rows.mark(conn, int(row["id"]), "reverted", "put back by quietcore tune revert")
+        lines.append(f"{target}: back to {shown(target, old)}")
+    return lines
