@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from quietcore.commands import audit, compare, ctxswitch, lab, latency, noise, report, results, run, snapshot
+from quietcore.commands import audit, compare, ctxswitch, lab, latency, noise, report, results, run, snapshot, tune
 
-COMMANDS: list[ModuleType] = [lab, audit, noise, latency, ctxswitch, run, compare, report, results, snapshot]
+COMMANDS: list[ModuleType] = [lab, audit, noise, latency, ctxswitch, run, compare, report, results, snapshot, tune]

@@ -1,0 +1,205 @@
+"""Shield CPUs from OS noise: plan from the topology, apply, verify, revert.
+
+  quietcore tune plan [--cpus LIST | --housekeeping LIST] [--profile P] [--root DIR] [--json]
+  quietcore tune apply [same options] [--dry-run] [--yes]
+  quietcore tune verify
+  quietcore tune revert [--to ID]
+
+`plan` picks housekeeping CPUs (the first core of each NUMA node, SMT
+siblings together) and lists each knob with its current and planned value:
+the boot part (isolcpus, nohz_full, rcu_nocbs, irqaffinity, as GRUB, grubby
+and kernel-install lines; refused where this kernel would ignore it) and the
+run-time part (device IRQs, the default IRQ affinity, the workqueue masks,
+NUMA balancing, THP for the latency profile). `apply` journals each old
+value before writing it, reads every knob back and reports what the kernel
+refused; the changes stay until `revert`, which restores exactly what was
+there, newest first, also after a crash. `verify` says which changes are no
+longer in force and who is likely to blame (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from quietcore.commands import common
+from quietcore.errors import CommandError, UsageError
+
+if TYPE_CHECKING:
+    from quietcore.tune.plan import Plan
+
+NAME = "tune"
+ACTIONS = ("plan", "apply", "verify", "revert")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", metavar="ACTION", help=f"one of: {', '.join(ACTIONS)}")
+    parser.add_argument("--cpus", metavar="LIST", help="the CPUs to shield (default: all but the housekeeping)")
+    parser.add_argument("--housekeeping", metavar="LIST", help="the CPUs that keep the housekeeping")
+    parser.add_argument("--profile", default="throughput", help="throughput (default) or latency")
+    parser.add_argument("--root", metavar="DIR", default="/", help="plan from DIR or a snapshot .tar.gz")
+    parser.add_argument("--json", action="store_true", help="print the plan or the outcome as JSON")
+    parser.add_argument("--dry-run", action="store_true", help="apply: print what would be written, write nothing")
+    parser.add_argument("--yes", action="store_true", help="apply: do not ask")
+    parser.add_argument("--to", metavar="ID", help="revert: only the changes after journal entry ID")
+    common.add_db(parser)
+    common.add_wait(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action not in ACTIONS:
+        raise UsageError(f"invalid tune action {args.action!r} (valid: {', '.join(ACTIONS)})")
+    if args.action != "plan" and args.root != "/":
+        raise UsageError(f"invalid --root for tune {args.action}: only a plan reads another root (valid: /)")
+    if args.action == "plan":
+        return _plan(args)
+    if args.action == "apply":
+        return _apply(args)
+    if args.action == "verify":
+        return _verify(args)
+    return _revert(args)
+
+
+def _make(args: argparse.Namespace, root_path: str) -> Plan:
+    from quietcore.facts.snapshot import open_root
+    from quietcore.tune.plan import make_plan
+
+    with open_root(root_path) as root:
+        return make_plan(root, args.cpus, args.housekeeping, args.profile)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    plan = _make(args, args.root)
+    if args.json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        show_plan(plan)
+    return 0
+
+
+def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    out = ["  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
+
+
+def show_plan(plan: Plan) -> None:
+    from quietcore.facts.cpulist import format_cpulist
+
+    print(f"Housekeeping CPUs: {format_cpulist(plan.housekeeping)}; shielded (targets): "
+          f"{format_cpulist(plan.targets)}; profile: {plan.profile}")  # fmt: skip
+    print("\nBoot part (takes effect after a reboot):")
+    rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
+             f"refused: {i.refused}" if i.refused else (i.status if i.status == "already" else i.reason))
+            for i in plan.boot]  # fmt: skip
+    print("\n".join(_table(rows, ("parameter", "now", "planned", "why"))))
+    for name, line in plan.boot_lines().items():
+        print(f"  {name}: {line}")
+    print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
+    rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
+             "already so" if i.status == "already" else i.reason) for i in plan.runtime]  # fmt: skip
+    print("\n".join(_table(rows, ("knob", "now", "planned", "why"))))
+    changes = len(plan.actions)
+    print(f"  {changes} change{'s' if changes != 1 else ''} to apply.")
+    for note in plan.notes:
+        print(f"Note: {note}")
+
+
+def _apply(args: argparse.Namespace) -> int:
+    import os
+
+    from quietcore.facts.root import Root
+    from quietcore.levers.registry import NAMES
+    from quietcore.store import db
+    from quietcore.tune import state
+
+    plan = _make(args, "/")
+    if args.dry_run:
+        for action in plan.actions:
+            print(action.text())
+        print(f"{len(plan.actions)} writes; nothing written (--dry-run).")
+        return 0
+    if os.geteuid() != 0:
+        raise CommandError("tune apply needs root: the plan writes /proc and /sys (see `quietcore tune plan`)", 3)
+    if not plan.actions:
+        print("Nothing to change: the run-time part is already in force.")
+        return 0
+    if not args.yes and sys.stdin.isatty():
+        show_plan(plan)
+        if input(f"Apply these {len(plan.actions)} changes? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("Nothing changed.")
+            return 1
+    path, chosen = common.db_path(args)
+    conn = db.open_db(path, chosen=chosen)
+    try:
+        with common.node_lock(args, (), (*NAMES, state.LEVER)):
+            outcomes = state.apply(conn, Root("/"), plan.actions)
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps([o.__dict__ for o in outcomes], indent=2))
+    else:
+        rows = [(o.knob, o.old or "-", o.new, o.result) for o in outcomes]
+        print("\n".join(_table(rows, ("knob", "was", "now", "result"))))
+        refused = sum(o.result.startswith("refused") for o in outcomes)
+        print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
+              "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
+    return 0
+
+
+def _open(args: argparse.Namespace) -> sqlite3.Connection | None:
+    from quietcore.store import db
+
+    path, chosen = common.db_path(args)
+    if not path.is_file():
+        return None
+    return db.open_db(path, create=False, chosen=chosen)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from quietcore.facts.root import Root
+    from quietcore.tune import state
+
+    conn = _open(args)
+    if conn is None:
+        print("Nothing tuned: no results database yet.")
+        return 0
+    try:
+        checked, drifts, new_irqs = state.verify(conn, Root("/"))
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps({"checked": checked, "drifted": [d.__dict__ for d in drifts], "untuned_irqs": new_irqs}))
+    else:
+        for d in drifts:
+            print(f"DRIFTED {d.target}: set to {d.wanted}, now {d.now} ({d.blame})")
+        for line in new_irqs:
+            print(f"NEW {line}")
+        print(f"{checked - len(drifts)} of {checked} tuned knobs still in force.")
+    return 1 if drifts else 0
+
+
+def _revert(args: argparse.Namespace) -> int:
+    from quietcore.levers.registry import NAMES
+    from quietcore.options import int_in_range
+    from quietcore.tune import state
+
+    to = int_in_range(args.to, "--to", 0, 2**62) if args.to is not None else None
+    conn = _open(args)
+    if conn is None:
+        print("Nothing to revert: no results database yet.")
+        return 0
+    try:
+        with common.node_lock(args, (), (*NAMES, state.LEVER)):
+            lines = state.revert(conn, to)
+    finally:
+        conn.close()
+    for line in lines:
+        print(line)
+    print(f"{len(lines)} change{'s' if len(lines) != 1 else ''} put back." if lines else "Nothing to revert.")
+    return 0

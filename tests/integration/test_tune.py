@@ -1,0 +1,226 @@
+"""`quietcore tune`: the plan from the topology (this node and fixture
+roots), the refused plans, and apply / verify / revert on this node's real
+IRQs, default IRQ affinity, workqueue masks and NUMA balancing, checked
+value by value. Every test that applies puts each knob back itself in a
+`finally`, whatever happened."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from quietcore.facts.cpulist import parse_cpulist, parse_cpumask
+from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="tune apply writes /proc and /sys: needs root")
+TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="needs two CPUs: one to keep, one to shield")
+
+
+def knobs() -> dict[str, str]:
+    """Every file a plan on this node may write, with its value now."""
+    paths = [*Path("/proc/irq").glob("*/smp_affinity"), Path("/proc/irq/default_smp_affinity"),
+             *Path("/sys/devices/virtual/workqueue").glob("**/cpumask"), Path("/proc/sys/kernel/numa_balancing"),
+             Path("/sys/kernel/mm/transparent_hugepage/enabled")]  # fmt: skip
+    values = {}
+    for p in paths:
+        with contextlib.suppress(OSError):
+            values[str(p)] = p.read_text().strip()
+    return values
+
+
+def equal(path: str, a: str, b: str) -> bool:
+    if path.endswith(("smp_affinity", "cpumask")):
+        return parse_cpumask(a) == parse_cpumask(b)
+    return a == b
+
+
+def put_back(saved: dict[str, str]) -> None:
+    """The test's own restore, in case quietcore's did not."""
+    for path, value in saved.items():
+        if "[" in value:  # a selector file: write the selected word
+            value = value[value.index("[") + 1 : value.index("]")]
+        with contextlib.suppress(OSError):
+            if not equal(path, Path(path).read_text().strip(), value):
+                Path(path).write_text(value)
+
+
+@contextlib.contextmanager
+def restored() -> Iterator[dict[str, str]]:
+    saved = knobs()
+    try:
+        yield saved
+    finally:
+        put_back(saved)
+
+
+def changed(saved: dict[str, str]) -> list[str]:
+    now = knobs()
+    return [p for p, v in saved.items() if p in now and not equal(p, v, now[p])]
+
+
+@TWO_CPUS
+def test_plan_here_keeps_cpu_0_and_shields_the_rest(cli: CliRunner) -> None:
+    proc = cli("tune", "plan", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    online = frozenset(allowed_cpus())
+    assert plan["housekeeping"] == "0" and parse_cpulist(plan["targets"]) == online - {0}
+    boot = {item["knob"]: item for item in plan["boot"]}
+    assert boot["isolcpus"]["planned"] == f"managed_irq,domain,{plan['targets']}"
+    assert boot["irqaffinity"]["planned"] == "0"
+    config = Path("/proc/config.gz")
+    if config.exists():
+        import gzip
+
+        has_nohz_full = "CONFIG_NO_HZ_FULL=y" in gzip.decompress(config.read_bytes()).decode()
+        # This VM's kernel lacks it: the plan says so, and leaves it out of the boot line.
+        assert (boot["nohz_full"]["status"] == "refused") != has_nohz_full
+        assert ("nohz_full=" in plan["boot_lines"]["grubby"]) == has_nohz_full
+    assert plan["boot_lines"]["grubby"].startswith('grubby --update-kernel=ALL --args="isolcpus=managed_irq,domain,')
+    runtime = {item["knob"]: item for item in plan["runtime"]}
+    assert runtime["IRQ default affinity"]["planned"] == "0"
+    assert all(item["planned"] == "0" for knob, item in runtime.items() if knob.startswith("IRQ "))
+
+
+def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli: CliRunner) -> None:
+    proc = cli("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    # CPU N and N+8 are SMT siblings; node 0 holds cores 0-3, node 1 cores 4-7.
+    assert plan["housekeeping"] == "0,4,8,12"
+    boot = {item["knob"]: item for item in plan["boot"]}
+    # The fixture already boots isolated, on another set: the plan says what it has and what it wants.
+    assert boot["isolcpus"]["current"] == "managed_irq,domain,2-3,6-7,10-11,14-15"
+    assert boot["nohz_full"]["status"] == "change"
+    # The latency profile adds skew_tick=1, which this node already boots with: not in the line.
+    assert boot["skew_tick"]["status"] == "already" and "skew_tick" not in plan["boot_lines"]["grubby"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--cpus", "0-1"], "leaves no housekeeping CPU"),
+        (["--housekeeping", "0-1"], "nothing to shield"),
+        (["--cpus", "7"], "invalid --cpus '7' (valid: CPUs within 0-1)"),
+        (["--profile", "fast"], "invalid --profile 'fast' (valid: throughput, latency)"),
+        (["--cpus", "1", "--housekeeping", "0"], "give --cpus or --housekeeping, not both"),
+    ],
+)
+def test_refused_plans_are_one_line_and_exit_2(cli: CliRunner, args: list[str], words: str) -> None:
+    if len(allowed_cpus()) != 2:
+        pytest.skip("the wording names this 2-CPU machine's CPUs")
+    proc = cli("tune", "plan", *args)
+    assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--cpus", "4-7,12-15"], "every CPU of NUMA node 1 (4-7,12-15) would be isolated"),
+        (["--housekeeping", "0,4"], "its SMT sibling 8 would be a target"),
+    ],
+)
+def test_refused_plans_on_the_fixture(cli: CliRunner, args: list[str], words: str) -> None:
+    proc = cli("tune", "plan", "--root", str(XEON_ROOT), *args)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+
+
+def test_unknown_action_and_root_for_apply(cli: CliRunner) -> None:
+    proc = cli("tune", "shield")
+    assert proc.returncode == 2 and "invalid tune action 'shield' (valid: plan, apply, verify, revert)" in proc.stderr
+    proc = cli("tune", "apply", "--root", str(XEON_ROOT))
+    assert proc.returncode == 2 and "only a plan reads another root" in proc.stderr
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
+    with restored() as saved:
+        proc = cli("tune", "apply", "--yes", "--json")
+        assert proc.returncode == 0, proc.stderr
+        outcomes = json.loads(proc.stdout)
+        assert outcomes and all(o["result"] == "set" or o["result"].startswith(("refused", "pending"))
+                                for o in outcomes)  # fmt: skip
+        # What was set reads back: the default IRQ affinity and the workqueue mask are CPU 0 alone.
+        assert parse_cpumask(Path("/proc/irq/default_smp_affinity").read_text()) == {0}
+        assert parse_cpumask(Path("/sys/devices/virtual/workqueue/cpumask").read_text()) == {0}
+        moved = [o for o in outcomes if o["knob"] not in ("IRQ default affinity",) and o["result"] == "set"]
+        assert moved
+        assert cli("tune", "verify").returncode == 0
+        # Someone else changes a kept knob behind quietcore's back: verify names it, exit 1.
+        Path("/proc/irq/default_smp_affinity").write_text(saved["/proc/irq/default_smp_affinity"])
+        drift = cli("tune", "verify")
+        assert drift.returncode == 1 and "DRIFTED /proc/irq/default_smp_affinity" in drift.stdout, drift.stdout
+        back = cli("tune", "revert")
+        assert back.returncode == 0 and "put back" in back.stdout, back.stderr
+        assert changed(saved) == [], "not put back exactly"
+        again = cli("tune", "revert")
+        assert again.returncode == 0 and "Nothing to revert." in again.stdout
+        assert cli("tune", "verify").stdout.strip().endswith("0 of 0 tuned knobs still in force.")
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: dict[str, str]) -> None:
+    """kill -9 of `tune apply` at seeded random moments, each followed by
+    `tune revert`: every knob is back to its value before, each time."""
+    seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123"))
+    rng = random.Random(seed)
+    points = sorted(rng.uniform(0.0, 0.6) for _ in range(5))
+    print(f"kill -9 points (seed {seed}): {[round(p, 3) for p in points]}")
+    with restored() as saved:
+        for at in points:
+            child = subprocess.Popen([sys.executable, "-m", "quietcore", "tune", "apply", "--yes"], env=cli_env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            time.sleep(at)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+            back = subprocess.run([sys.executable, "-m", "quietcore", "tune", "revert"], env=cli_env,
+                                  capture_output=True, text=True, check=False)  # fmt: skip
+            assert back.returncode == 0, back.stderr
+            assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and a revert"
+
+
+@ROOT_ONLY
+def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path: Path) -> None:
+    import quietcore.levers.registry
+    import quietcore.store.db
+    import quietcore.tune.state  # noqa: F401  (nobody cannot import from under /root)
+    from quietcore.cli import main
+
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        assert main(["tune", "plan"]) == 0  # and imports what planning needs, while still root
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, plan, try to apply, report the exit codes
+        codes = {}
+        try:
+            os.close(read_end)
+            os.environ.update({"QUIETCORE_DB": "/tmp/qc-nobody-tune.db", "QUIETCORE_LOCK_DIR": "/tmp/qc-nobody-lock"})
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+                codes["plan"] = main(["tune", "plan"])
+            codes["apply"] = main(["tune", "apply", "--yes"])
+        except BaseException as exc:  # reported to the parent, which fails the test
+            codes["error"] = repr(exc)  # type: ignore[assignment]
+        finally:
+            os.write(write_end, json.dumps(codes).encode())
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        codes = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert codes == {"plan": 0, "apply": 3}, codes
