@@ -6,6 +6,7 @@ the session stored."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,17 +38,64 @@ class Report:
     figure_count: int = 0
 
 
+@dataclass
+class _Drawing:
+    """A figure being drawn by a child process."""
+
+    pid: int
+    inline: Path  # where the child leaves the inline SVG
+    fig: Figure
+    section: Section
+    index: int  # its place in section.figures
+
+
 class Builder:
     def __init__(self, conn: sqlite3.Connection, out: Path) -> None:
         self.conn = conn
         self.out = out
         self.count = 0
+        # Figures are drawn in child processes, one per CPU: drawing (text
+        # layout, above all) is most of a report's time, each figure is
+        # independent, and the measurement is over, so the CPUs are free.
+        self.workers = len(os.sched_getaffinity(0)) if hasattr(os, "fork") else 1
+        self.drawing: list[_Drawing] = []
 
     def figure(self, section: Section, fig: Figure | None, name: str, caption: str) -> None:
         if fig is None:
             return
         self.count += 1
-        section.figures.append(render(fig, f"f{self.count:02d}-{name}", caption, self.out))
+        full = f"f{self.count:02d}-{name}"
+        if self.workers < 2:
+            section.figures.append(render(fig, full, caption, self.out))
+            return
+        self._wait(self.workers - 1)
+        (self.out / "figures").mkdir(parents=True, exist_ok=True)
+        inline = self.out / "figures" / f".{full}.inline.svg"
+        pid = os.fork()
+        if pid == 0:  # the child: draw, leave the inline SVG, and go without running the parent's exit code
+            code = 1
+            try:
+                inline.write_text(render(fig, full, caption, self.out).svg, encoding="utf-8")
+                code = 0
+            finally:
+                os._exit(code)
+        section.figures.append(Rendered(full, caption, "", (f"figures/{full}.svg", f"figures/{full}.png")))
+        self.drawing.append(_Drawing(pid, inline, fig, section, len(section.figures) - 1))
+
+    def _wait(self, running: int) -> None:
+        """Collect drawn figures, oldest first, until at most `running` are left."""
+        while len(self.drawing) > running:
+            d = self.drawing.pop(0)
+            _, status = os.waitpid(d.pid, 0)
+            done = d.section.figures[d.index]
+            if os.waitstatus_to_exitcode(status) == 0 and d.inline.is_file():
+                d.section.figures[d.index] = Rendered(done.name, done.caption, d.inline.read_text("utf-8"), done.files)
+            else:  # the child failed: draw it here, where an error can be seen
+                d.section.figures[d.index] = render(d.fig, done.name, done.caption, self.out)
+            d.inline.unlink(missing_ok=True)
+
+    def finish(self) -> None:
+        self._wait(0)
 
     def node(self, row: sqlite3.Row) -> Section:
         facts = json.loads(row["facts"])
@@ -137,5 +185,6 @@ def build(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path,
     for b in rows[1:]:
         on_step(f"comparing session {b['id']} with {rows[0]['id']}")
         sections.append(builder.comparison(rows[0], b))
+    builder.finish()
     ids = ", ".join(str(r["id"]) for r in rows)
     return Report(f"quietcore report: session{'s' if len(rows) > 1 else ''} {ids}", sections, builder.count)
