@@ -8,6 +8,7 @@ which writes fixed defaults, this restores exactly what was there before."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sqlite3
@@ -29,10 +30,15 @@ def _write(path: Path, value: str) -> None:
         path.write_text(value)
     except PermissionError as exc:
         if os.geteuid() == 0:  # root was refused: the kernel made the file read-only (a managed IRQ, say)
-            raise CommandError(f"cannot write {value!r} to {path}: the kernel does not allow it", exit_code=3) from exc
+            raise CommandError(f"cannot write {value!r} to {path}: the kernel does not allow it ({_errno(exc)})",
+                               exit_code=3) from exc  # fmt: skip
         raise CommandError(f"cannot write {path}: needs root", exit_code=3) from exc
     except OSError as exc:
-        raise CommandError(f"cannot write {value!r} to {path}: {exc.strerror}", exit_code=1) from exc
+        raise CommandError(f"cannot write {value!r} to {path}: {exc.strerror} ({_errno(exc)})", exit_code=1) from exc
+
+
+def _errno(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
 def offered_or_why(value: str, offered: list[str]) -> str | None:

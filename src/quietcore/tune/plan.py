@@ -208,7 +208,7 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
             items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", None))
             continue
         action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, fixes="irq.affinity",
-                        note=irq.device)  # fmt: skip
+                        note=knob)  # fmt: skip
         items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action))
     wanted = [
         ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",

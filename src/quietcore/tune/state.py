@@ -90,8 +90,11 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
         refusal = journal.apply(LEVER, action, root, old)
         knob = action.note or rel
         if refusal:
+            why = refusal.rsplit(": ", 1)[-1]
+            if action.kind == "irq-affinity" and ("EIO" in why or "EPERM" in why):
+                why += ": a managed IRQ, placed by the kernel itself (EIO before 6.12, EPERM since)"
             outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
-                                    f"refused: {refusal.split(': ', 1)[-1]}"))  # fmt: skip
+                                    f"refused: {why}"))  # fmt: skip
             continue
         now = root.read_line(rel)
         if not same(rel, now, action.value):
