@@ -3,11 +3,13 @@ CLI run as a user runs it (a subprocess, `python -m quietcore`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,33 @@ def cli(cli_env: dict[str, str]) -> CliRunner:
 
 def allowed_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
+
+
+NOBODY = 65534
+
+
+def as_nobody(work: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Run work(answer) in a forked child that dropped to user nobody, and
+    return what it put in `answer` (an exception as answer["error"]). Only
+    modules imported before the fork are usable: nobody cannot read this
+    machine's Python, which lives under /root."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        answer: dict[str, Any] = {}
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            work(answer)
+        except BaseException as exc:  # reported to the parent, which fails the test
+            answer["error"] = repr(exc)
+        finally:
+            os.write(write_end, json.dumps(answer).encode())
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        answer = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    return answer

@@ -16,12 +16,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from quietcore.errors import CommandError
 from quietcore.lock import NodeLock
-from tests.conftest import CliRunner
+from tests.conftest import CliRunner, as_nobody
 from tests.integration.test_cli_interrupt import _probes_of
 from tests.integration.test_cli_run import thp_guard, thp_now
 
@@ -141,9 +142,6 @@ def test_the_lock_is_per_cpu(cli_env: dict[str, str], monkeypatch: pytest.Monkey
         pass  # released with the block: free again
 
 
-NOBODY = 65534
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
 def test_another_user_shares_the_lock_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Root makes the directory (sticky, world-writable, as /run/lock); a
@@ -153,30 +151,16 @@ def test_another_user_shares_the_lock_directory(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("QUIETCORE_LOCK_DIR", str(base / "locks"))
     with NodeLock(cpus=[0]):
         assert (base / "locks").stat().st_mode & 0o1777 == 0o1777
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: drop to nobody, try both CPUs, report, exit
-            answer: dict[str, str] = {}
+
+        def work(answer: dict[str, Any]) -> None:  # as nobody: lock a free CPU, then the busy one
+            with NodeLock(cpus=[1]):
+                answer["free"] = "held"
             try:
-                os.close(read_end)
-                os.setgroups([])
-                os.setresgid(NOBODY, NOBODY, NOBODY)
-                os.setresuid(NOBODY, NOBODY, NOBODY)
-                with NodeLock(cpus=[1]):
-                    answer["free"] = "held"
-                try:
-                    NodeLock(cpus=[0]).__enter__()
-                except CommandError as exc:
-                    answer["busy"] = str(exc)
-            except Exception as exc:  # reported to the parent, which fails the test
-                answer["error"] = repr(exc)
-            finally:
-                os.write(write_end, json.dumps(answer).encode())
-                os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end) as pipe:
-            answer = json.loads(pipe.read())
-        os.waitpid(pid, 0)
+                NodeLock(cpus=[0]).__enter__()
+            except CommandError as exc:
+                answer["busy"] = str(exc)
+
+        answer = as_nobody(work)
     shutil.rmtree(base)
     assert answer.get("free") == "held", answer
     assert f"CPU 0 is in use by quietcore pid {os.getpid()}" in answer.get("busy", ""), answer

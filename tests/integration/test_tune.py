@@ -16,11 +16,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from quietcore.facts.cpulist import parse_cpulist, parse_cpumask
-from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus
+from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus, as_nobody
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="tune apply writes /proc and /sys: needs root")
 TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="needs two CPUs: one to keep, one to shield")
@@ -201,26 +202,12 @@ def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path:
 
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         assert main(["tune", "plan"]) == 0  # and imports what planning needs, while still root
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to nobody, plan, try to apply, report the exit codes
-        codes = {}
-        try:
-            os.close(read_end)
-            os.environ.update({"QUIETCORE_DB": "/tmp/qc-nobody-tune.db", "QUIETCORE_LOCK_DIR": "/tmp/qc-nobody-lock"})
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-                codes["plan"] = main(["tune", "plan"])
-            codes["apply"] = main(["tune", "apply", "--yes"])
-        except BaseException as exc:  # reported to the parent, which fails the test
-            codes["error"] = repr(exc)  # type: ignore[assignment]
-        finally:
-            os.write(write_end, json.dumps(codes).encode())
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        codes = json.loads(pipe.read())
-    os.waitpid(pid, 0)
+
+    def work(codes: dict[str, Any]) -> None:  # as nobody: plan, then try to apply
+        os.environ.update({"QUIETCORE_DB": "/tmp/qc-nobody-tune.db", "QUIETCORE_LOCK_DIR": "/tmp/qc-nobody-lock"})
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            codes["plan"] = main(["tune", "plan"])
+        codes["apply"] = main(["tune", "apply", "--yes"])
+
+    codes = as_nobody(work)
     assert codes == {"plan": 0, "apply": 3}, codes
