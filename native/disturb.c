@@ -44,7 +44,7 @@ typedef struct {
     uint64_t origin, deadline;
     pthread_t tid;
     uint64_t wakeups, overruns, lat_sum, lat_max, burst_sum, burst_min, burst_max;
-    uint64_t *starts, *latencies; /* per wake-up, the first MAX_STARTS */
+    uint64_t *starts, *latencies, *lengths; /* per wake-up, the first MAX_STARTS */
     uint64_t nstarts;
     thread_sched sched;
     char error[200];
@@ -143,6 +143,7 @@ static void *disturb_thread_main(void *arg)
         t->burst_max = len > t->burst_max ? len : t->burst_max;
         if (t->nstarts < MAX_STARTS) {
             t->latencies[t->nstarts] = woke - next;
+            t->lengths[t->nstarts] = len;
             t->starts[t->nstarts++] = woke - t->origin;
         }
         while (next + period < end) { /* the burst ran past later wake-ups */
@@ -197,6 +198,7 @@ static void emit(json_t *j, const disturb_opts *o, disturb_thread *th, int n)
         json_kv_f64(j, "burst_mean_ns", t->wakeups ? (double)t->burst_sum / (double)t->wakeups : NAN);
         json_kv_u64(j, "burst_min_ns", t->wakeups ? t->burst_min : 0);
         json_kv_u64(j, "burst_max_ns", t->burst_max);
+        json_kv_f64(j, "burst_median_ns", median_u64(t->lengths, t->nstarts)); /* a host stall moves the mean */
         json_key(j, "burst_starts_ns");
         json_arr_begin(j);
         for (uint64_t k = 0; k < t->nstarts; k++)
@@ -236,7 +238,8 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
                                  .deadline = origin + (uint64_t)(o.duration * 1e9)};
         th[i].starts = malloc(MAX_STARTS * sizeof *th[i].starts);
         th[i].latencies = malloc(MAX_STARTS * sizeof *th[i].latencies);
-        if (!th[i].starts || !th[i].latencies || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
+        th[i].lengths = malloc(MAX_STARTS * sizeof *th[i].lengths);
+        if (!th[i].starts || !th[i].latencies || !th[i].lengths || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
             return probe_fail(ctx, EXIT_FAIL, "cannot start the thread for CPU %d", c);
         i++;
     }
@@ -253,6 +256,7 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     for (int i = 0; i < n; i++) {
         free(th[i].starts);
         free(th[i].latencies);
+        free(th[i].lengths);
     }
     free(th);
     return EXIT_OK;

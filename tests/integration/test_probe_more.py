@@ -37,7 +37,10 @@ def test_disturb_keeps_its_period_and_burst() -> None:
     r = result("disturb", "--cpus", CPU, "--period-us", "20000", "--burst-us", "1000", "--duration", "1")
     (c,) = r["cpus"]
     assert 45 <= c["wakeups"] <= 50 and c["overruns"] == 0
-    assert c["burst_min_ns"] >= 1_000_000 and c["burst_mean_ns"] < 1_100_000
+    # Never shorter; typically on time. The median, not the mean: one host
+    # stall of 12 ms in a burst moves the mean of 48 by 0.25 ms (seen in CI).
+    assert c["burst_min_ns"] >= 1_000_000 and c["burst_median_ns"] < 1_100_000
+    assert c["burst_mean_ns"] >= c["burst_min_ns"]
     starts = c["burst_starts_ns"]
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert sorted(gaps)[len(gaps) // 2] == pytest.approx(20e6, rel=0.01)

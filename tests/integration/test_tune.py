@@ -211,3 +211,34 @@ def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path:
 
     codes = as_nobody(work)
     assert codes == {"plan": 0, "apply": 3}, codes
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+@TWO_CPUS
+def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, db_file: Path) -> None:
+    import sqlite3
+
+    with restored() as saved:
+        proc = cli("tune", "prove", "--duration", "0.5", "--rounds", "2", "--seed", "7", "--json", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert changed(saved) == [], "prove left the tuning in place"
+        rows = out["rows"]
+        targets = {r["cpu"] for r in rows}
+        assert targets == set(allowed_cpus()) - {0}
+        assert {r["metric"] for r in rows} == {"lost time", "max gap", "events", "task preemptions",
+                                               "device interrupts"}  # fmt: skip
+        assert all(r["before"] >= 0 and r["after"] >= 0 and r["verdict"] for r in rows)
+        conn = sqlite3.connect(db_file)
+        states = [json.loads(p)["tune"] for (p,) in conn.execute(
+            "SELECT params FROM runs WHERE session_id = ? ORDER BY seq", (out["session"],))]  # fmt: skip
+        conn.close()
+        # Two rounds, each before and after, in the seeded order.
+        assert sorted(states) == ["after", "after", "before", "before"]
+        kept = cli("tune", "prove", "--duration", "0.5", "--rounds", "1", "--seed", "7", "--keep", timeout=300)
+        assert kept.returncode == 0, kept.stderr
+        assert "too few rounds for a verdict" in kept.stdout
+        assert parse_cpumask(Path("/proc/irq/default_smp_affinity").read_text()) == {0}
+        assert cli("tune", "revert").returncode == 0
+        assert changed(saved) == []

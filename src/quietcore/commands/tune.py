@@ -4,6 +4,7 @@
   quietcore tune apply [same options] [--dry-run] [--yes]
   quietcore tune verify
   quietcore tune revert [--to ID]
+  quietcore tune prove [same options as plan] [--duration S] [--rounds N] [--seed N] [--keep]
 
 `plan` picks housekeeping CPUs (the first core of each NUMA node, SMT
 siblings together) and lists each knob with its current and planned value:
@@ -14,7 +15,10 @@ NUMA balancing, THP for the latency profile). `apply` journals each old
 value before writing it, reads every knob back and reports what the kernel
 refused; the changes stay until `revert`, which restores exactly what was
 there, newest first, also after a crash. `verify` says which changes are no
-longer in force and who is likely to blame (exit 1).
+longer in force and who is likely to blame (exit 1). `prove` measures noise
+on the targets with the run-time part off and on, in shuffled rounds, and
+prints what it bought per CPU with a verdict (the tuning is undone after
+unless --keep).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from quietcore.tune.plan import Plan
 
 NAME = "tune"
-ACTIONS = ("plan", "apply", "verify", "revert")
+ACTIONS = ("plan", "apply", "verify", "revert", "prove")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="apply: print what would be written, write nothing")
     parser.add_argument("--yes", action="store_true", help="apply: do not ask")
     parser.add_argument("--to", metavar="ID", help="revert: only the changes after journal entry ID")
+    parser.add_argument("--duration", metavar="S", default="10", help="prove: seconds of noise per measurement")
+    parser.add_argument("--rounds", metavar="N", default="5", help="prove: rounds of before and after (default 5)")
+    parser.add_argument("--seed", metavar="N", help="prove: the seed of the rounds' order (default: random, printed)")
+    parser.add_argument("--keep", action="store_true", help="prove: keep the tuning afterwards")
+    common.add_tags(parser)
     common.add_db(parser)
     common.add_wait(parser)
 
@@ -61,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         return _apply(args)
     if args.action == "verify":
         return _verify(args)
+    if args.action == "prove":
+        return _prove(args)
     return _revert(args)
 
 
@@ -203,3 +214,73 @@ def _revert(args: argparse.Namespace) -> int:
         print(line)
     print(f"{len(lines)} change{'s' if len(lines) != 1 else ''} put back." if lines else "Nothing to revert.")
     return 0
+
+
+def _prove(args: argparse.Namespace) -> int:
+    import os
+    import random
+
+    from quietcore.facts.memory import available_bytes
+    from quietcore.facts.root import Root
+    from quietcore.levers.journal import Journal
+    from quietcore.levers.registry import NAMES
+    from quietcore.options import duration_option, int_in_range
+    from quietcore.probes.noise import NoiseOptions, event_cap
+    from quietcore.runs.model import Run
+    from quietcore.session import Session
+    from quietcore.tune import prove, state
+
+    duration = duration_option(args.duration, lo=0.5, hi=3600)
+    rounds = int_in_range(args.rounds, "--rounds", 1, 100)
+    seed = int_in_range(args.seed, "--seed", 0, 2**31) if args.seed is not None else random.randrange(2**31)
+    plan = _make(args, "/")
+    if os.geteuid() != 0:
+        raise CommandError("tune prove needs root: it applies the plan (see `quietcore tune plan`)", 3)
+    root = Root("/")
+    cap, basis = event_cap(len(plan.targets), available_bytes(root), duration)
+    options = NoiseOptions(plan.targets, duration, max_events=cap, max_events_basis=basis)
+    path, chosen = common.db_path(args)
+    print(f"Proving on CPUs {sorted(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
+          f"{len(plan.actions)} run-time changes, order seed {seed}.", file=sys.stderr)  # fmt: skip
+    with (
+        common.node_lock(args, plan.targets, (*NAMES, state.LEVER)),
+        Session("tune prove", path, chosen, {**common.tags(args), "seed": str(seed)}, root) as session,
+        Journal(session.conn, session.id) as journal,
+    ):
+
+        def measure(which: str, round_: int) -> Run:
+            print(f"  round {round_ + 1}/{rounds}: {which}", file=sys.stderr)
+            run_ = session.node.noise(options, trace="off")
+            run_.params = {**run_.params, "tune": which, "round": round_ + 1}
+            return session.add(run_)
+
+        rows, refusals = prove.prove(journal, root, plan.actions, rounds, seed, measure)
+        session_id = session.id
+    if args.keep:
+        conn = db_open(path, chosen)
+        try:
+            state.apply(conn, root, plan.actions)
+        finally:
+            conn.close()
+    if args.json:
+        print(json.dumps({"session": session_id, "seed": seed, "rows": [r.to_json() for r in rows],
+                          "refused": refusals}, indent=2))  # fmt: skip
+        return 0
+    table = [(str(r.cpu), f"{r.metric} ({r.unit})", f"{r.before:,.2f}", f"{r.after:,.2f}",
+              f"{r.ratio:.2f} [{r.ci[0]:.2f}-{r.ci[1]:.2f}]" if r.ratio is not None and r.ci else
+              (f"{r.ratio:.2f}" if r.ratio is not None else "-"),
+              f"{r.p:.3f}" if r.p is not None else "-", r.verdict) for r in rows]  # fmt: skip
+    print("\n".join(_table(table, ("CPU", "figure", "before", "after", "after/before [95% CI]", "p", "verdict"))))
+    for line in refusals:
+        print(f"refused by the kernel: {line}")
+    kept = "kept (`quietcore tune revert` undoes it)" if args.keep else "undone"
+    print(f"Medians over {rounds} rounds each; stored as session {session_id}. The tuning is {kept}.")
+    return 0
+
+
+def db_open(path: object, chosen: bool) -> sqlite3.Connection:
+    from pathlib import Path
+
+    from quietcore.store import db
+
+    return db.open_db(Path(str(path)), chosen=chosen)

@@ -1,0 +1,139 @@
+"""`quietcore tune prove`: what the run-time tuning buys, measured. Noise
+on the targets with the tuning off and on, in several rounds whose order
+is shuffled (seeded), so that the host's drift does not fall on one side;
+the tuning goes through the journal as temporary changes, so it is undone
+at the end (and after a crash, by the next command) unless --keep."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from quietcore.actions import Action
+from quietcore.facts.root import Root
+from quietcore.levers.journal import Journal
+from quietcore.runs.model import Run
+from quietcore.tune.state import LEVER
+
+#: name, unit, and how to read it from one CPU's summary row and attribution
+METRICS: tuple[tuple[str, str], ...] = (
+    ("lost time", "ms/s"),
+    ("max gap", "µs"),
+    ("events", "/s"),
+    ("task preemptions", "/s"),
+    ("device interrupts", "/s"),
+)
+
+
+def figures(run: Run) -> dict[int, dict[str, float]]:
+    """Each metric per CPU of one noise run, per second where it is a count."""
+    attribution = {int(c["cpu"]): c.get("attribution", {}) for c in run.analysis.get("cpus", [])}
+    out = {}
+    for row in run.summary:
+        cpu = int(row["cpu"])
+        seconds = float(row["measured_ns"]) / 1e9 or 1.0
+        sources = attribution.get(cpu, {}).get("sources", [])
+        count = {kind: sum(int(s.get("count") or 0) for s in sources if s.get("kind") == kind)
+                 for kind in ("switch", "irq")}  # fmt: skip
+        out[cpu] = {
+            "lost time": float(row["lost_ns"]) / 1e6 / seconds,
+            "max gap": float(row["max_gap_ns"]) / 1e3,
+            "events": float(row["events_per_s"]),
+            "task preemptions": count["switch"] / seconds,
+            "device interrupts": count["irq"] / seconds,
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    cpu: int
+    metric: str
+    unit: str
+    before: float  # medians over the rounds
+    after: float
+    ratio: float | None  # after / before; None when before is 0
+    ci: tuple[float, float] | None
+    p: float | None
+    verdict: str
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__ | {"ci": list(self.ci) if self.ci else None}
+
+
+Verdict = tuple[float | None, tuple[float, float] | None, float | None, str]  # ratio, its CI, p, words
+
+
+def _verdict(before: list[float], after: list[float]) -> Verdict:
+    import numpy as np
+    from scipy import stats
+
+    from quietcore.stats.compare import ALPHA, ratio_ci
+
+    mb, ma = float(np.median(before)), float(np.median(after))
+    if min(len(before), len(after)) < 2:
+        return (ma / mb if mb else None), None, None, "too few rounds for a verdict (--rounds 5 or more)"
+    p = float(stats.mannwhitneyu(after, before, alternative="two-sided").pvalue)
+    if mb == 0:
+        return None, None, p, ("more (none before)" if p < ALPHA and ma > 0 else "no detectable difference")
+    ratio = ma / mb
+    low, high = ratio_ci(before, after)
+    if p < ALPHA and high < 1:
+        return ratio, (low, high), p, f"fewer: {1 - ratio:.0%} less"
+    if p < ALPHA and low > 1:
+        return ratio, (low, high), p, f"more: {ratio - 1:.0%} more"
+    return ratio, (low, high), p, "no detectable difference"
+
+
+def table(measured: dict[str, list[dict[int, dict[str, float]]]]) -> list[Row]:
+    rows = []
+    cpus = sorted({cpu for m in measured["before"] for cpu in m})
+    for cpu in cpus:
+        for metric, unit in METRICS:
+            before = [m[cpu][metric] for m in measured["before"] if cpu in m]
+            after = [m[cpu][metric] for m in measured["after"] if cpu in m]
+            if not before or not after:
+                continue
+            ratio, ci, p, words = _verdict(before, after)
+            rows.append(Row(cpu, metric, unit, statistics.median(before), statistics.median(after), ratio, ci, p,
+                            words))  # fmt: skip
+    return rows
+
+
+def prove(
+    journal: Journal,
+    root: Root,
+    actions: list[Action],
+    rounds: int,
+    seed: int,
+    measure: Callable[[str, int], Run],
+) -> tuple[list[Row], list[str]]:
+    """measure(state, round) runs and stores one noise run. Returns the
+    table and the refusals met while applying."""
+    rng = random.Random(seed)
+    measured: dict[str, list[dict[int, dict[str, float]]]] = {"before": [], "after": []}
+    refusals: list[str] = []
+    for r in range(rounds):
+        order = ["before", "after"]
+        rng.shuffle(order)
+        for state in order:
+            if state == "after":
+                for action in actions:
+                    refusal = journal.apply(LEVER, action, root, _old(root, action))
+                    if refusal and r == 0:
+                        refusals.append(f"{action.note or action.target}: {refusal}")
+            else:
+                journal.undo()
+            measured[state].append(figures(measure(state, r)))
+    journal.undo()
+    return table(measured), refusals
+
+
+def _old(root: Root, action: Action) -> str | None:
+    from quietcore.facts.fingerprint import selected
+
+    old = root.read_line(action.target)
+    return selected(old) or old if old is not None and "[" in old else old
