@@ -138,7 +138,10 @@ def test_refused_plans_on_the_fixture(cli: CliRunner, args: list[str], words: st
 
 def test_unknown_action_and_root_for_apply(cli: CliRunner) -> None:
     proc = cli("tune", "shield")
-    assert proc.returncode == 2 and "invalid tune action 'shield' (valid: plan, apply, verify, revert)" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "invalid tune action 'shield' (valid: plan, apply, verify, revert, prove)" in proc.stderr
+    )
     proc = cli("tune", "apply", "--root", str(XEON_ROOT))
     assert proc.returncode == 2 and "only a plan reads another root" in proc.stderr
 

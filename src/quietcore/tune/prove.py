@@ -80,7 +80,11 @@ def _verdict(before: list[float], after: list[float]) -> Verdict:
     if mb == 0:
         return None, None, p, ("more (none before)" if p < ALPHA and ma > 0 else "no detectable difference")
     ratio = ma / mb
-    low, high = ratio_ci(before, after)
+    with np.errstate(divide="ignore", invalid="ignore"):  # rounds of 0 (no device interrupt) resample to 0/0
+        low, high = ratio_ci(before, after)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ratio, None, p, "fewer" if p < ALPHA and ratio < 1 else ("more" if p < ALPHA else
+                                                                        "no detectable difference")  # fmt: skip
     if p < ALPHA and high < 1:
         return ratio, (low, high), p, f"fewer: {1 - ratio:.0%} less"
     if p < ALPHA and low > 1:
@@ -124,7 +128,7 @@ def prove(
                 for action in actions:
                     refusal = journal.apply(LEVER, action, root, _old(root, action))
                     if refusal and r == 0:
-                        refusals.append(f"{action.note or action.target}: {refusal}")
+                        refusals.append(f"{action.note or action.target}: {refusal.rsplit(': ', 1)[-1]}")
             else:
                 journal.undo()
             measured[state].append(figures(measure(state, r)))
