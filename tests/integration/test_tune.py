@@ -245,3 +245,30 @@ def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, d
         assert parse_cpumask(Path("/proc/irq/default_smp_affinity").read_text()) == {0}
         assert cli("tune", "revert").returncode == 0
         assert changed(saved) == []
+
+
+def test_export_tuned_profile_on_the_fixture(cli: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "quietcore-shield"
+    proc = cli("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--export", "tuned", str(out))
+    assert proc.returncode == 0, proc.stderr
+    conf = (out / "tuned.conf").read_text()
+    assert "include=cpu-partitioning" in conf and "isolated_cores=1-3,5-7,9-11,13-15" in conf
+    again = cli("tune", "plan", "--root", str(XEON_ROOT), "--export", "tuned", str(out))
+    assert again.returncode == 2 and "exists" in again.stderr
+    bad = cli("tune", "plan", "--export", "ansible", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "invalid --export kind 'ansible' (valid: tuned, script)" in bad.stderr
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_exported_scripts_apply_and_put_back_this_node(cli: CliRunner, tmp_path: Path) -> None:
+    script = tmp_path / "shield.sh"
+    with restored() as saved:
+        proc = cli("tune", "plan", "--export", "script", str(script))
+        assert proc.returncode == 0, proc.stderr
+        ran = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False)
+        assert ran.returncode == 0
+        assert parse_cpumask(Path("/proc/irq/default_smp_affinity").read_text()) == {0}
+        back = subprocess.run(["sh", f"{script}.revert"], capture_output=True, text=True, check=False)
+        assert back.returncode == 0
+        assert changed(saved) == []

@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="throughput", help="throughput (default) or latency")
     parser.add_argument("--root", metavar="DIR", default="/", help="plan from DIR or a snapshot .tar.gz")
     parser.add_argument("--json", action="store_true", help="print the plan or the outcome as JSON")
+    parser.add_argument(
+        "--export", nargs=2, metavar=("KIND", "PATH"),
+        help="plan: write a tuned profile (tuned DIR) or shell scripts (script FILE, FILE.revert)",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="apply: print what would be written, write nothing")
     parser.add_argument("--yes", action="store_true", help="apply: do not ask")
     parser.add_argument("--to", metavar="ID", help="revert: only the changes after journal entry ID")
@@ -85,6 +89,8 @@ def _make(args: argparse.Namespace, root_path: str) -> Plan:
 
 def _plan(args: argparse.Namespace) -> int:
     plan = _make(args, args.root)
+    if args.export:
+        return _export(plan, *args.export)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -284,3 +290,33 @@ def db_open(path: object, chosen: bool) -> sqlite3.Connection:
     from quietcore.store import db
 
     return db.open_db(Path(str(path)), chosen=chosen)
+
+
+def _export(plan: Plan, kind: str, dest: str) -> int:
+    import socket
+    import stat
+    from pathlib import Path
+
+    from quietcore.tune.plan import scripts, tuned_profile
+
+    path = Path(dest)
+    if kind == "tuned":
+        target = path / "tuned.conf"
+        if target.exists():
+            raise UsageError(f"invalid --export tuned {dest}: {target} exists (valid: a new or empty directory)")
+        path.mkdir(parents=True, exist_ok=True)
+        target.write_text(tuned_profile(plan, socket.gethostname()))
+        print(f"Wrote {target}: copy {path} to /etc/tuned/NAME/ and run `tuned-adm profile NAME` (then reboot).")
+        return 0
+    if kind == "script":
+        revert = path.with_name(path.name + ".revert")
+        for p in (path, revert):
+            if p.exists():
+                raise UsageError(f"invalid --export script {dest}: {p} exists (valid: a new file name)")
+        apply_text, revert_text = scripts(plan)
+        for p, text in ((path, apply_text), (revert, revert_text)):
+            p.write_text(text)
+            p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        print(f"Wrote {path} (applies the run-time part) and {revert} (puts back the values read now).")
+        return 0
+    raise UsageError(f"invalid --export kind {kind!r} (valid: tuned, script)")

@@ -34,6 +34,7 @@ class Item:
     reason: str
     action: Action | None  # None: nothing to do (already so) or refused
     refused: str | None = None  # why the kernel would ignore or refuse it
+    raw: str | None = None  # the file's content now, as a revert writes it back
 
     @property
     def status(self) -> str:
@@ -192,7 +193,7 @@ def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str
         shown, wanted = current, planned
     kind = "procfs" if rel.startswith("proc/") else "sysfs"
     action = None if same else Action(kind, f"/{rel}", planned, fixes=fixes, note=knob)
-    return Item(knob, shown, wanted, reason, action)
+    return Item(knob, shown, wanted, reason, action, raw=current)
 
 
 def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
@@ -209,7 +210,8 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
             continue
         action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, fixes="irq.affinity",
                         note=knob)  # fmt: skip
-        items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action))
+        items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action,
+                          raw=format_cpumask(irq.requested)))  # fmt: skip
     wanted = [
         ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",
          "irq.default_affinity", True),
@@ -231,8 +233,8 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
     for knob, rel, planned, reason, fixes, is_mask in wanted:
         item = _file(root, knob, rel, planned, reason, fixes, is_mask)
         if item is not None:
-            if knob == "THP" and item.current:  # the selector file: show the selected word
-                item = Item(knob, "always", planned, reason, item.action)
+            if knob == "THP" and item.current:  # the selector file: show and restore the selected word
+                item = Item(knob, "always", planned, reason, item.action, raw="always")
             items.append(item)
     migration = root.read_line("proc/sys/kernel/timer_migration")
     if migration is not None:
@@ -256,3 +258,51 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
     boot, boot_notes = _boot(root, keep, target, profile)
     runtime, runtime_notes = _runtime(root, keep, profile)
     return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)
+
+
+def tuned_profile(plan: Plan, host: str) -> str:
+    """The same shielding as a tuned profile on cpu-partitioning, which does
+    the boot part and the IRQs, kthreads and workqueues itself; the rest of
+    the run-time part as its own sections."""
+    targets = format_cpulist(plan.targets)
+    lines = [
+        f"# Written by `quietcore tune plan --export tuned` on {host}: shield CPUs {targets},",
+        f"# housekeeping on {format_cpulist(plan.housekeeping)} ({plan.profile} profile).",
+        "[main]",
+        f"summary=quietcore: CPUs {targets} shielded",
+        "include=cpu-partitioning",
+        "",
+        "[variables]",
+        f"isolated_cores={targets}",
+        f"no_balance_cores={targets}",
+    ]
+    knobs = {i.knob: i for i in plan.runtime if i.action}
+    if "numa_balancing" in knobs:
+        lines += ["", "[sysctl]", "kernel.numa_balancing=0"]
+    if "THP" in knobs:
+        lines += ["", "[vm]", "transparent_hugepages=madvise"]
+    return "\n".join(lines) + "\n"
+
+
+def scripts(plan: Plan) -> tuple[str, str]:
+    """A shell script that applies the run-time part and one that puts back
+    the values read when the plan was made, in reverse order. An IRQ the
+    kernel refuses (a managed one) is reported and the script goes on."""
+    cpus = f"# Housekeeping CPUs {format_cpulist(plan.housekeeping)}, targets {format_cpulist(plan.targets)}."
+    head = ["#!/bin/sh", "# Written by `quietcore tune plan --export script`.", cpus]
+    apply, revert = [*head, "# Applies the run-time part."], [*head, "# Puts back what was there when planned."]
+    changes = [i for i in plan.runtime if i.action]
+    for item in changes:
+        assert item.action is not None
+        apply.append(_echo(item.action.value, item.action.target, item.knob))
+    for item in reversed(changes):
+        assert item.action is not None
+        if item.raw is not None:
+            revert.append(_echo(item.raw, item.action.target, item.knob))
+    return "\n".join(apply) + "\n", "\n".join(revert) + "\n"
+
+
+def _echo(value: str, target: str, knob: str) -> str:
+    import shlex
+
+    return f"echo {shlex.quote(value)} > {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob} ({target})')} >&2"
