@@ -57,8 +57,8 @@ def _render(a: Action) -> str:
         return f"echo {a.value} > {a.target}"
     if a.kind == "sysctl":
         return f"sysctl -w {a.target}={a.value}"
-    if a.kind == "task-affinity":
-        return f"taskset -pc {a.value} {a.target}"
+    if a.kind == "task-affinity":  # the target may carry the thread's start time: "TID@START"
+        return f"taskset -pc {a.value} {a.target.partition('@')[0]}"
     if a.kind == "cgroup":
         return f"systemctl set-property --runtime {a.target} {a.value}"
     if a.kind == "service":

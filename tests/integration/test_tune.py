@@ -55,13 +55,28 @@ def put_back(saved: dict[str, str]) -> None:
                 Path(path).write_text(value)
 
 
+def affinities() -> dict[int, set[int]]:
+    """Every thread's allowed CPUs now (the tuning moves threads too)."""
+    found = {}
+    for status in Path("/proc").glob("[0-9]*/task/[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError, StopIteration):
+            line = next(x for x in status.read_text().splitlines() if x.startswith("Cpus_allowed_list:"))
+            found[int(status.parent.name)] = set(parse_cpulist(line.split(":", 1)[1].strip()))
+    return found
+
+
 @contextlib.contextmanager
 def restored() -> Iterator[dict[str, str]]:
-    saved = knobs()
+    saved, threads = knobs(), affinities()
     try:
         yield saved
     finally:
         put_back(saved)
+        now = affinities()
+        for tid, cpus in threads.items():
+            if tid in now and now[tid] != cpus:
+                with contextlib.suppress(OSError):  # a per-CPU kthread, or gone meanwhile
+                    os.sched_setaffinity(tid, cpus)
 
 
 def changed(saved: dict[str, str]) -> list[str]:
@@ -146,10 +161,21 @@ def test_unknown_action_and_root_for_apply(cli: CliRunner) -> None:
     assert proc.returncode == 2 and "only a plan reads another root" in proc.stderr
 
 
+@contextlib.contextmanager
+def pinned_sleeper(cpus: set[int]) -> Iterator[int]:
+    """A task pinned to `cpus`, as a user pins one on purpose; killed after."""
+    child = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
 @ROOT_ONLY
 @TWO_CPUS
 def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
-    with restored() as saved:
+    with restored() as saved, pinned_sleeper({1}) as sleeper:
         proc = cli("tune", "apply", "--yes", "--json")
         assert proc.returncode == 0, proc.stderr
         outcomes = json.loads(proc.stdout)
@@ -160,6 +186,8 @@ def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
         assert parse_cpumask(Path("/sys/devices/virtual/workqueue/cpumask").read_text()) == {0}
         moved = [o for o in outcomes if o["knob"] not in ("IRQ default affinity",) and o["result"] == "set"]
         assert moved
+        # A task pinned to a target moves to the housekeeping CPU, and back to its own pinning on revert.
+        assert os.sched_getaffinity(sleeper) == {0}
         assert cli("tune", "verify").returncode == 0
         # Someone else changes a kept knob behind quietcore's back: verify names it, exit 1.
         Path("/proc/irq/default_smp_affinity").write_text(saved["/proc/irq/default_smp_affinity"])
@@ -168,6 +196,7 @@ def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
         back = cli("tune", "revert")
         assert back.returncode == 0 and "put back" in back.stdout, back.stderr
         assert changed(saved) == [], "not put back exactly"
+        assert os.sched_getaffinity(sleeper) == {1}
         again = cli("tune", "revert")
         assert again.returncode == 0 and "Nothing to revert." in again.stdout
         assert cli("tune", "verify").stdout.strip().endswith("0 of 0 tuned knobs still in force.")
@@ -182,7 +211,7 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
     rng = random.Random(seed)
     points = sorted(rng.uniform(0.0, 0.6) for _ in range(5))
     print(f"kill -9 points (seed {seed}): {[round(p, 3) for p in points]}")
-    with restored() as saved:
+    with restored() as saved, pinned_sleeper({1}) as sleeper:
         for at in points:
             child = subprocess.Popen([sys.executable, "-m", "quietcore", "tune", "apply", "--yes"], env=cli_env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -194,6 +223,7 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
                                   capture_output=True, text=True, check=False)  # fmt: skip
             assert back.returncode == 0, back.stderr
             assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and a revert"
+            assert os.sched_getaffinity(sleeper) == {1}, f"the pinned task, after a kill at {at:.3f} s"
 
 
 @ROOT_ONLY

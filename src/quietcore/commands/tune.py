@@ -118,8 +118,14 @@ def show_plan(plan: Plan) -> None:
     for name, line in plan.boot_lines().items():
         print(f"  {name}: {line}")
     print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
+    threads = [i for i in plan.runtime if i.action and i.action.kind == "task-affinity"]
     rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
-             "already so" if i.status == "already" else i.reason) for i in plan.runtime]  # fmt: skip
+             "already so" if i.status == "already" else i.reason)
+            for i in plan.runtime if i not in threads]  # fmt: skip
+    if threads:  # one line for them all: --json lists each
+        kthreads = sum(i.knob.startswith("kthread") for i in threads)
+        rows.append((f"{len(threads)} threads ({kthreads} kthreads)", "-", threads[0].planned,
+                     "tasks and movable kthreads off the targets (each in --json)"))  # fmt: skip
     print("\n".join(_table(rows, ("knob", "now", "planned", "why"))))
     changes = len(plan.actions)
     print(f"  {changes} change{'s' if changes != 1 else ''} to apply.")

@@ -19,6 +19,7 @@ from types import TracebackType
 from quietcore.actions import FILE_KINDS, Action
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
+from quietcore.levers import task
 from quietcore.owner import Owner, alive
 from quietcore.store import journal as rows
 
@@ -41,6 +42,30 @@ def _errno(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
+def put(kind: str, target: str, value: str) -> None:
+    """Set one knob: a file, or a thread's affinity (target "TID@START")."""
+    if kind != "task-affinity":
+        _write(Path(target), value)
+        return
+    try:
+        task.write(target, value)
+    except task.Gone as exc:
+        raise CommandError(f"thread {target.partition('@')[0]} has exited", exit_code=1) from exc
+    except OSError as exc:
+        raise CommandError(f"cannot set thread {target.partition('@')[0]} to CPUs {value}: {exc.strerror} "
+                           f"({_errno(exc)})", exit_code=1) from exc  # fmt: skip
+
+
+def get(kind: str, target: str) -> str | None:
+    """A knob's value now; None when it is gone."""
+    if kind == "task-affinity":
+        return task.read(target)
+    try:
+        return Path(target).read_text().strip()
+    except OSError:
+        return None
+
+
 def offered_or_why(value: str, offered: list[str]) -> str | None:
     """None when the kernel offers `value`, else what it does offer."""
     return None if value in offered else f"this kernel offers: {', '.join(offered) or 'none'}"
@@ -57,6 +82,8 @@ def _refusal(kind: str, exc: CommandError) -> bool:
     route EINVAL) is reported for that IRQ and the rest go on; refusals of
     other knobs, and a missing permission, stop the work."""
     cause = exc.__cause__
+    if kind == "task-affinity":  # a thread that exited, or a kthread bound to its CPU
+        return isinstance(cause, (OSError, task.Gone))
     if kind != "irq-affinity" or not isinstance(cause, OSError):
         return False
     return not isinstance(cause, PermissionError) or os.geteuid() == 0
@@ -77,17 +104,23 @@ class Journal:
         tree's), its old value recorded first: `old` as the lever reads it
         (the selected word of a selector file), else the file's content.
         Returns None, or the kernel's refusal of an IRQ (recorded as failed)."""
-        if action.kind not in FILE_KINDS:
-            raise ValueError(f"the journal writes files, not {action.kind!r} actions")
-        path = root.resolve(action.target)
-        old = old if old is not None else root.read_line(action.target)
-        if old is None:
-            raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
+        if action.kind not in (*FILE_KINDS, "task-affinity"):
+            raise ValueError(f"the journal writes files and thread affinities, not {action.kind!r} actions")
+        if action.kind == "task-affinity":
+            path = Path(action.target)  # not a path: "TID@START", kept as it is
+            old = task.read(action.target)
+            if old is None:
+                return f"thread {action.target.partition('@')[0]} has exited"
+        else:
+            path = root.resolve(action.target)
+            old = old if old is not None else root.read_line(action.target)
+            if old is None:
+                raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
         entry = rows.add(self.conn, self.session_id, self.owner,
                          {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
                           "new_value": action.value, "lasting": self.lasting})  # fmt: skip
         try:
-            _write(path, action.value)
+            put(action.kind, str(path), action.value)
         except CommandError as exc:
             rows.mark(self.conn, entry, "failed", str(exc))
             if _refusal(action.kind, exc):
@@ -106,7 +139,7 @@ class Journal:
         for entry in reversed(self.open):
             row = rows.get(self.conn, entry)
             try:
-                _write(Path(row["target"]), row["old_value"])
+                put(row["kind"], row["target"], row["old_value"])
                 rows.mark(self.conn, entry, "reverted")
             except CommandError as exc:
                 problems.append(str(exc))
@@ -131,7 +164,7 @@ def recover(conn: sqlite3.Connection) -> list[str]:
             continue  # meant to last, or still running: its own undo will do it
         who = f"pid {row['pid']}" + (f" (`{row['command']}`)" if row["command"] else "")
         try:
-            _write(Path(row["target"]), row["old_value"])
+            put(row["kind"], row["target"], row["old_value"])
         except CommandError as exc:
             lines.append(f"could not put back {row['lever']} ({row['target']}), left by {who} which ended: {exc}")
             continue

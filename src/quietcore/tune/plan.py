@@ -7,6 +7,7 @@ made from a Root, so it works the same on a snapshot or a fixture tree."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
 from quietcore.facts.topology import Topology, read_topology
+from quietcore.levers import task
 
 PROFILES = ("throughput", "latency")
 WORKQUEUES = "sys/devices/virtual/workqueue"
@@ -212,6 +214,21 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
                         note=knob)  # fmt: skip
         items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action,
                           raw=format_cpumask(irq.requested)))  # fmt: skip
+    threads, bound = task.movable(root)
+    me = os.getpid() if root.is_live else None
+    for t in threads:
+        if t.pid == me:
+            continue  # quietcore itself: `tune prove` measures the targets from it
+        tid_target = task.target(t.tid) if not t.allowed <= keep else None
+        if tid_target is None:
+            continue
+        knob = f"{'kthread' if t.kthread else 'task'} {t.pid}{f' thread {t.tid}' if t.tid != t.pid else ''} ({t.comm})"
+        action = Action("task-affinity", tid_target, format_cpulist(keep), fixes="task.placement", note=knob)
+        items.append(Item(knob, format_cpulist(t.allowed), format_cpulist(keep), "off the targets", action,
+                          raw=format_cpulist(t.allowed)))  # fmt: skip
+    if bound:
+        notes.append(f"{bound} kernel threads are bound to their CPU by the kernel (ksoftirqd/N, kworker/N, "
+                     "migration/N): they stay, and the boot part (isolcpus=domain, nohz_full) quiets them")  # fmt: skip
     wanted = [
         ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",
          "irq.default_affinity", True),
@@ -294,15 +311,19 @@ def scripts(plan: Plan) -> tuple[str, str]:
     changes = [i for i in plan.runtime if i.action]
     for item in changes:
         assert item.action is not None
-        apply.append(_echo(item.action.value, item.action.target, item.knob))
+        apply.append(_line(item.action, item.action.value, item.knob))
     for item in reversed(changes):
         assert item.action is not None
         if item.raw is not None:
-            revert.append(_echo(item.raw, item.action.target, item.knob))
+            revert.append(_line(item.action, item.raw, item.knob))
     return "\n".join(apply) + "\n", "\n".join(revert) + "\n"
 
 
-def _echo(value: str, target: str, knob: str) -> str:
+def _line(action: Action, value: str, knob: str) -> str:
     import shlex
 
+    if action.kind == "task-affinity":  # by thread id: a script cannot check the start time
+        tid = action.target.partition("@")[0]
+        return f"taskset -pc {shlex.quote(value)} {tid} >/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2"
+    target = action.target
     return f"echo {shlex.quote(value)} > {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob} ({target})')} >&2"

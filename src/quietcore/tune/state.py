@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from quietcore.actions import Action
 from quietcore.errors import CommandError
@@ -20,7 +19,7 @@ from quietcore.facts.fingerprint import selected
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
-from quietcore.levers.journal import Journal
+from quietcore.levers.journal import Journal, get, put
 from quietcore.store import journal as rows
 
 LEVER = "tune"
@@ -52,9 +51,15 @@ def shown(target: str, value: str | None) -> str | None:
 
 def same(target: str, now: str | None, wanted: str) -> bool:
     """The kernel's value against the one written: masks as CPU sets
-    ("3" and "00000003" are one mask), selector files by the selected word."""
+    ("3" and "00000003" are one mask), CPU lists as sets, selector files by
+    the selected word."""
     if now is None:
         return False
+    if "@" in target:  # a thread: "TID@START", its allowed CPUs as a list
+        try:
+            return parse_cpulist(now) == parse_cpulist(wanted)
+        except ValueError:
+            return False
     if _mask_file(target):
         try:
             return parse_cpumask(now) == parse_cpumask(wanted)
@@ -84,7 +89,7 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
     outcomes = []
     for action in actions:
         rel = action.target
-        old = root.read_line(rel)
+        old = get(action.kind, rel) if action.kind == "task-affinity" else root.read_line(rel)
         if old is not None and "[" in old:  # a selector file is written one word, so that word is what to restore
             old = selected(old) or old
         refusal = journal.apply(LEVER, action, root, old)
@@ -96,7 +101,7 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
             outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
                                     f"refused: {why}"))  # fmt: skip
             continue
-        now = root.read_line(rel)
+        now = get(action.kind, rel) if action.kind == "task-affinity" else root.read_line(rel)
         if not same(rel, now, action.value):
             result = f"drifted at once: reads {shown(rel, now)!r}"
         elif action.kind == "irq-affinity":
@@ -138,8 +143,9 @@ def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list
     drifts = []
     for row in entries:
         target = row["target"]
-        path = Path(target)
-        now = path.read_text().strip() if path.exists() else None
+        now = get(row["kind"], target)
+        if now is None and row["kind"] == "task-affinity":
+            continue  # a thread that exited took its affinity with it: nothing drifted
         if not same(target, now, row["new_value"]):
             blame = "it no longer exists" if now is None else _blame(root, target)
             drifts.append(Drift(int(row["id"]), target, shown(target, row["new_value"]), shown(target, now), blame))
@@ -167,19 +173,19 @@ def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
     for row in kept(conn):
         if to is not None and int(row["id"]) <= to:
             continue
-        target, old = row["target"], row["old_value"]
-        path = Path(target)
-        if not path.exists():
+        target, old, kind = row["target"], row["old_value"], row["kind"]
+        name = f"thread {target.partition('@')[0]}" if kind == "task-affinity" else target
+        if get(kind, target) is None:
             rows.mark(conn, int(row["id"]), "reverted", "its target no longer exists")
-            lines.append(f"{target}: gone, nothing to put back")
+            lines.append(f"{name}: gone, nothing to put back")
             continue
         try:
-            path.write_text(old)
-        except OSError as exc:
+            put(kind, target, old)
+        except CommandError as exc:
             if row["state"] == "pending":  # never written: the kernel refused it then too
-                rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc.strerror}")
+                rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc}")
                 continue
-            raise CommandError(f"cannot put back {old!r} to {target}: {exc.strerror}", exit_code=1) from exc
+            raise CommandError(f"cannot put back {old!r} to {name}: {exc}", exit_code=1) from exc
         rows.mark(conn, int(row["id"]), "reverted", "put back by quietcore tune revert")
-        lines.append(f"{target}: back to {shown(target, old)}")
+        lines.append(f"{name}: back to {shown(target, old)}")
     return lines
