@@ -302,3 +302,27 @@ def test_exported_scripts_apply_and_put_back_this_node(cli: CliRunner, tmp_path:
         back = subprocess.run(["sh", f"{script}.revert"], capture_output=True, text=True, check=False)
         assert back.returncode == 0
         assert changed(saved) == []
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_apply_with_the_database_on_a_full_disk_changes_nothing(cli: CliRunner, tmp_path: Path) -> None:
+    """No old value recorded, no write: one line, exit 1, every knob as it was."""
+    from quietcore.store import db
+
+    disk = tmp_path / "full"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
+    try:
+        db.open_db(disk / "r.db").close()
+        subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'fill'}", "bs=4k"], capture_output=True, check=False)
+        with restored() as saved:
+            before = affinities()
+            proc = cli("tune", "apply", "--yes", "--db", str(disk / "r.db"))
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+            assert changed(saved) == []
+            now = affinities()
+            assert {t: c for t, c in before.items() if t in now and now[t] != c} == {}
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

@@ -8,6 +8,7 @@ which writes fixed defaults, this restores exactly what was there before."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -116,19 +117,29 @@ class Journal:
             old = old if old is not None else root.read_line(action.target)
             if old is None:
                 raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
-        entry = rows.add(self.conn, self.session_id, self.owner,
-                         {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
-                          "new_value": action.value, "lasting": self.lasting})  # fmt: skip
+        try:
+            entry = rows.add(self.conn, self.session_id, self.owner,
+                             {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
+                              "new_value": action.value, "lasting": self.lasting})  # fmt: skip
+        except sqlite3.Error as exc:  # a full disk, a read-only or locked database: change nothing unrecorded
+            raise CommandError(f"cannot record the old value of {path} in the journal ({exc}): "
+                               "not changed", exit_code=1) from exc  # fmt: skip
         try:
             put(action.kind, str(path), action.value)
         except CommandError as exc:
-            rows.mark(self.conn, entry, "failed", str(exc))
+            with contextlib.suppress(sqlite3.Error):  # pending stays pending: a revert tries it
+                rows.mark(self.conn, entry, "failed", str(exc))
             if _refusal(action.kind, exc):
                 return str(exc)
             raise
-        rows.mark(self.conn, entry, self.lasting)
         if self.lasting == "temporary":
-            self.open.append(entry)
+            self.open.append(entry)  # before the mark: an undo must see it even if the mark fails
+        try:
+            rows.mark(self.conn, entry, self.lasting)
+        except sqlite3.Error as exc:
+            raise CommandError(f"{path} was changed, but the journal could not say so ({exc}): it stays "
+                               "recorded as pending, and `quietcore tune revert` (or the next command, for "
+                               "a temporary change) puts it back", exit_code=1) from exc  # fmt: skip
         return None
 
     def undo(self) -> list[str]:
@@ -140,7 +151,8 @@ class Journal:
             row = rows.get(self.conn, entry)
             try:
                 put(row["kind"], row["target"], row["old_value"])
-                rows.mark(self.conn, entry, "reverted")
+                with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
+                    rows.mark(self.conn, entry, "reverted")
             except CommandError as exc:
                 problems.append(str(exc))
         self.open.clear()
