@@ -240,6 +240,7 @@ def _prove(args: argparse.Namespace) -> int:
     from quietcore.probes.noise import NoiseOptions, event_cap
     from quietcore.runs.model import Run
     from quietcore.session import Session
+    from quietcore.store import db
     from quietcore.tune import prove, state
 
     duration = duration_option(args.duration, lo=0.5, hi=3600)
@@ -269,7 +270,7 @@ def _prove(args: argparse.Namespace) -> int:
         rows, refusals = prove.prove(journal, root, plan.actions, rounds, seed, measure)
         session_id = session.id
     if args.keep:
-        conn = db_open(path, chosen)
+        conn = db.open_db(path, chosen=chosen)
         try:
             state.apply(conn, root, plan.actions)
         finally:
@@ -288,14 +289,6 @@ def _prove(args: argparse.Namespace) -> int:
     kept = "kept (`quietcore tune revert` undoes it)" if args.keep else "undone"
     print(f"Medians over {rounds} rounds each; stored as session {session_id}. The tuning is {kept}.")
     return 0
-
-
-def db_open(path: object, chosen: bool) -> sqlite3.Connection:
-    from pathlib import Path
-
-    from quietcore.store import db
-
-    return db.open_db(Path(str(path)), chosen=chosen)
 
 
 def _export(plan: Plan, kind: str, dest: str) -> int:

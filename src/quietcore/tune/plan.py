@@ -14,7 +14,7 @@ from typing import Any
 from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.cmdline import parse_cmdline
-from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
+from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
@@ -178,24 +178,19 @@ def _boot(root: Root, keep: frozenset[int], target: frozenset[int], profile: str
     return items, notes
 
 
-def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str | None, mask: bool) -> Item | None:
+def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str | None) -> Item | None:
     """A run-time knob in one file; None where the node does not have it.
-    Masks are compared as CPU sets, not as strings ("3" and "00000003")."""
+    Compared and shown as `tune apply` reads it back (state.same, state.shown):
+    masks as CPU sets ("3" and "00000003"), selector files by their word."""
+    from quietcore.tune.state import restorable, same, shown
+
     current = root.read_line(rel)
     if current is None:
         return None
-    same = current == planned
-    if mask:
-        try:
-            same = parse_cpumask(current) == parse_cpumask(planned)
-            shown, wanted = format_cpulist(parse_cpumask(current)), format_cpulist(parse_cpumask(planned))
-        except ValueError:
-            shown, wanted = current, planned
-    else:
-        shown, wanted = current, planned
     kind = "procfs" if rel.startswith("proc/") else "sysfs"
-    action = None if same else Action(kind, f"/{rel}", planned, fixes=fixes, note=knob)
-    return Item(knob, shown, wanted, reason, action, raw=current)
+    action = None if same(rel, current, planned) else Action(kind, f"/{rel}", planned, fixes=fixes, note=knob)
+    return Item(knob, shown(rel, current), shown(rel, planned) or planned, reason, action,
+                raw=restorable(root, kind, rel))  # fmt: skip
 
 
 def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
@@ -231,27 +226,25 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
                      "migration/N): they stay, and the boot part (isolcpus=domain, nohz_full) quiets them")  # fmt: skip
     wanted = [
         ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",
-         "irq.default_affinity", True),
+         "irq.default_affinity"),
         ("workqueue cpumask", f"{WORKQUEUES}/cpumask", mask, "unbound workqueue work off the targets",
-         "kthread.placement", True),
+         "kthread.placement"),
     ]  # fmt: skip
     for wq in root.listdir(WORKQUEUES):
         if root.exists(f"{WORKQUEUES}/{wq}/cpumask"):
             wanted.append((f"workqueue {wq}", f"{WORKQUEUES}/{wq}/cpumask", mask,
-                           f"the {wq} workqueue's work off the targets", "kthread.placement", True))  # fmt: skip
+                           f"the {wq} workqueue's work off the targets", "kthread.placement"))  # fmt: skip
     numa = root.read_line("proc/sys/kernel/numa_balancing")
     if numa is not None:
         wanted.append(("numa_balancing", "proc/sys/kernel/numa_balancing", "0",
-                       "NUMA hinting faults interrupt the targets' tasks", "mem.numa_balancing", False))  # fmt: skip
+                       "NUMA hinting faults interrupt the targets' tasks", "mem.numa_balancing"))  # fmt: skip
     thp = root.read_line(THP)
     if profile == "latency" and thp is not None and "[always]" in thp:
         wanted.append(("THP", THP, "madvise", "khugepaged and compaction stalls only for who asks for huge pages",
-                       "mem.thp", False))  # fmt: skip
-    for knob, rel, planned, reason, fixes, is_mask in wanted:
-        item = _file(root, knob, rel, planned, reason, fixes, is_mask)
+                       "mem.thp"))  # fmt: skip
+    for knob, rel, planned, reason, fixes in wanted:
+        item = _file(root, knob, rel, planned, reason, fixes)
         if item is not None:
-            if knob == "THP" and item.current:  # the selector file: show and restore the selected word
-                item = Item(knob, "always", planned, reason, item.action, raw="always")
             items.append(item)
     migration = root.read_line("proc/sys/kernel/timer_migration")
     if migration is not None:

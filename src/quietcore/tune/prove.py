@@ -16,7 +16,7 @@ from quietcore.actions import Action
 from quietcore.facts.root import Root
 from quietcore.levers.journal import Journal
 from quietcore.runs.model import Run
-from quietcore.tune.state import LEVER
+from quietcore.tune.state import LEVER, restorable
 
 #: name, unit, and how to read it from one CPU's summary row and attribution
 METRICS: tuple[tuple[str, str], ...] = (
@@ -126,7 +126,7 @@ def prove(
         for state in order:
             if state == "after":
                 for action in actions:
-                    refusal = journal.apply(LEVER, action, root, _old(root, action))
+                    refusal = journal.apply(LEVER, action, root, restorable(root, action.kind, action.target))
                     if refusal and r == 0:
                         refusals.append(f"{action.note or action.target}: {refusal.rsplit(': ', 1)[-1]}")
             else:
@@ -134,10 +134,3 @@ def prove(
             measured[state].append(figures(measure(state, r)))
     journal.undo()
     return table(measured), refusals
-
-
-def _old(root: Root, action: Action) -> str | None:
-    from quietcore.facts.fingerprint import selected
-
-    old = root.read_line(action.target)
-    return selected(old) or old if old is not None and "[" in old else old

@@ -68,6 +68,16 @@ def same(target: str, now: str | None, wanted: str) -> bool:
     return (selected(now) or now) == wanted
 
 
+def restorable(root: Root, kind: str, target: str) -> str | None:
+    """A knob's value now, as a revert writes it back: a thread's allowed
+    CPUs, a selector file's selected word (the file takes one word), else
+    the file's content."""
+    if kind == "task-affinity":
+        return get(kind, target)
+    value = root.read_line(target)
+    return selected(value) or value if value is not None and "[" in value else value
+
+
 def _effective(root: Root, action: Action) -> str | None:
     """For an IRQ, where it really goes now, when that is not where it was
     sent: the write can succeed while the effective affinity stays put."""
@@ -89,9 +99,7 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
     outcomes = []
     for action in actions:
         rel = action.target
-        old = get(action.kind, rel) if action.kind == "task-affinity" else root.read_line(rel)
-        if old is not None and "[" in old:  # a selector file is written one word, so that word is what to restore
-            old = selected(old) or old
+        old = restorable(root, action.kind, rel)
         refusal = journal.apply(LEVER, action, root, old)
         knob = action.note or rel
         if refusal:
