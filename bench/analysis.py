@@ -17,6 +17,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,10 @@ def main() -> int:
             ok.append(same)
             verdict = "PASS" if same else "MISS"
             print(f"same as quietcore 0.1, real {args.real_s:g} s run, CPU slot {i}: {verdict} ({detail})")
+            if not same:  # a fresh run cannot be run again: keep it, to look into and to make a fixture of
+                kept = Path(tempfile.gettempdir()) / f"quietcore-bench-miss-{os.getpid()}-{i}.npz"
+                np.savez(kept, start_ns=s, duration_ns=d, span_ns=span)
+                print(f"  the run is kept in {kept} (tests/fixtures/noise takes this form)")
     return 0 if all(ok) else 1
 
 
