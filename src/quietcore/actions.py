@@ -17,6 +17,9 @@ KINDS = (
     "sysctl",  # sysctl -w TARGET=VALUE
     "task-affinity",  # a task (TARGET is its pid): taskset -pc VALUE PID
     "cgroup",  # a systemd unit's cgroup: systemctl set-property --runtime TARGET VALUE
+    "cpuset-dir",  # a cpuset directory (TARGET), VALUE present or absent: mkdir / rmdir
+    "cpuset-task",  # a thread (TARGET "TID@START") into a cpuset with its CPUs, VALUE "DIR CPULIST"
+    "cgroup-controller",  # a controller in a subtree_control, TARGET "FILE#NAME", VALUE on or off
     "service",  # a systemd service: systemctl VALUE TARGET
     "boot-parameter",  # the kernel command line: TARGET=VALUE (TARGET alone when VALUE is empty)
     "kernel-config",  # a kernel build option: a kernel built with TARGET=VALUE
@@ -61,6 +64,15 @@ def _render(a: Action) -> str:
         return f"taskset -pc {a.value} {a.target.partition('@')[0]}"
     if a.kind == "cgroup":
         return f"systemctl set-property --runtime {a.target} {a.value}"
+    if a.kind == "cpuset-dir":
+        return f"mkdir {a.target}" if a.value == "present" else f"rmdir {a.target}"
+    if a.kind == "cpuset-task":
+        directory, _, cpus = a.value.rpartition(" ")
+        tid = a.target.partition("@")[0]
+        return f"echo {tid} > {directory}/tasks; taskset -pc {cpus} {tid}"
+    if a.kind == "cgroup-controller":
+        path, _, name = a.target.partition("#")
+        return f"echo {'+' if a.value == 'on' else '-'}{name} > {path}"
     if a.kind == "service":
         return f"systemctl {a.value} {a.target}"
     if a.kind == "boot-parameter":

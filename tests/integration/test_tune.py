@@ -27,15 +27,22 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="tune apply writes /pro
 TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="needs two CPUs: one to keep, one to shield")
 
 
+CPUSET = Path("/sys/fs/cgroup/cpuset")  # this machine's cgroup v1 cpuset hierarchy
+SHIELD_DIRS = (CPUSET / "quietcore-housekeeping", CPUSET / "quietcore-shield")
+
+
 def knobs() -> dict[str, str]:
-    """Every file a plan on this node may write, with its value now."""
+    """Every file a plan on this node may write, with its value now, and
+    whether the shield's cpusets exist."""
     paths = [*Path("/proc/irq").glob("*/smp_affinity"), Path("/proc/irq/default_smp_affinity"),
              *Path("/sys/devices/virtual/workqueue").glob("**/cpumask"), Path("/proc/sys/kernel/numa_balancing"),
-             Path("/sys/kernel/mm/transparent_hugepage/enabled")]  # fmt: skip
+             Path("/sys/kernel/mm/transparent_hugepage/enabled"), CPUSET / "cpuset.sched_load_balance"]  # fmt: skip
     values = {}
     for p in paths:
         with contextlib.suppress(OSError):
             values[str(p)] = p.read_text().strip()
+    for d in SHIELD_DIRS:
+        values[str(d)] = "present" if d.is_dir() else "absent"
     return values
 
 
@@ -47,7 +54,16 @@ def equal(path: str, a: str, b: str) -> bool:
 
 def put_back(saved: dict[str, str]) -> None:
     """The test's own restore, in case quietcore's did not."""
+    for d in SHIELD_DIRS:  # a shield quietcore left: its tasks back to the root cpuset, then gone
+        if saved.get(str(d)) == "absent" and d.is_dir():
+            for tid in (d / "tasks").read_text().split():
+                with contextlib.suppress(OSError):
+                    (CPUSET / "tasks").write_text(tid)
+            with contextlib.suppress(OSError):
+                d.rmdir()
     for path, value in saved.items():
+        if value in ("present", "absent"):
+            continue
         if "[" in value:  # a selector file: write the selected word
             value = value[value.index("[") + 1 : value.index("]")]
         with contextlib.suppress(OSError):
@@ -65,12 +81,25 @@ def affinities() -> dict[int, set[int]]:
     return found
 
 
+def cpusets() -> dict[int, str]:
+    """Every thread's cpuset now (the shield moves threads into its own)."""
+    found = {}
+    for where in Path("/proc").glob("[0-9]*/task/[0-9]*/cpuset"):
+        with contextlib.suppress(OSError):
+            found[int(where.parent.name)] = where.read_text().strip()
+    return found
+
+
 @contextlib.contextmanager
 def restored() -> Iterator[dict[str, str]]:
-    saved, threads = knobs(), affinities()
+    saved, threads, sets = knobs(), affinities(), cpusets()
     try:
         yield saved
     finally:
+        for tid, where in sets.items():  # the cpuset first: moving a thread back resets its affinity
+            if cpusets().get(tid, where) != where:
+                with contextlib.suppress(OSError):
+                    (CPUSET / where.lstrip("/") / "tasks").write_text(str(tid))
         put_back(saved)
         now = affinities()
         for tid, cpus in threads.items():
@@ -120,6 +149,40 @@ def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli: CliRu
     assert boot["nohz_full"]["status"] == "change"
     # The latency profile adds skew_tick=1, which this node already boots with: not in the line.
     assert boot["skew_tick"]["status"] == "already" and "skew_tick" not in plan["boot_lines"]["grubby"]
+
+
+def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli: CliRunner, tmp_path: Path) -> None:
+    """The Xeon fixture with a cgroup v2 hierarchy that offers cpuset (as on
+    a systemd node since 2021): the shield is one child made an isolated
+    partition, exclusive CPUs claimed first on 6.7+, the controller turned
+    on for the root's children, and no thread moved (the kernel takes the
+    partition's CPUs from every other cgroup)."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(XEON_ROOT, root, symlinks=True)
+    (root / "proc" / "mounts").write_text("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n")
+    cg = root / "sys" / "fs" / "cgroup"
+    cg.mkdir(parents=True)
+    (cg / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (cg / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    (cg / "cpuset.cpus.isolated").write_text("\n")
+    proc = cli("tune", "plan", "--root", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    runtime = {item["knob"]: item for item in plan["runtime"]}
+    assert runtime["cpuset controller"]["action"]["target"] == "/sys/fs/cgroup/cgroup.subtree_control#cpuset"
+    assert runtime["cpuset quietcore-shield"]["planned"] == "present"
+    shield = {k.split(" ", 1)[1]: v["planned"] for k, v in runtime.items() if k.startswith("quietcore-shield ")}
+    targets = plan["targets"]
+    assert shield == {"cpuset.cpus": targets, "cpuset.cpus.exclusive": targets, "cpuset.cpus.partition": "isolated"}
+    assert not [k for k in runtime if "housekeeping" in k]
+    assert any("isolated invalid" in n for n in plan["notes"])
+    # Each target CPU is told what only the boot part quiets: this node boots CPUs 2-3 with nohz_full,
+    # rcu_nocbs and isolcpus=managed_irq, but not CPU 1.
+    notes = {n.split(":", 1)[0]: n for n in plan["notes"] if n.startswith("CPU ")}
+    assert "in force" in notes["CPU 2"] and "need the boot part" not in notes["CPU 2"]
+    assert "its tick (nohz_full)" in notes["CPU 1"] and "managed IRQs" in notes["CPU 1"]
 
 
 @pytest.mark.parametrize(
@@ -188,6 +251,16 @@ def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
         assert moved
         # A task pinned to a target moves to the housekeeping CPU, and back to its own pinning on revert.
         assert os.sched_getaffinity(sleeper) == {0}
+        if CPUSET.is_dir():  # the shield: two exclusive cpusets, the sleeper in the housekeeping one
+            assert (CPUSET / "quietcore-shield" / "cpuset.cpus").read_text().strip() == "1"
+            assert (CPUSET / "quietcore-shield" / "cpuset.sched_load_balance").read_text().strip() == "0"
+            assert (CPUSET / "cpuset.sched_load_balance").read_text().strip() == "0"
+            assert Path(f"/proc/{sleeper}/cpuset").read_text().strip() == "/quietcore-housekeeping"
+            # This test's process was moved too, so a child born now starts in the housekeeping set, on
+            # CPU 0: what the shield is for, and what affinity alone cannot do.
+            born = subprocess.run(["sh", "-c", "cat /proc/self/cpuset; taskset -pc $$"], capture_output=True,
+                                  text=True, check=True)  # fmt: skip
+            assert born.stdout.split()[0] == "/quietcore-housekeeping" and born.stdout.strip().endswith(": 0")
         assert cli("tune", "verify").returncode == 0
         # Someone else changes a kept knob behind quietcore's back: verify names it, exit 1.
         Path("/proc/irq/default_smp_affinity").write_text(saved["/proc/irq/default_smp_affinity"])
@@ -197,6 +270,8 @@ def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
         assert back.returncode == 0 and "put back" in back.stdout, back.stderr
         assert changed(saved) == [], "not put back exactly"
         assert os.sched_getaffinity(sleeper) == {1}
+        if CPUSET.is_dir():
+            assert Path(f"/proc/{sleeper}/cpuset").read_text().strip() == "/"
         again = cli("tune", "revert")
         assert again.returncode == 0 and "Nothing to revert." in again.stdout
         assert cli("tune", "verify").stdout.strip().endswith("0 of 0 tuned knobs still in force.")
@@ -205,12 +280,15 @@ def test_apply_verify_revert_puts_every_knob_back(cli: CliRunner) -> None:
 @ROOT_ONLY
 @TWO_CPUS
 def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: dict[str, str]) -> None:
-    """kill -9 of `tune apply` at seeded random moments, each followed by
-    `tune revert`: every knob is back to its value before, each time."""
+    """kill -9 of `tune apply` at 20 seeded random moments over its run
+    (about 0.3 s here), each followed by `tune revert`: every knob, the
+    shield's cpusets and every thread's cpuset are back as they were, each
+    time."""
     seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123"))
     rng = random.Random(seed)
-    points = sorted(rng.uniform(0.0, 0.6) for _ in range(5))
+    points = sorted(rng.uniform(0.05, 0.5) for _ in range(20))
     print(f"kill -9 points (seed {seed}): {[round(p, 3) for p in points]}")
+    sets = cpusets()
     with restored() as saved, pinned_sleeper({1}) as sleeper:
         for at in points:
             child = subprocess.Popen([sys.executable, "-m", "quietcore", "tune", "apply", "--yes"], env=cli_env,
@@ -224,6 +302,8 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
             assert back.returncode == 0, back.stderr
             assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and a revert"
             assert os.sched_getaffinity(sleeper) == {1}, f"the pinned task, after a kill at {at:.3f} s"
+            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
+            assert not moved, f"threads left in another cpuset after a kill at {at:.3f} s: {moved}"
 
 
 @ROOT_ONLY

@@ -118,13 +118,15 @@ def show_plan(plan: Plan) -> None:
     for name, line in plan.boot_lines().items():
         print(f"  {name}: {line}")
     print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
-    threads = [i for i in plan.runtime if i.action and i.action.kind == "task-affinity"]
+    threads = [i for i in plan.runtime if i.action and i.action.kind in ("task-affinity", "cpuset-task")]
     rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
              "already so" if i.status == "already" else i.reason)
             for i in plan.runtime if i not in threads]  # fmt: skip
     if threads:  # one line for them all: --json lists each
         kthreads = sum(i.knob.startswith("kthread") for i in threads)
-        rows.append((f"{len(threads)} threads ({kthreads} kthreads)", "-", threads[0].planned,
+        first = threads[0]
+        into = first.planned.replace(" ", ", CPUs ") if first.action and first.action.kind == "cpuset-task" else ""
+        rows.append((f"{len(threads)} threads ({kthreads} kthreads)", "-", into or threads[0].planned,
                      "tasks and movable kthreads off the targets (each in --json)"))  # fmt: skip
     print("\n".join(_table(rows, ("knob", "now", "planned", "why"))))
     changes = len(plan.actions)

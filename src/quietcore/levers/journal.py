@@ -20,7 +20,7 @@ from types import TracebackType
 from quietcore.actions import FILE_KINDS, Action
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
-from quietcore.levers import task
+from quietcore.levers import cpuset, task
 from quietcore.owner import Owner, alive
 from quietcore.store import journal as rows
 
@@ -43,13 +43,30 @@ def _errno(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
+THREAD_KINDS = ("task-affinity", "cpuset-task")  # target "TID@START"
+OWN_KINDS = (*THREAD_KINDS, *cpuset.KINDS)  # read and written by their lever, not as a file's content
+
+
 def put(kind: str, target: str, value: str) -> None:
-    """Set one knob: a file, or a thread's affinity (target "TID@START")."""
-    if kind != "task-affinity":
+    """Set one knob: a file, a thread's affinity or cpuset (target
+    "TID@START"), a cpuset or a cgroup controller."""
+    if kind in ("cpuset-dir", "cgroup-controller"):
+        try:
+            if kind == "cpuset-dir":
+                cpuset.write_dir(target, value)
+            else:
+                cpuset.write_controller(target, value)
+        except OSError as exc:
+            raise CommandError(f"cannot make {target} {value}: {exc.strerror} ({_errno(exc)})", exit_code=1) from exc
+        return
+    if kind not in THREAD_KINDS:
         _write(Path(target), value)
         return
     try:
-        task.write(target, value)
+        if kind == "task-affinity":
+            task.write(target, value)
+        else:
+            cpuset.write_task(target, value)
     except task.Gone as exc:
         raise CommandError(f"thread {target.partition('@')[0]} has exited", exit_code=1) from exc
     except OSError as exc:
@@ -61,6 +78,12 @@ def get(kind: str, target: str) -> str | None:
     """A knob's value now; None when it is gone."""
     if kind == "task-affinity":
         return task.read(target)
+    if kind == "cpuset-task":
+        return cpuset.read_task(target)
+    if kind == "cpuset-dir":
+        return cpuset.read_dir(target)
+    if kind == "cgroup-controller":
+        return cpuset.read_controller(target)
     try:
         return Path(target).read_text().strip()
     except OSError:
@@ -83,7 +106,7 @@ def _refusal(kind: str, exc: CommandError) -> bool:
     route EINVAL) is reported for that IRQ and the rest go on; refusals of
     other knobs, and a missing permission, stop the work."""
     cause = exc.__cause__
-    if kind == "task-affinity":  # a thread that exited, or a kthread bound to its CPU
+    if kind in THREAD_KINDS:  # a thread that exited, or a kthread bound to its CPU
         return isinstance(cause, (OSError, task.Gone))
     if kind != "irq-affinity" or not isinstance(cause, OSError):
         return False
@@ -105,13 +128,17 @@ class Journal:
         tree's), its old value recorded first: `old` as the lever reads it
         (the selected word of a selector file), else the file's content.
         Returns None, or the kernel's refusal of an IRQ (recorded as failed)."""
-        if action.kind not in (*FILE_KINDS, "task-affinity"):
-            raise ValueError(f"the journal writes files and thread affinities, not {action.kind!r} actions")
-        if action.kind == "task-affinity":
+        if action.kind not in (*FILE_KINDS, *OWN_KINDS):
+            raise ValueError(f"the journal writes files, threads and cpusets, not {action.kind!r} actions")
+        if action.kind in THREAD_KINDS:
             path = Path(action.target)  # not a path: "TID@START", kept as it is
-            old = task.read(action.target)
+            old = get(action.kind, action.target)
             if old is None:
                 return f"thread {action.target.partition('@')[0]} has exited"
+        elif action.kind in OWN_KINDS:
+            path = root.resolve(action.target.partition("#")[0])
+            path = Path(f"{path}#{action.target.partition('#')[2]}") if "#" in action.target else path
+            old = get(action.kind, str(path)) or "absent"
         else:
             path = root.resolve(action.target)
             old = old if old is not None else root.read_line(action.target)

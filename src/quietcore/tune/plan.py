@@ -19,7 +19,7 @@ from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
 from quietcore.facts.topology import Topology, read_topology
-from quietcore.levers import task
+from quietcore.levers import cpuset, task
 
 PROFILES = ("throughput", "latency")
 WORKQUEUES = "sys/devices/virtual/workqueue"
@@ -193,7 +193,101 @@ def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str
                 raw=restorable(root, kind, rel))  # fmt: skip
 
 
-def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
+def _dir_items(root: Root, rel: str, files: list[tuple[str, str, str]], why: str) -> list[Item]:
+    """A cpuset directory of the shield and its files, in the order the
+    kernel takes them (CPUs and memory nodes before exclusivity)."""
+    items = []
+    if not root.exists(rel):
+        action = Action("cpuset-dir", f"/{rel}", "present", fixes="cpu.isolation", note=f"cpuset {rel}")
+        items.append(Item(f"cpuset {rel.rsplit('/', 1)[-1]}", "absent", "present", why, action, raw="absent"))
+    for name, planned, reason in files:
+        knob = f"{rel.rsplit('/', 1)[-1]} {name}"
+        if root.exists(rel):
+            item = _file(root, knob, f"{rel}/{name}", planned, reason, "cpu.isolation")
+            if item is not None:
+                items.append(item)
+            continue
+        action = Action("sysfs", f"/{rel}/{name}", planned, fixes="cpu.isolation", note=knob)
+        items.append(Item(knob, None, planned, reason, action))
+    return items
+
+
+def _shield(root: Root, h: cpuset.Hierarchy, keep: frozenset[int],
+            target: frozenset[int]) -> tuple[list[Item], list[str], str | None]:  # fmt: skip
+    """The CPU shield's items, its notes, and (v1) the housekeeping
+    cpuset's path, where the threads go."""
+    t, k = format_cpulist(target), format_cpulist(keep)
+    shield_dir = f"{h.mount}/{cpuset.SHIELD}"
+    if h.version == 2:
+        items = []
+        control = f"{h.mount}/cgroup.subtree_control"
+        if "cpuset" not in (root.read_line(control) or "").split():
+            action = Action("cgroup-controller", f"/{control}#cpuset", "on", fixes="cpu.isolation",
+                            note="cpuset controller for the root's children")  # fmt: skip
+            items.append(Item("cpuset controller", "off", "on", "lets a child cgroup hold a partition", action,
+                              raw="off"))  # fmt: skip
+        files = [(h.file("", "cpus").lstrip("/"), t, "the shield's CPUs")]
+        if root.exists(f"{h.mount}/cpuset.cpus.isolated"):  # 6.7 on: exclusive CPUs are claimed first
+            files.append(("cpuset.cpus.exclusive", t, "claims the CPUs for the shield alone"))
+        files.append(("cpuset.cpus.partition", "isolated", "an isolated partition: no load balancing, and no "
+                      "task of another cgroup runs there"))  # fmt: skip
+        items += _dir_items(root, shield_dir, files, "the shield, an isolated partition (cgroup v2)")
+        note = ("the shield is a cgroup v2 isolated partition: the kernel reads back `isolated invalid (reason)` "
+                "when it refuses it, and apply reports that reason")  # fmt: skip
+        return items, [note], None
+    mems = root.read_line(h.file(h.mount, "mems")) or "0"
+    hk_dir = f"{h.mount}/{cpuset.HOUSEKEEPING}"
+    items = _dir_items(root, hk_dir, [
+        (h.file("", "cpus").lstrip("/"), k, "the housekeeping CPUs"),
+        (h.file("", "mems").lstrip("/"), mems, "every memory node"),
+        (h.file("", "cpu_exclusive").lstrip("/"), "1", "no other set at its level takes its CPUs"),
+    ], "the housekeeping cpuset: every movable task and kthread goes here, and their children start here")  # fmt: skip
+    items += _dir_items(root, shield_dir, [
+        (h.file("", "cpus").lstrip("/"), t, "the shielded CPUs"),
+        (h.file("", "mems").lstrip("/"), mems, "every memory node"),
+        (h.file("", "cpu_exclusive").lstrip("/"), "1", "no other set at its level takes its CPUs"),
+        (h.file("", "sched_load_balance").lstrip("/"), "0", "the scheduler never moves tasks onto or off them"),
+    ], "the shield: what runs on the targets is placed there on purpose")  # fmt: skip
+    item = _file(root, "root cpuset sched_load_balance", h.file(h.mount, "sched_load_balance"), "0",
+                 "one scheduling domain over all CPUs would balance across the shield", "cpu.isolation")  # fmt: skip
+    if item is not None:
+        items.append(item)
+    return items, [], f"/{hk_dir}"
+
+
+def _residue(root: Root, target: frozenset[int]) -> list[str]:
+    """Per target CPU, what only the boot part quiets."""
+    cmdline = parse_cmdline(root.read_line("proc/cmdline") or "")
+    out = []
+    for cpu in sorted(target):
+        left = []
+        for option, what in (("nohz_full", "its tick (nohz_full)"), ("rcu_nocbs", "its RCU callbacks (rcu_nocbs)")):
+            try:
+                on = cpu in parse_cpulist(cmdline.get(option) or "")
+            except ValueError:
+                on = False
+            if not on:
+                left.append(what)
+        isol = (cmdline.get("isolcpus") or "").split(",")
+        flags = [w for w in isol if w and not w[0].isdigit()]
+        try:
+            managed = "managed_irq" in flags and cpu in parse_cpulist(",".join(w for w in isol if w not in flags))
+        except ValueError:
+            managed = False
+        if not managed:
+            left.append("managed IRQs (isolcpus=managed_irq)")
+        if not left:
+            out.append(f"CPU {cpu}: the boot part is in force too (nohz_full, rcu_nocbs, isolcpus=managed_irq)")
+            continue
+        out.append(f"CPU {cpu}: the run-time part moves tasks, kthreads, IRQs and workqueues off it; "
+                   f"{', '.join(left)} need the boot part")  # fmt: skip
+    return out
+
+
+def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: str,
+             shield: bool) -> tuple[list[Item], list[str]]:  # fmt: skip
+    from quietcore.tune.state import same
+
     mask = format_cpumask(keep)
     items: list[Item] = []
     notes: list[str] = []
@@ -209,15 +303,33 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
                         note=knob)  # fmt: skip
         items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action,
                           raw=format_cpumask(irq.requested)))  # fmt: skip
+    hierarchy = cpuset.find(root) if shield else None
+    housekeeping_dir = None
+    if hierarchy is not None:
+        shield_items, shield_notes, housekeeping_dir = _shield(root, hierarchy, keep, target)
+        items += shield_items
+        notes += shield_notes
     threads, bound = task.movable(root)
     me = os.getpid() if root.is_live else None
     for t in threads:
         if t.pid == me:
             continue  # quietcore itself: `tune prove` measures the targets from it
-        tid_target = task.target(t.tid) if not t.allowed <= keep else None
+        tid_target = task.target(t.tid)
         if tid_target is None:
             continue
         knob = f"{'kthread' if t.kthread else 'task'} {t.pid}{f' thread {t.tid}' if t.tid != t.pid else ''} ({t.comm})"
+        if housekeeping_dir is not None:
+            # into the housekeeping cpuset, keeping a pin within the housekeeping CPUs
+            cpus = format_cpulist(t.allowed & keep or keep)
+            now = cpuset.read_task(tid_target)
+            value = f"{housekeeping_dir} {cpus}"
+            if now is not None and same(tid_target, now, value):
+                continue
+            action = Action("cpuset-task", tid_target, value, fixes="task.placement", note=knob)
+            items.append(Item(knob, now, value, "into the housekeeping cpuset", action, raw=now))
+            continue
+        if t.allowed <= keep:
+            continue
         action = Action("task-affinity", tid_target, format_cpulist(keep), fixes="task.placement", note=knob)
         items.append(Item(knob, format_cpulist(t.allowed), format_cpulist(keep), "off the targets", action,
                           raw=format_cpulist(t.allowed)))  # fmt: skip
@@ -254,11 +366,11 @@ def _runtime(root: Root, keep: frozenset[int], profile: str) -> tuple[list[Item]
             "but none arrive from elsewhere)"
         )
     notes.append("a nohz_full CPU keeps its tick while more than one task is runnable on it: one task per target")
-    return items, notes
+    return items, notes + _residue(root, target)
 
 
 def make_plan(root: Root, targets: str | None = None, housekeeping: str | None = None,
-              profile: str = "throughput") -> Plan:  # fmt: skip
+              profile: str = "throughput", shield: bool = True) -> Plan:  # fmt: skip
     if profile not in PROFILES:
         raise UsageError(f"invalid --profile {profile!r} (valid: {', '.join(PROFILES)})")
     topo = read_topology(root)
@@ -266,7 +378,7 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
         raise UsageError(f"no online CPUs under {root}: not a node's root")
     keep, target = choose(topo, targets, housekeeping)
     boot, boot_notes = _boot(root, keep, target, profile)
-    runtime, runtime_notes = _runtime(root, keep, profile)
+    runtime, runtime_notes = _runtime(root, keep, target, profile, shield)
     return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)
 
 
@@ -319,4 +431,19 @@ def _line(action: Action, value: str, knob: str) -> str:
         tid = action.target.partition("@")[0]
         return f"taskset -pc {shlex.quote(value)} {tid} >/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2"
     target = action.target
+    if action.kind == "cpuset-dir":  # a revert's rmdir first hands what was born there since to the parent
+        where = shlex.quote(target)
+        if value == "present":
+            return f"mkdir -p {where}"
+        return (f"for t in $(cat {where}/tasks); do echo $t > {where}/../tasks; done 2>/dev/null; "
+                f"rmdir {where} || echo {shlex.quote(f'refused: {knob}')} >&2")  # fmt: skip
+    if action.kind == "cpuset-task":
+        tid = target.partition("@")[0]
+        directory, _, cpus = value.rpartition(" ")
+        return (f"{{ echo {tid} > {shlex.quote(directory + '/tasks')} && taskset -pc {shlex.quote(cpus)} {tid} "
+                f">/dev/null; }} 2>/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2")  # fmt: skip
+    if action.kind == "cgroup-controller":
+        path, _, name = target.partition("#")
+        word = f"{'+' if value == 'on' else '-'}{name}"
+        return f"echo {word} > {shlex.quote(path)} || echo {shlex.quote(f'refused: {knob}')} >&2"
     return f"echo {shlex.quote(value)} > {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob} ({target})')} >&2"

@@ -19,7 +19,8 @@ from quietcore.facts.fingerprint import selected
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
-from quietcore.levers.journal import Journal, get, put
+from quietcore.levers.cpuset import parse_task_value
+from quietcore.levers.journal import OWN_KINDS, THREAD_KINDS, Journal, get, put
 from quietcore.store import journal as rows
 
 LEVER = "tune"
@@ -55,6 +56,11 @@ def same(target: str, now: str | None, wanted: str) -> bool:
     the selected word."""
     if now is None:
         return False
+    if "@" in target and " " in wanted:  # a thread's cpuset and CPUs: "DIR CPULIST"
+        try:
+            return parse_task_value(now) == parse_task_value(wanted)
+        except ValueError:
+            return False
     if "@" in target:  # a thread: "TID@START", its allowed CPUs as a list
         try:
             return parse_cpulist(now) == parse_cpulist(wanted)
@@ -72,7 +78,9 @@ def restorable(root: Root, kind: str, target: str) -> str | None:
     """A knob's value now, as a revert writes it back: a thread's allowed
     CPUs, a selector file's selected word (the file takes one word), else
     the file's content."""
-    if kind == "task-affinity":
+    if kind == "cpuset-dir":
+        return get(kind, str(root.resolve(target))) or "absent"
+    if kind in OWN_KINDS:
         return get(kind, target)
     value = root.read_line(target)
     return selected(value) or value if value is not None and "[" in value else value
@@ -109,8 +117,12 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
             outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
                                     f"refused: {why}"))  # fmt: skip
             continue
-        now = get(action.kind, rel) if action.kind == "task-affinity" else root.read_line(rel)
-        if not same(rel, now, action.value):
+        now = (get(action.kind, rel) or ("absent" if action.kind == "cpuset-dir" else None)
+               if action.kind in OWN_KINDS else root.read_line(rel))  # fmt: skip
+        if rel.endswith("cpus.partition") and now is not None and "invalid" in now:
+            # cgroup v2 takes the write and then says why the partition is not one
+            result = f"refused: the kernel reads back {now!r}"
+        elif not same(rel, now, action.value):
             result = f"drifted at once: reads {shown(rel, now)!r}"
         elif action.kind == "irq-affinity":
             result = _effective(root, action) or "set"
@@ -152,7 +164,7 @@ def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list
     for row in entries:
         target = row["target"]
         now = get(row["kind"], target)
-        if now is None and row["kind"] == "task-affinity":
+        if now is None and row["kind"] in THREAD_KINDS:
             continue  # a thread that exited took its affinity with it: nothing drifted
         if not same(target, now, row["new_value"]):
             blame = "it no longer exists" if now is None else _blame(root, target)
@@ -182,7 +194,7 @@ def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
         if to is not None and int(row["id"]) <= to:
             continue
         target, old, kind = row["target"], row["old_value"], row["kind"]
-        name = f"thread {target.partition('@')[0]}" if kind == "task-affinity" else target
+        name = f"thread {target.partition('@')[0]}" if kind in THREAD_KINDS else target
         if get(kind, target) is None:
             rows.mark(conn, int(row["id"]), "reverted", "its target no longer exists")
             lines.append(f"{name}: gone, nothing to put back")
