@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM takes the Ctrl-C path: the probe is stopped, what it measured
+    # SIGTERM and SIGHUP take the Ctrl-C path: the probe is stopped, what it measured
     # is stored, the session is closed as interrupted.
     raise KeyboardInterrupt
 
@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"quietcore {__version__}")
         return 0
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGHUP, _on_sigterm)  # a closed terminal or ssh session: the same orderly end
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

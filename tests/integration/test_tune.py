@@ -307,6 +307,160 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
 
 
 @ROOT_ONLY
+@TWO_CPUS
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_which(
+    cli_env: dict[str, str], sig: signal.Signals
+) -> None:
+    """SIGINT, SIGTERM or SIGHUP at seeded moments of `tune apply`: it ends
+    (130) or had finished; no entry is left pending (the signal waits
+    while a knob is recorded, written and marked); every knob marked kept
+    reads its new value, every one not in the journal its old; and revert
+    puts all back."""
+    import sqlite3
+
+    seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123")) + int(sig)
+    rng = random.Random(seed)
+    points = sorted(rng.uniform(0.0, 0.15) for _ in range(4))
+    print(f"{sig.name}, seconds after apply's first journal entry (seed {seed}): {[round(p, 3) for p in points]}")
+    sets = cpusets()
+    with restored() as saved:
+        for at in points:
+            with contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"])) as conn:
+                before = conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'journal'").fetchone()[0] and \
+                    conn.execute("SELECT count(*) FROM journal").fetchone()[0]  # fmt: skip
+            child = subprocess.Popen([sys.executable, "-m", "quietcore", "tune", "apply", "--yes"], env=cli_env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+            # From its first write on: a signal in Python's own start-up kills it before it can act at all.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and child.poll() is None:
+                with (
+                    contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"], timeout=30)) as conn,
+                    contextlib.suppress(sqlite3.OperationalError),  # no table yet
+                ):
+                    if conn.execute("SELECT count(*) FROM journal").fetchone()[0] > before:
+                        break
+                time.sleep(0.002)
+            time.sleep(at)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, sig)
+            _, err = child.communicate()
+            # 130: it stopped; 0: it had finished; -sig: the signal came as Python itself exited, after
+            # the work (the interpreter's last steps restore the default action). The journal tells.
+            assert child.returncode in (0, 130, -int(sig)), err
+            assert "Traceback" not in err
+            print(f"  {sig.name} at +{at:.3f} s: exit {child.returncode}")
+            with contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"])) as conn:
+                states = conn.execute("SELECT state, kind, target, new_value FROM journal").fetchall()
+            assert not [r for r in states if r[0] == "pending"], f"{sig.name} at {at:.3f} s left an entry pending"
+            kept_files = {
+                t: v for state, kind, t, v in states if state == "kept" and kind in ("sysfs", "procfs", "irq-affinity")
+            }
+            now = knobs()
+            for target, value in kept_files.items():
+                assert equal(target, now.get(target, value), value), f"{target} is kept but reads {now.get(target)}"
+            for target, value in saved.items():
+                if target not in kept_files and target in now and value not in ("present", "absent"):
+                    assert equal(target, now[target], value), f"{target} changed without a kept entry"
+            back = subprocess.run([sys.executable, "-m", "quietcore", "tune", "revert"], env=cli_env,
+                                  capture_output=True, text=True, check=False)  # fmt: skip
+            assert back.returncode == 0, back.stderr
+            assert changed(saved) == [], f"after {sig.name} at {at:.3f} s and a revert"
+            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
+            assert not moved, f"threads left in another cpuset after {sig.name} at {at:.3f} s: {moved}"
+
+
+@ROOT_ONLY
+@TWO_CPUS
+@pytest.mark.slow
+def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(cli_env: dict[str, str]) -> None:
+    """`run tickless` has a shielded cell (the shield as a temporary lever).
+    kill -9 of the run and its workload at seeded moments after the shield
+    begins to go up (mid-apply, mid-run or mid-undo): the next command,
+    whatever it is, puts every knob, cpuset and thread back."""
+    seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123"))
+    rng = random.Random(seed)
+    points = sorted(rng.uniform(0.0, 0.3) for _ in range(6))
+    print(f"kill -9 of run tickless, seconds after the shield's first cpuset (seed {seed}): "
+          f"{[round(p, 3) for p in points]}")  # fmt: skip
+    sets = cpusets()
+    with restored() as saved:
+        for at in points:
+            child = subprocess.Popen([sys.executable, "-m", "quietcore", "run", "tickless", "--quick", "--reps", "40"],
+                                     env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)  # fmt: skip
+            deadline = time.monotonic() + 60
+            while not SHIELD_DIRS[0].is_dir() and time.monotonic() < deadline and child.poll() is None:
+                time.sleep(0.002)
+            assert SHIELD_DIRS[0].is_dir(), "the run never put the shield up"
+            time.sleep(at)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            after = subprocess.run([sys.executable, "-m", "quietcore", "results", "list"], env=cli_env,
+                                   capture_output=True, text=True, check=False)  # fmt: skip
+            assert after.returncode == 0, after.stderr
+            assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and the next command"
+            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
+            assert not moved, f"threads left in another cpuset after a kill at {at:.3f} s: {moved}"
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_a_saved_plan_with_a_file_this_node_lacks_changes_nothing(cli: CliRunner, tmp_path: Path) -> None:
+    """`tune apply --plan FILE` with an IRQ this node does not have (a plan
+    from another node, a device gone since): one line naming it, exit 2,
+    and not one knob written."""
+    plan = json.loads(cli("tune", "plan", "--json").stdout)
+    plan["runtime"].insert(0, {"knob": "IRQ 9999 (gone0)", "current": "0-1", "planned": "0", "reason": "test",
+                               "action": {"kind": "irq-affinity", "target": "/proc/irq/9999/smp_affinity",
+                                          "value": "1", "note": "IRQ 9999 (gone0)"}})  # fmt: skip
+    saved_plan = tmp_path / "plan.json"
+    saved_plan.write_text(json.dumps(plan))
+    with restored() as saved:
+        proc = cli("tune", "apply", "--plan", str(saved_plan), "--yes")
+        assert proc.returncode == 2, proc.stderr
+        assert "/proc/irq/9999/smp_affinity" in proc.stderr and "nothing changed" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert changed(saved) == []
+        assert cli("tune", "verify").stdout.strip().endswith("0 of 0 tuned knobs still in force.")
+    bad = cli("tune", "apply", "--plan", str(tmp_path / "none.json"))
+    assert bad.returncode == 2 and "invalid --plan" in bad.stderr and "valid: a file from" in bad.stderr
+
+
+@contextlib.contextmanager
+def read_only(path: str) -> Iterator[None]:
+    """`path` behind a read-only bind mount of itself, as a read-only /sys
+    in a container has it; the mount is gone after, whatever happened."""
+    subprocess.run(["mount", "--bind", path, path], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", path], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", path], check=False)
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_a_read_only_file_stops_apply_there_and_revert_puts_the_rest_back(cli: CliRunner) -> None:
+    """A knob on a read-only file system (EROFS): apply stops at it with one
+    line that names it and says what is kept, exit 1; the knob is as it was;
+    `tune revert` puts back every change made before it."""
+    knob = "/proc/irq/default_smp_affinity"
+    with restored() as saved:
+        with read_only(knob):
+            proc = cli("tune", "apply", "--yes")
+            assert proc.returncode == 1, proc.stderr
+            assert knob in proc.stderr and "EROFS" in proc.stderr and "are kept" in proc.stderr, proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1
+            assert equal(knob, Path(knob).read_text().strip(), saved[knob])
+            assert changed(saved) != [], "the changes before it were made (and are kept)"
+        back = cli("tune", "revert")
+        assert back.returncode == 0, back.stderr
+        assert changed(saved) == []
+
+
+@ROOT_ONLY
 def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path: Path) -> None:
     import quietcore.levers.registry
     import quietcore.store.db

@@ -1,7 +1,7 @@
 """Shield CPUs from OS noise: plan from the topology, apply, verify, revert.
 
   quietcore tune plan [--cpus LIST | --housekeeping LIST] [--profile P] [--root DIR] [--json]
-  quietcore tune apply [same options] [--dry-run] [--yes]
+  quietcore tune apply [--plan FILE | same options] [--dry-run] [--yes]
   quietcore tune verify
   quietcore tune revert [--to ID]
   quietcore tune prove [same options as plan] [--duration S] [--rounds N] [--seed N] [--keep]
@@ -28,7 +28,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--export", nargs=2, metavar=("KIND", "PATH"),
         help="plan: write a tuned profile (tuned DIR) or shell scripts (script FILE, FILE.revert)",
     )  # fmt: skip
+    parser.add_argument("--plan", metavar="FILE", help="apply: the run-time part of a saved `tune plan --json`")
     parser.add_argument("--dry-run", action="store_true", help="apply: print what would be written, write nothing")
     parser.add_argument("--yes", action="store_true", help="apply: do not ask")
     parser.add_argument("--to", metavar="ID", help="revert: only the changes after journal entry ID")
@@ -143,27 +144,30 @@ def _apply(args: argparse.Namespace) -> int:
     from quietcore.store import db
     from quietcore.tune import state
 
-    plan = _make(args, "/")
+    if args.plan and (args.cpus or args.housekeeping):
+        raise UsageError("give --plan FILE or --cpus/--housekeeping, not both")
+    plan = _load(args.plan) if args.plan else _make(args, "/")
+    actions = plan.actions
     if args.dry_run:
-        for action in plan.actions:
+        for action in actions:
             print(action.text())
-        print(f"{len(plan.actions)} writes; nothing written (--dry-run).")
+        print(f"{len(actions)} writes; nothing written (--dry-run).")
         return 0
     if os.geteuid() != 0:
         raise CommandError("tune apply needs root: the plan writes /proc and /sys (see `quietcore tune plan`)", 3)
-    if not plan.actions:
+    if not actions:
         print("Nothing to change: the run-time part is already in force.")
         return 0
     if not args.yes and sys.stdin.isatty():
         show_plan(plan)
-        if input(f"Apply these {len(plan.actions)} changes? [y/N] ").strip().lower() not in ("y", "yes"):
+        if input(f"Apply these {len(actions)} changes? [y/N] ").strip().lower() not in ("y", "yes"):
             print("Nothing changed.")
             return 1
     path, chosen = common.db_path(args)
     conn = db.open_db(path, chosen=chosen)
     try:
         with common.node_lock(args, (), (*NAMES, state.LEVER)):
-            outcomes = state.apply(conn, Root("/"), plan.actions)
+            outcomes = state.apply(conn, Root("/"), actions)
     finally:
         conn.close()
     if args.json:
@@ -175,6 +179,34 @@ def _apply(args: argparse.Namespace) -> int:
         print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
               "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
     return 0
+
+
+def _load(path: str) -> Plan:
+    """A plan saved with `tune plan --json`: its run-time part as it was
+    planned (the values to write; the old ones are read again on apply)."""
+    from pathlib import Path
+
+    from quietcore.actions import Action
+    from quietcore.facts.cpulist import parse_cpulist
+    from quietcore.tune.plan import Item, Plan
+
+    def item(i: dict[str, Any]) -> Item:
+        a = i["action"]
+        action = (
+            Action(a["kind"], a["target"], a["value"], fixes=a.get("fixes"), note=a.get("note") or "") if a else None
+        )
+        return Item(i["knob"], i["current"], i["planned"], i["reason"], action, i.get("refused"))
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        runtime = [item(i) for i in data["runtime"]]
+        keep, targets = parse_cpulist(data["housekeeping"]), parse_cpulist(data["targets"])
+    except OSError as exc:
+        raise UsageError(f"invalid --plan {path!r}: {exc.strerror} (valid: a file from `quietcore tune plan --json`)"
+                         ) from exc  # fmt: skip
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"invalid --plan {path!r}: not a plan from `quietcore tune plan --json` ({exc})") from exc
+    return Plan(keep, targets, str(data.get("profile", "throughput")), [], runtime, list(data.get("notes", [])))
 
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection | None:

@@ -78,14 +78,42 @@ def tickless(node: Node, quick: bool, priority: int) -> Experiment:
             "no isolated CPUs in this boot: pinned against unpinned here; boot with isolcpus= nohz_full= and "
             "compare the sessions (quietcore compare) for the effect of isolation"
         )
+    shield = _shield_cell(node, args, expected, notes)
+    cells += shield
     return Experiment(
         "tickless",
-        f"matmul {n}x{n}, {threads} threads: isolation and pinning",
+        f"matmul {n}x{n}, {threads} threads: isolation and pinning" + (", shielded and not" if shield else ""),
         cells,
         _reps(quick, cells, REPS),
         WARMUP,
         notes,
     )
+
+
+def _shield_cell(node: Node, args: tuple[str, ...], expected: float, notes: list[str]) -> list[Cell]:
+    """In-boot isolation: matmul on the CPUs `tune` would shield, with the
+    shield up (cpusets, IRQs, workqueues, threads moved: `tune`'s run-time
+    part as a temporary lever) against the same placement without it."""
+    from quietcore.errors import UsageError
+    from quietcore.tune.plan import choose
+
+    try:
+        _, targets = choose(node.topology)
+    except UsageError as exc:
+        notes.append(f"no shielded cell: {exc}")
+        return []
+    targets &= node.allowed
+    if not targets:
+        return []
+    on = _cpus(*sorted(targets)[:2])
+    work = (*args, "--cpus", on)
+    notes.append(f"shielded against unshielded on CPUs {on}: `quietcore tune`'s run-time part, put back after each "
+                 "run; the tick stays (nohz_full needs a reboot: compare sessions across boots for it)")  # fmt: skip
+    return [
+        Cell("unshielded", "shield", {"shield": "off", "cpus": on}, "matmul", work, expected, baseline=True),
+        Cell("shielded", "shield", {"shield": "on", "cpus": on}, "matmul", work, expected,
+             levers={"shield": format_cpulist(targets)}),
+    ]  # fmt: skip
 
 
 SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]] = {

@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import socket
 import sqlite3
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -25,6 +28,23 @@ from quietcore.owner import Owner, alive
 from quietcore.store import journal as rows
 
 LASTING = ("temporary", "kept")
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold the signals that end a command while one knob is recorded,
+    written and marked: they arrive (as KeyboardInterrupt, see cli) once
+    the entry says truly whether the write happened. Only a kill -9 can
+    stop it in between, and leaves the entry pending for revert."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _write(path: Path, value: str) -> None:
@@ -144,29 +164,30 @@ class Journal:
             old = old if old is not None else root.read_line(action.target)
             if old is None:
                 raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
-        try:
-            entry = rows.add(self.conn, self.session_id, self.owner,
-                             {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
-                              "new_value": action.value, "lasting": self.lasting})  # fmt: skip
-        except sqlite3.Error as exc:  # a full disk, a read-only or locked database: change nothing unrecorded
-            raise CommandError(f"cannot record the old value of {path} in the journal ({exc}): "
-                               "not changed", exit_code=1) from exc  # fmt: skip
-        try:
-            put(action.kind, str(path), action.value)
-        except CommandError as exc:
-            with contextlib.suppress(sqlite3.Error):  # pending stays pending: a revert tries it
-                rows.mark(self.conn, entry, "failed", str(exc))
-            if _refusal(action.kind, exc):
-                return str(exc)
-            raise
-        if self.lasting == "temporary":
-            self.open.append(entry)  # before the mark: an undo must see it even if the mark fails
-        try:
-            rows.mark(self.conn, entry, self.lasting)
-        except sqlite3.Error as exc:
-            raise CommandError(f"{path} was changed, but the journal could not say so ({exc}): it stays "
-                               "recorded as pending, and `quietcore tune revert` (or the next command, for "
-                               "a temporary change) puts it back", exit_code=1) from exc  # fmt: skip
+        with held_signals():  # a Ctrl-C, SIGTERM or SIGHUP waits until the knob and its entry agree
+            try:
+                entry = rows.add(self.conn, self.session_id, self.owner,
+                                 {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
+                                  "new_value": action.value, "lasting": self.lasting})  # fmt: skip
+            except sqlite3.Error as exc:  # a full disk, a read-only or locked database: change nothing unrecorded
+                raise CommandError(f"cannot record the old value of {path} in the journal ({exc}): "
+                                   "not changed", exit_code=1) from exc  # fmt: skip
+            try:
+                put(action.kind, str(path), action.value)
+            except CommandError as exc:
+                with contextlib.suppress(sqlite3.Error):  # pending stays pending: a revert tries it
+                    rows.mark(self.conn, entry, "failed", str(exc))
+                if _refusal(action.kind, exc):
+                    return str(exc)
+                raise
+            if self.lasting == "temporary":
+                self.open.append(entry)  # before the mark: an undo must see it even if the mark fails
+            try:
+                rows.mark(self.conn, entry, self.lasting)
+            except sqlite3.Error as exc:
+                raise CommandError(f"{path} was changed, but the journal could not say so ({exc}): it stays "
+                                   "recorded as pending, and `quietcore tune revert` (or the next command, for "
+                                   "a temporary change) puts it back", exit_code=1) from exc  # fmt: skip
         return None
 
     def undo(self) -> list[str]:
@@ -177,9 +198,10 @@ class Journal:
         for entry in reversed(self.open):
             row = rows.get(self.conn, entry)
             try:
-                put(row["kind"], row["target"], row["old_value"])
-                with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
-                    rows.mark(self.conn, entry, "reverted")
+                with held_signals():
+                    put(row["kind"], row["target"], row["old_value"])
+                    with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
+                        rows.mark(self.conn, entry, "reverted")
             except CommandError as exc:
                 problems.append(str(exc))
         self.open.clear()

@@ -6,7 +6,9 @@ on another, and undo runs in reverse:
 2. The governor before anything measured on those CPUs settles.
 3. IRQ affinity after the CPU-wide knobs: moving an IRQ is per IRQ and may
    be refused for some, so it should not leave other levers half-done.
-4. The preemption model last: switching it (a static-call patch of the
+4. The shield after the IRQs: it moves them too, with the cpusets and
+   threads, and its undo (first) leaves the IRQ lever's values to its own.
+5. The preemption model last: switching it (a static-call patch of the
    running kernel) is the most invasive, and the first one undone."""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from quietcore.levers.governor import GovernorLever
 from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal
 from quietcore.levers.preempt import PreemptLever
+from quietcore.levers.shield import ShieldLever
 from quietcore.levers.thp import ThpLever
 
 
@@ -38,7 +41,7 @@ class Lever(Protocol):
     def apply(self, value: str, journal: Journal) -> None: ...
 
 
-NAMES = ("thp", "thp_defrag", "governor", "irq_affinity", "preempt")
+NAMES = ("thp", "thp_defrag", "governor", "irq_affinity", "shield", "preempt")
 
 
 def lever(name: str, cpus: frozenset[int], root: Root | None = None) -> Lever:
@@ -54,6 +57,8 @@ def lever(name: str, cpus: frozenset[int], root: Root | None = None) -> Lever:
         return IrqAffinityLever(root)
     if name == "preempt":
         return PreemptLever(root)
+    if name == "shield":
+        return ShieldLever(root)
     raise ValueError(f"unknown lever {name!r} (valid: {', '.join(NAMES)})")
 
 

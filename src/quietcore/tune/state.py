@@ -20,7 +20,7 @@ from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
 from quietcore.levers.cpuset import parse_task_value
-from quietcore.levers.journal import OWN_KINDS, THREAD_KINDS, Journal, get, put
+from quietcore.levers.journal import OWN_KINDS, THREAD_KINDS, Journal, get, held_signals, put
 from quietcore.store import journal as rows
 
 LEVER = "tune"
@@ -101,14 +101,41 @@ def _effective(root: Root, action: Action) -> str | None:
     return f"pending: the IRQ still goes to CPU {eff} (effective_affinity_list); it moves at its next interrupt"
 
 
+def missing(root: Root, actions: list[Action]) -> list[str]:
+    """The files the actions write that this node lacks (a plan made on
+    another node or kernel, a device gone since), but for those in a cpuset
+    the actions make first."""
+    made = {a.target for a in actions if a.kind == "cpuset-dir" and a.value == "present"}
+    gone = []
+    for a in actions:
+        if a.kind in OWN_KINDS or a.target.rsplit("/", 1)[0] in made:
+            continue
+        if root.read_line(a.target) is None:
+            gone.append(f"{a.target} ({root.read(a.target)[1] or 'unreadable'})")
+    return gone
+
+
 def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[Outcome]:
-    """Journal and write each action as a kept change, then read it back."""
+    """Journal and write each action as a kept change, then read it back.
+    A file missing is found before any write, and nothing is changed; a
+    write that fails for another reason than a per-IRQ or per-thread
+    refusal (a read-only file system) stops there, the changes before it
+    kept for revert."""
+    gone = missing(root, actions)
+    if gone:
+        raise CommandError(f"this node lacks {len(gone)} of the plan's files, first {gone[0]}: nothing changed "
+                           "(plan again on this node: `quietcore tune plan`)", exit_code=2)  # fmt: skip
     journal = Journal(conn, None, lasting="kept")
-    outcomes = []
+    outcomes: list[Outcome] = []
     for action in actions:
         rel = action.target
         old = restorable(root, action.kind, rel)
-        refusal = journal.apply(LEVER, action, root, old)
+        try:
+            refusal = journal.apply(LEVER, action, root, old)
+        except CommandError as exc:
+            done = sum(not o.result.startswith("refused") for o in outcomes)
+            raise CommandError(f"{exc}; stopped there: the {done} changes before it are kept, and "
+                               "`quietcore tune revert` puts them back", exit_code=exc.exit_code) from exc  # fmt: skip
         knob = action.note or rel
         if refusal:
             why = refusal.rsplit(": ", 1)[-1]
@@ -199,13 +226,14 @@ def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
             rows.mark(conn, int(row["id"]), "reverted", "its target no longer exists")
             lines.append(f"{name}: gone, nothing to put back")
             continue
-        try:
-            put(kind, target, old)
-        except CommandError as exc:
-            if row["state"] == "pending":  # never written: the kernel refused it then too
-                rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc}")
-                continue
-            raise CommandError(f"cannot put back {old!r} to {name}: {exc}", exit_code=1) from exc
-        rows.mark(conn, int(row["id"]), "reverted", "put back by quietcore tune revert")
+        with held_signals():  # the knob and its entry agree before a signal ends the revert
+            try:
+                put(kind, target, old)
+            except CommandError as exc:
+                if row["state"] == "pending":  # never written: the kernel refused it then too
+                    rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc}")
+                    continue
+                raise CommandError(f"cannot put back {old!r} to {name}: {exc}", exit_code=1) from exc
+            rows.mark(conn, int(row["id"]), "reverted", "put back by quietcore tune revert")
         lines.append(f"{name}: back to {shown(target, old)}")
     return lines
