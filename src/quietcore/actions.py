@@ -20,6 +20,8 @@ KINDS = (
     "cpuset-dir",  # a cpuset directory (TARGET), VALUE present or absent: mkdir / rmdir
     "cpuset-task",  # a thread (TARGET "TID@START") into a cpuset with its CPUs, VALUE "DIR CPULIST"
     "cgroup-controller",  # a controller in a subtree_control, TARGET "FILE#NAME", VALUE on or off
+    "service-state",  # a systemd unit (TARGET) active or inactive: systemctl start / stop
+    "pm-qos",  # a PM QoS request held open on TARGET (/dev/cpu_dma_latency), VALUE µs or none
     "service",  # a systemd service: systemctl VALUE TARGET
     "boot-parameter",  # the kernel command line: TARGET=VALUE (TARGET alone when VALUE is empty)
     "kernel-config",  # a kernel build option: a kernel built with TARGET=VALUE
@@ -70,6 +72,11 @@ def _render(a: Action) -> str:
         directory, _, cpus = a.value.rpartition(" ")
         tid = a.target.partition("@")[0]
         return f"echo {tid} > {directory}/tasks; taskset -pc {cpus} {tid}"
+    if a.kind == "service-state":
+        return f"systemctl {'start' if a.value == 'active' else 'stop'} {a.target}"
+    if a.kind == "pm-qos":
+        return (f"hold {a.target} open at {a.value} µs (a process that writes it and sleeps)" if a.value != "none"
+                else f"end the process holding {a.target}")  # fmt: skip
     if a.kind == "cgroup-controller":
         path, _, name = a.target.partition("#")
         return f"echo {'+' if a.value == 'on' else '-'}{name} > {path}"

@@ -36,7 +36,12 @@ def knobs() -> dict[str, str]:
     whether the shield's cpusets exist."""
     paths = [*Path("/proc/irq").glob("*/smp_affinity"), Path("/proc/irq/default_smp_affinity"),
              *Path("/sys/devices/virtual/workqueue").glob("**/cpumask"), Path("/proc/sys/kernel/numa_balancing"),
-             Path("/sys/kernel/mm/transparent_hugepage/enabled"), CPUSET / "cpuset.sched_load_balance"]  # fmt: skip
+             Path("/sys/kernel/mm/transparent_hugepage/enabled"), CPUSET / "cpuset.sched_load_balance",
+             Path("/proc/sys/kernel/sched_rt_runtime_us"), Path("/proc/sys/kernel/timer_migration"),
+             Path("/sys/kernel/debug/sched/preempt"),
+             *Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor"),
+             *[p for p in (Path("/sys/devices/system/cpu/intel_pstate/no_turbo"),
+                           Path("/sys/devices/system/cpu/cpufreq/boost")) if p.exists()]]  # fmt: skip
     values = {}
     for p in paths:
         with contextlib.suppress(OSError):
@@ -49,11 +54,34 @@ def knobs() -> dict[str, str]:
 def equal(path: str, a: str, b: str) -> bool:
     if path.endswith(("smp_affinity", "cpumask")):
         return parse_cpumask(a) == parse_cpumask(b)
+    if path.endswith("sched/preempt"):  # "none voluntary (full) lazy": the running model
+        return a.split("(")[-1].split(")")[0] == b.split("(")[-1].split(")")[0]
     return a == b
+
+
+def holders() -> list[int]:
+    """The PM QoS holders quietcore started that still run."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if b"quietcore.levers.pmqos" in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+def dma_latency() -> int:
+    """The C-state limit in force now, in µs (the device reads the aggregate of every request)."""
+    import struct
+
+    with open("/dev/cpu_dma_latency", "rb") as device:
+        return int(struct.unpack("i", device.read(4))[0])
 
 
 def put_back(saved: dict[str, str]) -> None:
     """The test's own restore, in case quietcore's did not."""
+    for pid in holders():  # a C-state limit left held
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     for d in SHIELD_DIRS:  # a shield quietcore left: its tasks back to the root cpuset, then gone
         if saved.get(str(d)) == "absent" and d.is_dir():
             for tid in (d / "tasks").read_text().split():
@@ -66,6 +94,8 @@ def put_back(saved: dict[str, str]) -> None:
             continue
         if "[" in value:  # a selector file: write the selected word
             value = value[value.index("[") + 1 : value.index("]")]
+        elif "(" in value:  # the preemption model
+            value = value[value.index("(") + 1 : value.index(")")]
         with contextlib.suppress(OSError):
             if not equal(path, Path(path).read_text().strip(), value):
                 Path(path).write_text(value)
@@ -149,6 +179,21 @@ def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli: CliRu
     assert boot["nohz_full"]["status"] == "change"
     # The latency profile adds skew_tick=1, which this node already boots with: not in the line.
     assert boot["skew_tick"]["status"] == "already" and "skew_tick" not in plan["boot_lines"]["grubby"]
+
+
+def test_plan_stops_irqbalance_unless_it_already_bans_the_targets(cli: CliRunner) -> None:
+    """The Xeon fixture runs irqbalance under systemd with
+    IRQBALANCE_BANNED_CPULIST=2-3,6-7,10-11,14-15: shielding those CPUs
+    needs nothing of it; shielding CPU 1 too stops the service while tuned
+    (journaled, so revert starts it again); the exported scripts do the same."""
+    plan = json.loads(cli("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "2-3,10-11", "--json").stdout)
+    item = {i["knob"]: i for i in plan["runtime"]}["irqbalance"]
+    assert item["status"] == "already" and "IRQBALANCE_BANNED_CPULIST" in item["reason"]
+    plan = json.loads(cli("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "1-3,9-11", "--json").stdout)
+    item = {i["knob"]: i for i in plan["runtime"]}["irqbalance"]
+    assert item["action"]["kind"] == "service-state" and item["action"]["value"] == "inactive"
+    assert item["action"]["text"] == "systemctl stop irqbalance.service (irqbalance)"
+    assert "IRQBALANCE_BANNED_CPULIST=1-3,9-11" in item["reason"]
 
 
 def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli: CliRunner, tmp_path: Path) -> None:
@@ -403,6 +448,69 @@ def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(cl
             assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and the next command"
             moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
             assert not moved, f"threads left in another cpuset after a kill at {at:.3f} s: {moved}"
+
+
+@contextlib.contextmanager
+def debugfs() -> Iterator[bool]:
+    """debugfs mounted for the test when it was not (the preemption model
+    lives there), unmounted after; yields whether the model can be read (a
+    locked-down kernel, as this VM's, answers EPERM)."""
+    mounted = False
+    if not Path("/sys/kernel/debug/sched").exists():
+        mounted = subprocess.run(["mount", "-t", "debugfs", "none", "/sys/kernel/debug"], check=False,
+                                 capture_output=True).returncode == 0  # fmt: skip
+    try:
+        readable = True
+        try:
+            Path("/sys/kernel/debug/sched/preempt").read_text()
+        except OSError:
+            readable = False
+        yield readable
+    finally:
+        if mounted:
+            subprocess.run(["umount", "/sys/kernel/debug"], check=False)
+
+
+@ROOT_ONLY
+@TWO_CPUS
+def test_latency_profile_with_rt_unthrottled_applies_and_reverts_the_scheduler_knobs(cli: CliRunner) -> None:
+    """--profile latency --allow-rt-unthrottled on this node: RT throttling
+    lifted, timer_migration 0, the C-state limit held at 0 µs by a holder
+    process, the preemption model full (debugfs mounted for it if need
+    be); verify sees the holder end; revert puts each back as it was."""
+    with debugfs() as preempt, restored() as saved:
+        proc = cli("tune", "apply", "--yes", "--json", "--profile", "latency", "--allow-rt-unthrottled")
+        assert proc.returncode == 0, proc.stderr
+        knobs_set = {o["knob"]: o for o in json.loads(proc.stdout)}
+        if saved["/proc/sys/kernel/sched_rt_runtime_us"] != "-1":
+            assert knobs_set["RT throttling off"]["result"] == "set"
+        assert Path("/proc/sys/kernel/sched_rt_runtime_us").read_text().strip() == "-1"
+        assert Path("/proc/sys/kernel/timer_migration").read_text().strip() == "0"
+        # The C-state limit: a holder keeps /dev/cpu_dma_latency open at 0 µs, and the kernel reads it back.
+        assert knobs_set["C-state limit"]["result"] == "set" and len(holders()) == 1
+        assert dma_latency() == 0
+        verified = cli("tune", "verify")
+        assert verified.returncode == 0, verified.stdout
+        if preempt and "full" in saved["/sys/kernel/debug/sched/preempt"]:
+            assert "(full)" in Path("/sys/kernel/debug/sched/preempt").read_text()
+        elif not preempt:  # the plan says why the model stays
+            notes = json.loads(cli("tune", "plan", "--json", "--profile", "latency").stdout)["notes"]
+            assert any(n.startswith("the preemption model stays") for n in notes), notes
+        # The holder ends behind quietcore's back: the limit is gone, and verify says so.
+        os.kill(holders()[0], signal.SIGTERM)
+        time.sleep(0.3)
+        drift = cli("tune", "verify")
+        assert drift.returncode == 1 and "DRIFTED /dev/cpu_dma_latency: set to 0, now none" in drift.stdout
+        back = cli("tune", "revert")
+        assert back.returncode == 0, back.stderr
+        assert changed(saved) == [], "not put back exactly"
+        assert holders() == [] and dma_latency() > 0
+    plain = json.loads(cli("tune", "plan", "--json").stdout)
+    assert "RT throttling off" not in {i["knob"] for i in plain["runtime"]}
+    assert (
+        any("--allow-rt-unthrottled" in n for n in plain["notes"])
+        or saved["/proc/sys/kernel/sched_rt_runtime_us"] == "-1"
+    )
 
 
 @ROOT_ONLY

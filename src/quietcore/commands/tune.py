@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--housekeeping", metavar="LIST", help="the CPUs that keep the housekeeping")
     parser.add_argument("--profile", default="throughput", help="throughput (default) or latency")
     parser.add_argument("--root", metavar="DIR", default="/", help="plan from DIR or a snapshot .tar.gz")
+    parser.add_argument(
+        "--no-shield",
+        action="store_true",
+        help="no cpusets: move threads by affinity alone (new tasks may then start on the targets)",
+    )
+    parser.add_argument("--allow-rt-unthrottled", action="store_true",
+                        help="lift RT throttling (sched_rt_runtime_us -1) while tuned; put back by revert")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the plan or the outcome as JSON")
     parser.add_argument(
         "--export", nargs=2, metavar=("KIND", "PATH"),
@@ -85,7 +92,8 @@ def _make(args: argparse.Namespace, root_path: str) -> Plan:
     from quietcore.tune.plan import make_plan
 
     with open_root(root_path) as root:
-        return make_plan(root, args.cpus, args.housekeeping, args.profile)
+        return make_plan(root, args.cpus, args.housekeeping, args.profile, shield=not args.no_shield,
+                         rt_unthrottled=args.allow_rt_unthrottled)  # fmt: skip
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from types import TracebackType
 from quietcore.actions import FILE_KINDS, Action
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
-from quietcore.levers import cpuset, task
+from quietcore.levers import cpuset, pmqos, service, task
 from quietcore.owner import Owner, alive
 from quietcore.store import journal as rows
 
@@ -64,16 +64,25 @@ def _errno(exc: OSError) -> str:
 
 
 THREAD_KINDS = ("task-affinity", "cpuset-task")  # target "TID@START"
-OWN_KINDS = (*THREAD_KINDS, *cpuset.KINDS)  # read and written by their lever, not as a file's content
+OWN_KINDS = (
+    *THREAD_KINDS,
+    *cpuset.KINDS,
+    pmqos.KIND,
+    service.KIND,
+)  # read and written by their lever, not as a file's content
 
 
 def put(kind: str, target: str, value: str) -> None:
     """Set one knob: a file, a thread's affinity or cpuset (target
     "TID@START"), a cpuset or a cgroup controller."""
-    if kind in ("cpuset-dir", "cgroup-controller"):
+    if kind in ("cpuset-dir", "cgroup-controller", pmqos.KIND, service.KIND):
         try:
             if kind == "cpuset-dir":
                 cpuset.write_dir(target, value)
+            elif kind == pmqos.KIND:
+                pmqos.write(target, value)
+            elif kind == service.KIND:
+                service.write(target, value)
             else:
                 cpuset.write_controller(target, value)
         except OSError as exc:
@@ -104,6 +113,10 @@ def get(kind: str, target: str) -> str | None:
         return cpuset.read_dir(target)
     if kind == "cgroup-controller":
         return cpuset.read_controller(target)
+    if kind == pmqos.KIND:
+        return pmqos.read(target)
+    if kind == service.KIND:
+        return service.read(target)
     try:
         return Path(target).read_text().strip()
     except OSError:
@@ -155,6 +168,9 @@ class Journal:
             old = get(action.kind, action.target)
             if old is None:
                 return f"thread {action.target.partition('@')[0]} has exited"
+        elif action.kind == service.KIND:  # a unit's name, not a path
+            path = Path(action.target)
+            old = get(action.kind, action.target) or "inactive"
         elif action.kind in OWN_KINDS:
             path = root.resolve(action.target.partition("#")[0])
             path = Path(f"{path}#{action.target.partition('#')[2]}") if "#" in action.target else path

@@ -28,10 +28,21 @@ def _tid(target: str) -> tuple[int, str]:
     return int(tid), started
 
 
+def zombie(tid: int) -> bool:
+    """Exited, not yet reaped (by init, here, which is slow to): the kernel
+    has already moved it to the root cgroup, and nothing can set it."""
+    try:
+        with open(f"/proc/{tid}/stat", encoding="utf-8") as handle:
+            stat = handle.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
+
+
 def read(target: str) -> str | None:
-    """Its allowed CPUs now, or None when it is gone."""
+    """Its allowed CPUs now, or None when it is gone (or a zombie)."""
     tid, started = _tid(target)
-    if start_time(tid) != started:
+    if start_time(tid) != started or zombie(tid):
         return None
     try:
         with open(f"/proc/{tid}/status", encoding="utf-8") as handle:

@@ -7,6 +7,7 @@ made from a Root, so it works the same on a snapshot or a fixture tree."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,8 +285,117 @@ def _residue(root: Root, target: frozenset[int]) -> list[str]:
     return out
 
 
-def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: str,
-             shield: bool) -> tuple[list[Item], list[str]]:  # fmt: skip
+Wanted = tuple[str, str, str, str, str]  # knob, file, planned value, reason, the audit finding it fixes
+
+
+def _cpu_and_scheduler(root: Root, target: frozenset[int], profile: str,
+                       rt_unthrottled: bool) -> tuple[list[Wanted], list[str]]:  # fmt: skip
+    """The governor, turbo, timer migration, RT throttling and the
+    preemption model, as each profile wants them, where the node has them."""
+    wanted: list[Wanted] = []
+    notes: list[str] = []
+    for cpu in sorted(target):
+        base = f"sys/devices/system/cpu/cpu{cpu}/cpufreq"
+        offered = (root.read_line(f"{base}/scaling_available_governors") or "performance").split()
+        if root.exists(f"{base}/scaling_governor") and "performance" in offered:
+            wanted.append((f"CPU {cpu} governor", f"{base}/scaling_governor", "performance",
+                           "the clock does not ramp down between bursts of work", "cpu.governor"))  # fmt: skip
+    turbo = [(rel, on_value) for rel, on_value in (("sys/devices/system/cpu/intel_pstate/no_turbo", "1"),
+                                                    ("sys/devices/system/cpu/cpufreq/boost", "0"))
+             if root.exists(rel)]  # fmt: skip
+    if turbo and profile == "latency":
+        rel, off = turbo[0]
+        wanted.append(("turbo off", rel, off, "one clock rate: turbo's rate moves with the other cores' load and "
+                       "the temperature, and so does every time measured", "cpu.turbo"))  # fmt: skip
+    elif turbo:
+        notes.append("turbo stays on (throughput profile): faster on average, at a clock that varies with load "
+                     "and temperature; the latency profile turns it off")  # fmt: skip
+    migration = root.read_line("proc/sys/kernel/timer_migration")
+    if migration is not None and profile == "latency":
+        wanted.append(
+            (
+                "timer_migration",
+                "proc/sys/kernel/timer_migration",
+                "0",
+                "each timer fires where it was armed: none arrive on a target from elsewhere",
+                "timer.migration",
+            )
+        )
+    elif migration is not None:
+        notes.append(
+            f"timer_migration is {migration}, left as it is (throughput profile): 1 lets an idle CPU's "
+            "timers run on a busy one (fewer wake-ups of idle CPUs), 0 keeps each timer where it was armed "
+            "(a target's own timers stay, but none arrive from elsewhere; the latency profile sets 0)"
+        )
+    runtime = root.read_line("proc/sys/kernel/sched_rt_runtime_us")
+    if runtime is not None and rt_unthrottled:
+        wanted.append(
+            (
+                "RT throttling off",
+                "proc/sys/kernel/sched_rt_runtime_us",
+                "-1",
+                "a real-time task on a target is never paused for the rest of its period: nothing else "
+                "should run there",
+                "sched.rt_throttling",
+            )
+        )
+    elif runtime is not None and runtime != "-1":
+        notes.append(
+            f"RT throttling stays ({runtime} µs of RT time per period): a SCHED_FIFO spinner on a target "
+            "is paused each period; --allow-rt-unthrottled lifts it (a runaway RT task can then hang the CPU)"
+        )
+    models, why = root.read("sys/kernel/debug/sched/preempt")
+    if models is None:
+        if not root.listdir("sys/kernel/debug"):
+            reason = "debugfs is not mounted (mount -t debugfs none /sys/kernel/debug)"
+        elif not root.exists("sys/kernel/debug/sched/preempt"):
+            reason = "the kernel is not PREEMPT_DYNAMIC: its model is built in"
+        else:
+            reason = f"debugfs refuses it ({why}: a locked-down kernel, see kernel_lockdown(7))"
+        notes.append(f"the preemption model stays: {reason}")
+    else:
+        models = models.strip()
+        model = "full" if profile == "latency" else "voluntary"
+        if model in models.replace("(", " ").replace(")", " ").split():
+            wanted.append(("preemption model", "sys/kernel/debug/sched/preempt", model,
+                           "full: a waking task preempts at once (latency); voluntary: fewer switches "
+                           "(throughput)", "sched.preempt"))  # fmt: skip
+    return wanted, notes
+
+
+def _irqbalance(root: Root, target: frozenset[int]) -> tuple[list[Item], list[str]]:
+    """irqbalance would move the IRQs back onto the targets. Banned from
+    them already (IRQBALANCE_BANNED_CPULIST), it may stay; else it is
+    stopped while tuned, through systemd, and started by revert. Editing
+    its configuration and restarting it would also do, but that file is
+    the administrator's: quietcore stops the service and says so."""
+    from quietcore.facts.tasks import irqbalance_running, read_tasks
+
+    if irqbalance_running(read_tasks(root)) is None:
+        return [], []
+    t = format_cpulist(target)
+    conf = next((c for c in ("etc/default/irqbalance", "etc/sysconfig/irqbalance") if root.exists(c)), None)
+    banned: frozenset[int] = frozenset()
+    for line in (root.read_text(conf) or "").splitlines() if conf else []:
+        key, _, value = line.strip().partition("=")
+        if key == "IRQBALANCE_BANNED_CPULIST":
+            with contextlib.suppress(ValueError):
+                banned = parse_cpulist(value.strip().strip('"'))
+    if target <= banned:
+        return [Item("irqbalance", f"running, bans {format_cpulist(banned)}", f"running, bans {t}",
+                     f"its IRQBALANCE_BANNED_CPULIST in /{conf} keeps it off the targets", None)], []  # fmt: skip
+    reason = (f"it would move the IRQs back onto the targets: stopped while tuned (or ban them yourself: "
+              f"IRQBALANCE_BANNED_CPULIST={t} in /{conf or 'etc/default/irqbalance'}, then restart it)")  # fmt: skip
+    if root.read_line("proc/1/comm") != "systemd":
+        return [Item("irqbalance", "running", "stopped", reason, None,
+                     refused="it runs outside systemd, so quietcore cannot start it again: stop it, or ban the "
+                     "targets as said")], []  # fmt: skip
+    action = Action("service-state", "irqbalance.service", "inactive", fixes="irq.irqbalance", note="irqbalance")
+    return [Item("irqbalance", "active", "inactive", reason, action, raw="active")], []
+
+
+def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: str, shield: bool,
+             rt_unthrottled: bool) -> tuple[list[Item], list[str]]:  # fmt: skip
     from quietcore.tune.state import same
 
     mask = format_cpumask(keep)
@@ -303,6 +413,9 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
                         note=knob)  # fmt: skip
         items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action,
                           raw=format_cpumask(irq.requested)))  # fmt: skip
+    balancer, balancer_notes = _irqbalance(root, target)
+    items += balancer
+    notes += balancer_notes
     hierarchy = cpuset.find(root) if shield else None
     housekeeping_dir = None
     if hierarchy is not None:
@@ -354,23 +467,30 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
     if profile == "latency" and thp is not None and "[always]" in thp:
         wanted.append(("THP", THP, "madvise", "khugepaged and compaction stalls only for who asks for huge pages",
                        "mem.thp"))  # fmt: skip
+    if profile == "latency" and root.exists("dev/cpu_dma_latency"):
+        from quietcore.levers import pmqos
+
+        now = pmqos.read() if root.is_live else "none"
+        hold = None if now == "0" else Action("pm-qos", f"/{pmqos.DEVICE.lstrip('/')}", "0", fixes="cpu.cstates",
+                                                note="C-state limit")  # fmt: skip
+        items.append(Item("C-state limit (PM QoS)", now, "0", "idle CPUs stay in the shallowest state: no deep "
+                          "C-state exit on a wake-up", hold, raw=now))  # fmt: skip
+        notes.append("the C-state limit is a PM QoS request, in force only while a process holds "
+                     "/dev/cpu_dma_latency open: apply starts a holder that sleeps (its pid file is beside the node "
+                     "locks), and revert ends it; it costs power on idle CPUs, as idle=poll does for good")  # fmt: skip
+    more, more_notes = _cpu_and_scheduler(root, target, profile, rt_unthrottled)
+    wanted += more
+    notes += more_notes
     for knob, rel, planned, reason, fixes in wanted:
         item = _file(root, knob, rel, planned, reason, fixes)
         if item is not None:
             items.append(item)
-    migration = root.read_line("proc/sys/kernel/timer_migration")
-    if migration is not None:
-        notes.append(
-            f"timer_migration is {migration}, left as it is: 1 lets an idle CPU's timers run on a busy one "
-            "(fewer wake-ups of idle CPUs), 0 keeps each timer where it was armed (a target's own timers stay, "
-            "but none arrive from elsewhere)"
-        )
     notes.append("a nohz_full CPU keeps its tick while more than one task is runnable on it: one task per target")
     return items, notes + _residue(root, target)
 
 
 def make_plan(root: Root, targets: str | None = None, housekeeping: str | None = None,
-              profile: str = "throughput", shield: bool = True) -> Plan:  # fmt: skip
+              profile: str = "throughput", shield: bool = True, rt_unthrottled: bool = False) -> Plan:  # fmt: skip
     if profile not in PROFILES:
         raise UsageError(f"invalid --profile {profile!r} (valid: {', '.join(PROFILES)})")
     topo = read_topology(root)
@@ -378,7 +498,7 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
         raise UsageError(f"no online CPUs under {root}: not a node's root")
     keep, target = choose(topo, targets, housekeeping)
     boot, boot_notes = _boot(root, keep, target, profile)
-    runtime, runtime_notes = _runtime(root, keep, target, profile, shield)
+    runtime, runtime_notes = _runtime(root, keep, target, profile, shield, rt_unthrottled)
     return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)
 
 
@@ -403,6 +523,8 @@ def tuned_profile(plan: Plan, host: str) -> str:
         lines += ["", "[sysctl]", "kernel.numa_balancing=0"]
     if "THP" in knobs:
         lines += ["", "[vm]", "transparent_hugepages=madvise"]
+    if "C-state limit (PM QoS)" in knobs:
+        lines += ["", "[cpu]", "force_latency=0"]
     return "\n".join(lines) + "\n"
 
 
@@ -442,6 +564,16 @@ def _line(action: Action, value: str, knob: str) -> str:
         directory, _, cpus = value.rpartition(" ")
         return (f"{{ echo {tid} > {shlex.quote(directory + '/tasks')} && taskset -pc {shlex.quote(cpus)} {tid} "
                 f">/dev/null; }} 2>/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2")  # fmt: skip
+    if action.kind == "service-state":
+        verb = "start" if value == "active" else "stop"
+        return f"systemctl {verb} {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob}')} >&2"
+    if action.kind == "pm-qos":  # held by a sleeping shell while its descriptor is open
+        pid = "/run/quietcore-cpu_dma_latency.pid"
+        if value == "none":
+            return f"kill $(cat {pid}) 2>/dev/null; rm -f {pid}"
+        raw = "".join(f"\\{b:03o}" for b in int(value).to_bytes(4, "little", signed=True))
+        return (f"(exec 3>{shlex.quote(target)}; printf '{raw}' >&3; exec sleep infinity) </dev/null >/dev/null 2>&1 & "
+                f"echo $! > {pid}")  # fmt: skip
     if action.kind == "cgroup-controller":
         path, _, name = target.partition("#")
         word = f"{'+' if value == 'on' else '-'}{name}"

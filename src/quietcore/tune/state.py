@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from quietcore.actions import Action
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist, parse_cpumask
-from quietcore.facts.fingerprint import selected
+from quietcore.facts.fingerprint import selected as bracketed
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
@@ -32,6 +32,15 @@ class Outcome:
     old: str | None
     new: str
     result: str  # "set", "refused: ...", "pending: ..." (written, not yet in effect)
+
+
+def selected(value: str | None) -> str | None:
+    """The chosen word of a selector file: "always [madvise] never" (sysfs)
+    or "none voluntary (full) lazy" (the preemption model in debugfs)."""
+    if value is not None and "[" not in value and "(" in value:
+        start, end = value.find("("), value.find(")")
+        return value[start + 1 : end] if start < end else value
+    return bracketed(value)
 
 
 def _mask_file(target: str) -> bool:
@@ -83,7 +92,7 @@ def restorable(root: Root, kind: str, target: str) -> str | None:
     if kind in OWN_KINDS:
         return get(kind, target)
     value = root.read_line(target)
-    return selected(value) or value if value is not None and "[" in value else value
+    return selected(value) or value if value is not None and ("[" in value or "(" in value) else value
 
 
 def _effective(root: Root, action: Action) -> str | None:
