@@ -595,22 +595,29 @@ def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, d
     import sqlite3
 
     with restored() as saved:
-        proc = cli("tune", "prove", "--duration", "0.5", "--rounds", "2", "--seed", "7", "--json", timeout=300)
+        proc = cli("tune", "prove", "--duration", "0.5", "--rounds", "2", "--seed", "7", "--experiment", "tickless",
+                   "--json", timeout=300)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)
         assert changed(saved) == [], "prove left the tuning in place"
         rows = out["rows"]
-        targets = {r["cpu"] for r in rows}
-        assert targets == set(allowed_cpus()) - {0}
-        assert {r["metric"] for r in rows} == {"lost time", "max gap", "events", "task preemptions",
-                                               "device interrupts"}  # fmt: skip
+        targets = {r["where"] for r in rows if r["where"].startswith("CPU ")}
+        assert targets == {f"CPU {c}" for c in set(allowed_cpus()) - {0}}
+        assert {r["metric"] for r in rows if r["where"].startswith("CPU ")} == {
+            "lost time", "max gap", "p99.9 gap", "events", "task preemptions", "device interrupts", "IPIs",
+            "softirqs"}  # fmt: skip
+        # The experiment's workload on the targets, before and after: tickless's matmul, timed.
+        (work,) = [r for r in rows if not r["where"].startswith("CPU ")]
+        assert work["where"].startswith("matmul on CPUs ") and work["metric"] == "wall_s" and work["unit"] == "s"
         assert all(r["before"] >= 0 and r["after"] >= 0 and r["verdict"] for r in rows)
+        assert work["before"] > 0 and work["after"] > 0
         conn = sqlite3.connect(db_file)
-        states = [json.loads(p)["tune"] for (p,) in conn.execute(
-            "SELECT params FROM runs WHERE session_id = ? ORDER BY seq", (out["session"],))]  # fmt: skip
+        states = [(json.loads(p)["tune"], kind) for (p, kind) in conn.execute(
+            "SELECT params, kind FROM runs WHERE session_id = ? ORDER BY seq", (out["session"],))]  # fmt: skip
         conn.close()
-        # Two rounds, each before and after, in the seeded order.
-        assert sorted(states) == ["after", "after", "before", "before"]
+        # Two rounds, each before and after, in the seeded order: a noise run and a matmul run each.
+        assert sorted(states) == sorted([("after", "noise"), ("after", "matmul"), ("before", "noise"),
+                                         ("before", "matmul")] * 2)  # fmt: skip
         kept = cli("tune", "prove", "--duration", "0.5", "--rounds", "1", "--seed", "7", "--keep", timeout=300)
         assert kept.returncode == 0, kept.stderr
         assert "too few rounds for a verdict" in kept.stdout

@@ -4,7 +4,7 @@
   quietcore tune apply [--plan FILE | same options] [--dry-run] [--yes]
   quietcore tune verify
   quietcore tune revert [--to ID]
-  quietcore tune prove [same options as plan] [--duration S] [--rounds N] [--seed N] [--keep]
+  quietcore tune prove [same options as plan] [--duration S] [--rounds N] [--seed N] [--experiment NAME] [--keep]
 
 `plan` picks housekeeping CPUs (the first core of each NUMA node, SMT
 siblings together) and lists each knob with its current and planned value:
@@ -66,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", metavar="N", default="5", help="prove: rounds of before and after (default 5)")
     parser.add_argument("--seed", metavar="N", help="prove: the seed of the rounds' order (default: random, printed)")
     parser.add_argument("--keep", action="store_true", help="prove: keep the tuning afterwards")
+    parser.add_argument("--experiment", metavar="NAME",
+                        help="prove: also run the workloads of this experiment that run on the targets")  # fmt: skip
     common.add_tags(parser)
     common.add_db(parser)
     common.add_wait(parser)
@@ -280,7 +282,6 @@ def _prove(args: argparse.Namespace) -> int:
     from quietcore.levers.registry import NAMES
     from quietcore.options import duration_option, int_in_range
     from quietcore.probes.noise import NoiseOptions, event_cap
-    from quietcore.runs.model import Run
     from quietcore.session import Session
     from quietcore.store import db
     from quietcore.tune import prove, state
@@ -294,6 +295,8 @@ def _prove(args: argparse.Namespace) -> int:
     root = Root("/")
     cap, basis = event_cap(len(plan.targets), available_bytes(root), duration)
     options = NoiseOptions(plan.targets, duration, max_events=cap, max_events_basis=basis)
+    cells = _experiment_cells(args.experiment, plan.targets) if args.experiment else []
+    units: dict[str, str] = {}
     path, chosen = common.db_path(args)
     print(f"Proving on CPUs {sorted(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
           f"{len(plan.actions)} run-time changes, order seed {seed}.", file=sys.stderr)  # fmt: skip
@@ -303,13 +306,19 @@ def _prove(args: argparse.Namespace) -> int:
         Journal(session.conn, session.id) as journal,
     ):
 
-        def measure(which: str, round_: int) -> Run:
+        def measure(which: str, round_: int) -> prove.Figures:
             print(f"  round {round_ + 1}/{rounds}: {which}", file=sys.stderr)
             run_ = session.node.noise(options, trace="off")
             run_.params = {**run_.params, "tune": which, "round": round_ + 1}
-            return session.add(run_)
+            out = prove.figures(session.add(run_))
+            for cell in cells:  # the experiment's workloads, after the noise, in the same state
+                params = {**cell.params(), "tune": which, "round": round_ + 1}
+                work = session.add(session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s))
+                where = cell.args[cell.args.index("--cpus") + 1]
+                out |= prove.workload_figures(work, f"{cell.command} on CPUs {where}", units)
+            return out
 
-        rows, refusals = prove.prove(journal, root, plan.actions, rounds, seed, measure)
+        rows, refusals = prove.prove(journal, root, plan.actions, rounds, seed, measure, units)
         session_id = session.id
     if args.keep:
         conn = db.open_db(path, chosen=chosen)
@@ -321,16 +330,45 @@ def _prove(args: argparse.Namespace) -> int:
         print(json.dumps({"session": session_id, "seed": seed, "rows": [r.to_json() for r in rows],
                           "refused": refusals}, indent=2))  # fmt: skip
         return 0
-    table = [(str(r.cpu), f"{r.metric} ({r.unit})", f"{r.before:,.2f}", f"{r.after:,.2f}",
+    table = [(r.where, f"{r.metric} ({r.unit})", f"{r.before:,.2f}", f"{r.after:,.2f}",
               f"{r.ratio:.2f} [{r.ci[0]:.2f}-{r.ci[1]:.2f}]" if r.ratio is not None and r.ci else
               (f"{r.ratio:.2f}" if r.ratio is not None else "-"),
               f"{r.p:.3f}" if r.p is not None else "-", r.verdict) for r in rows]  # fmt: skip
-    print("\n".join(_table(table, ("CPU", "figure", "before", "after", "after/before [95% CI]", "p", "verdict"))))
+    print("\n".join(_table(table, ("where", "figure", "before", "after", "after/before [95% CI]", "p", "verdict"))))
     for line in refusals:
         print(f"refused by the kernel: {line}")
     kept = "kept (`quietcore tune revert` undoes it)" if args.keep else "undone"
     print(f"Medians over {rounds} rounds each; stored as session {session_id}. The tuning is {kept}.")
     return 0
+
+
+def _experiment_cells(name: str, targets: frozenset[int]) -> list[Any]:
+    """The workloads of a built-in experiment (its --quick plan for this
+    node) that run on the targets, a workload once: what the tuning is for.
+    Levers and competing loads are left out: the tuning is the lever."""
+    from quietcore.experiments.builtin import BUILTIN
+    from quietcore.experiments.node import read_node
+    from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+    from quietcore.facts.root import Root
+
+    names = list(BUILTIN)
+    if name not in names:
+        raise UsageError(f"invalid --experiment {name!r} (valid: {', '.join(names)})")
+    exp = BUILTIN[name](read_node(Root("/")), True, 50)
+    cells, seen = [], set()
+    for cell in exp.cells:
+        where = cell.args[cell.args.index("--cpus") + 1] if "--cpus" in cell.args else ""
+        try:
+            on_targets = bool(where) and parse_cpulist(where) <= targets
+        except ValueError:
+            on_targets = False
+        if on_targets and not cell.levers and not cell.loads and cell.command != "exec" and cell.command not in seen:
+            seen.add(cell.command)
+            cells.append(cell)
+    if not cells:
+        raise UsageError(f"invalid --experiment {name!r}: none of its workloads runs on the targets "
+                         f"({format_cpulist(targets)}) on this node (valid: tickless, sched)")  # fmt: skip
+    return cells
 
 
 def _export(plan: Plan, kind: str, dest: str) -> int:

@@ -18,39 +18,62 @@ from quietcore.levers.journal import Journal
 from quietcore.runs.model import Run
 from quietcore.tune.state import LEVER, restorable
 
-#: name, unit, and how to read it from one CPU's summary row and attribution
+#: name and unit of each figure, per CPU of one noise run
 METRICS: tuple[tuple[str, str], ...] = (
     ("lost time", "ms/s"),
     ("max gap", "µs"),
+    ("p99.9 gap", "µs"),
     ("events", "/s"),
     ("task preemptions", "/s"),
     ("device interrupts", "/s"),
+    ("IPIs", "/s"),
+    ("softirqs", "/s"),
 )
+#: the attribution's source kinds behind the per-source counts
+KINDS = {"task preemptions": "switch", "device interrupts": "irq", "IPIs": "ipi", "softirqs": "softirq"}
 
 
-def figures(run: Run) -> dict[int, dict[str, float]]:
-    """Each metric per CPU of one noise run, per second where it is a count."""
+Figures = dict[str, dict[str, float]]  # where ("CPU 1", or a workload's cell) -> metric -> value
+
+
+def figures(run: Run) -> Figures:
+    """Each metric per CPU of one noise run, per second where it is a count:
+    the gaps from the run's events, the counts by source from the kernel's
+    counters (the attribution)."""
+    import numpy as np
+
     attribution = {int(c["cpu"]): c.get("attribution", {}) for c in run.analysis.get("cpus", [])}
+    trace = run.trace
     out = {}
     for row in run.summary:
         cpu = int(row["cpu"])
         seconds = float(row["measured_ns"]) / 1e9 or 1.0
         sources = attribution.get(cpu, {}).get("sources", [])
-        count = {kind: sum(int(s.get("count") or 0) for s in sources if s.get("kind") == kind)
-                 for kind in ("switch", "irq")}  # fmt: skip
-        out[cpu] = {
+        counts = {name: sum(int(s.get("count") or 0) for s in sources if s.get("kind") == kind) / seconds
+                  for name, kind in KINDS.items()}  # fmt: skip
+        gaps = trace.cpu(cpu).duration_ns if trace is not None and cpu in {c.cpu for c in trace.cpus} else None
+        p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps is not None and len(gaps) else 0.0
+        out[f"CPU {cpu}"] = {
             "lost time": float(row["lost_ns"]) / 1e6 / seconds,
             "max gap": float(row["max_gap_ns"]) / 1e3,
+            "p99.9 gap": p999,
             "events": float(row["events_per_s"]),
-            "task preemptions": count["switch"] / seconds,
-            "device interrupts": count["irq"] / seconds,
+            **counts,
         }
     return out
 
 
+def workload_figures(run: Run, where: str, units: dict[str, str]) -> Figures:
+    """An experiment cell's metric from one run of its workload; its unit
+    goes into `units`."""
+    metric = run.result["metric"]
+    units[metric["name"]] = metric["unit"]
+    return {where: {metric["name"]: float(metric["value"])}}
+
+
 @dataclass(frozen=True)
 class Row:
-    cpu: int
+    where: str  # "CPU 1", or the workload of an experiment's cell
     metric: str
     unit: str
     before: float  # medians over the rounds
@@ -92,18 +115,20 @@ def _verdict(before: list[float], after: list[float]) -> Verdict:
     return ratio, (low, high), p, "no detectable difference"
 
 
-def table(measured: dict[str, list[dict[int, dict[str, float]]]]) -> list[Row]:
+def table(measured: dict[str, list[Figures]], units: dict[str, str] | None = None) -> list[Row]:
+    units = {**dict(METRICS), **(units or {})}
     rows = []
-    cpus = sorted({cpu for m in measured["before"] for cpu in m})
-    for cpu in cpus:
-        for metric, unit in METRICS:
-            before = [m[cpu][metric] for m in measured["before"] if cpu in m]
-            after = [m[cpu][metric] for m in measured["after"] if cpu in m]
+    places = list(dict.fromkeys(where for m in measured["before"] for where in m))
+    for where in places:
+        names = list(dict.fromkeys(metric for m in measured["before"] if where in m for metric in m[where]))
+        for metric in names:
+            before = [m[where][metric] for m in measured["before"] if metric in m.get(where, {})]
+            after = [m[where][metric] for m in measured["after"] if metric in m.get(where, {})]
             if not before or not after:
                 continue
             ratio, ci, p, words = _verdict(before, after)
-            rows.append(Row(cpu, metric, unit, statistics.median(before), statistics.median(after), ratio, ci, p,
-                            words))  # fmt: skip
+            rows.append(Row(where, metric, units.get(metric, ""), statistics.median(before), statistics.median(after),
+                            ratio, ci, p, words))  # fmt: skip
     return rows
 
 
@@ -113,12 +138,14 @@ def prove(
     actions: list[Action],
     rounds: int,
     seed: int,
-    measure: Callable[[str, int], Run],
+    measure: Callable[[str, int], Figures],
+    units: dict[str, str] | None = None,
 ) -> tuple[list[Row], list[str]]:
-    """measure(state, round) runs and stores one noise run. Returns the
-    table and the refusals met while applying."""
+    """measure(state, round) runs and stores one noise run (and the
+    experiment's workloads) and returns their figures. Returns the table
+    and the refusals met while applying."""
     rng = random.Random(seed)
-    measured: dict[str, list[dict[int, dict[str, float]]]] = {"before": [], "after": []}
+    measured: dict[str, list[Figures]] = {"before": [], "after": []}
     refusals: list[str] = []
     for r in range(rounds):
         order = ["before", "after"]
@@ -131,6 +158,6 @@ def prove(
                         refusals.append(f"{action.note or action.target}: {refusal.rsplit(': ', 1)[-1]}")
             else:
                 journal.undo()
-            measured[state].append(figures(measure(state, r)))
+            measured[state].append(measure(state, r))
     journal.undo()
-    return table(measured), refusals
+    return table(measured, units), refusals
