@@ -108,6 +108,9 @@ def test_unknown_id_names_the_valid_range(tmp_path: Path) -> None:
         sessions.get_session(conn, "7")
     row = sessions.get_session(conn, "1")
     assert sessions.get_session(conn, row["uuid"][:8])["id"] == 1
+    # A UUID whose prefix is all digits (one in about 40 is) is still found by that prefix.
+    conn.execute("UPDATE sessions SET uuid = ? WHERE id = 1", ("90394997-" + row["uuid"][9:],))
+    assert sessions.get_session(conn, "90394997")["id"] == 1
 
 
 def test_stale_running_session_of_a_dead_process_is_marked_interrupted(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
     row: sqlite3.Row | None = None
     if text.isdigit():
         row = conn.execute("SELECT * FROM sessions WHERE id = ?", (int(text),)).fetchone()
-    elif len(text) >= 4:
+    # A UUID prefix may be all digits ("90394997"): one in about 40 of eight characters is.
+    if row is None and len(text) >= 4:
         rows = conn.execute("SELECT * FROM sessions WHERE uuid LIKE ?", (text + "%",)).fetchall()
         row = rows[0] if len(rows) == 1 else None
     if row is None:
