@@ -138,6 +138,18 @@ def restored() -> Iterator[dict[str, str]]:
                     os.sched_setaffinity(tid, cpus)
 
 
+def all_back(saved: dict[str, str], sets: dict[int, str], when: str) -> None:
+    """Every knob as saved, and every thread in the cpuset it was in."""
+    assert changed(saved) == [], f"not put back {when}"
+    moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
+    assert not moved, f"threads left in another cpuset {when}: {moved}"
+
+
+def quietcore(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "quietcore", *args], env=env, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+
+
 def changed(saved: dict[str, str]) -> list[str]:
     now = knobs()
     return [p for p, v in saved.items() if p in now and not equal(p, v, now[p])]
@@ -342,13 +354,10 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)
             child.wait()
-            back = subprocess.run([sys.executable, "-m", "quietcore", "tune", "revert"], env=cli_env,
-                                  capture_output=True, text=True, check=False)  # fmt: skip
+            back = quietcore(cli_env, "tune", "revert")
             assert back.returncode == 0, back.stderr
-            assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and a revert"
+            all_back(saved, sets, f"after a kill at {at:.3f} s (seed {seed}) and a revert")
             assert os.sched_getaffinity(sleeper) == {1}, f"the pinned task, after a kill at {at:.3f} s"
-            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
-            assert not moved, f"threads left in another cpuset after a kill at {at:.3f} s: {moved}"
 
 
 @ROOT_ONLY
@@ -407,12 +416,9 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
             for target, value in saved.items():
                 if target not in kept_files and target in now and value not in ("present", "absent"):
                     assert equal(target, now[target], value), f"{target} changed without a kept entry"
-            back = subprocess.run([sys.executable, "-m", "quietcore", "tune", "revert"], env=cli_env,
-                                  capture_output=True, text=True, check=False)  # fmt: skip
+            back = quietcore(cli_env, "tune", "revert")
             assert back.returncode == 0, back.stderr
-            assert changed(saved) == [], f"after {sig.name} at {at:.3f} s and a revert"
-            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
-            assert not moved, f"threads left in another cpuset after {sig.name} at {at:.3f} s: {moved}"
+            all_back(saved, sets, f"after {sig.name} at {at:.3f} s and a revert")
 
 
 @ROOT_ONLY
@@ -442,12 +448,9 @@ def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(cl
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
             child.wait()
-            after = subprocess.run([sys.executable, "-m", "quietcore", "results", "list"], env=cli_env,
-                                   capture_output=True, text=True, check=False)  # fmt: skip
+            after = quietcore(cli_env, "results", "list")
             assert after.returncode == 0, after.stderr
-            assert changed(saved) == [], f"after a kill at {at:.3f} s (seed {seed}) and the next command"
-            moved = {tid: where for tid, where in cpusets().items() if sets.get(tid, where) != where}
-            assert not moved, f"threads left in another cpuset after a kill at {at:.3f} s: {moved}"
+            all_back(saved, sets, f"after a kill at {at:.3f} s (seed {seed}) and the next command")
 
 
 @contextlib.contextmanager
