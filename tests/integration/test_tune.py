@@ -271,6 +271,23 @@ def test_refused_plans_on_the_fixture(cli: CliRunner, args: list[str], words: st
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
 
 
+def test_cpu_0_is_not_isolated_where_no_irq_can_leave_it(cli: CliRunner, tmp_path: Path) -> None:
+    """The Xeon fixture with every smp_affinity read-only, as on a platform
+    whose IRQs are fixed to CPU 0: shielding CPU 0 is refused (one line,
+    exit 2); with the files writable it is planned."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(XEON_ROOT, root, symlinks=True)
+    ok = cli("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12", "--json")
+    assert ok.returncode == 0, ok.stderr
+    for f in root.glob("proc/irq/*/smp_affinity"):
+        f.chmod(0o444)
+    proc = cli("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12")
+    assert proc.returncode == 2 and "CPU 0 would be isolated" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_unknown_action_and_root_for_apply(cli: CliRunner) -> None:
     proc = cli("tune", "shield")
     assert (

@@ -141,6 +141,21 @@ def choose(
     return keep, target
 
 
+def _cpu0_can_leave(root: Root, target: frozenset[int]) -> None:
+    """CPU 0 as a target only where its IRQs can leave it: on a node (an
+    architecture or a platform) whose every IRQ affinity file is read-only,
+    CPU 0 keeps them all, and isolating it would shield nothing."""
+    if 0 not in target:
+        return
+    files = [f"proc/irq/{n}/smp_affinity" for n in root.listdir("proc/irq") if n.isdigit()]
+    modes = [root.resolve(f).stat().st_mode for f in files if root.exists(f)]
+    if modes and not any(m & 0o200 for m in modes):
+        raise UsageError(
+            "invalid CPU choice: CPU 0 would be isolated, but no IRQ on this node can be moved off it "
+            "(every /proc/irq/N/smp_affinity is read-only) (valid: keep CPU 0 for housekeeping)"
+        )
+
+
 def _boot(root: Root, keep: frozenset[int], target: frozenset[int], profile: str) -> tuple[list[Item], list[str]]:
     cmdline = parse_cmdline(root.read_line("proc/cmdline") or "")
     config, where = read_config(root, read_identity(root).release)
@@ -497,6 +512,7 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
     if not topo.online:
         raise UsageError(f"no online CPUs under {root}: not a node's root")
     keep, target = choose(topo, targets, housekeeping)
+    _cpu0_can_leave(root, target)
     boot, boot_notes = _boot(root, keep, target, profile)
     runtime, runtime_notes = _runtime(root, keep, target, profile, shield, rt_unthrottled)
     return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)
