@@ -64,6 +64,10 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True) -> sqlite3.
             _migrate(conn, version)
         # WAL: readers (a report) never block the writer (a long lab run).
         conn.execute("PRAGMA journal_mode = WAL")
+        # FULL, whatever this SQLite's default: each commit is fsync'd, so a
+        # lever's old value is on disk before the write it guards (a power
+        # loss, not only a kill -9, leaves the journal able to revert).
+        conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot use {_hint(path)}: {exc} (choose another with --db or {ENV_VAR})") from exc
     return conn
