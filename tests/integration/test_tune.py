@@ -535,6 +535,30 @@ def test_latency_profile_with_rt_unthrottled_applies_and_reverts_the_scheduler_k
 
 @ROOT_ONLY
 @TWO_CPUS
+def test_revert_to_an_entry_keeps_what_came_before_it(cli: CliRunner, db_file: Path) -> None:
+    """`tune revert --to ID` puts back only the changes after entry ID,
+    newest first, and leaves the earlier ones kept; `--all` then the rest."""
+    import sqlite3
+
+    with restored() as saved:
+        assert cli("tune", "apply", "--yes", "--no-shield").returncode == 0
+        with contextlib.closing(sqlite3.connect(db_file)) as conn:
+            kept = [i for (i,) in conn.execute("SELECT id FROM journal WHERE state = 'kept' ORDER BY id")]
+        middle = kept[len(kept) // 2]
+        assert cli("tune", "revert", "--to", str(middle)).returncode == 0
+        with contextlib.closing(sqlite3.connect(db_file)) as conn:
+            states = dict(conn.execute("SELECT id, state FROM journal"))
+        assert all(states[i] == "kept" for i in kept if i <= middle)
+        assert all(states[i] == "reverted" for i in kept if i > middle)
+        assert cli("tune", "verify").returncode == 0
+        assert cli("tune", "revert", "--all").returncode == 0
+        assert changed(saved) == []
+    bad = cli("tune", "revert", "--all", "--to", "3")
+    assert bad.returncode == 2 and "give --all or --to ID, not both" in bad.stderr
+
+
+@ROOT_ONLY
+@TWO_CPUS
 def test_a_saved_plan_with_a_file_this_node_lacks_changes_nothing(cli: CliRunner, tmp_path: Path) -> None:
     """`tune apply --plan FILE` with an IRQ this node does not have (a plan
     from another node, a device gone since): one line naming it, exit 2,

@@ -3,7 +3,7 @@
   quietcore tune plan [--cpus LIST | --housekeeping LIST] [--profile P] [--root DIR] [--json]
   quietcore tune apply [--plan FILE | same options] [--dry-run] [--yes]
   quietcore tune verify
-  quietcore tune revert [--to ID]
+  quietcore tune revert [--all | --to ID]
   quietcore tune prove [same options as plan] [--duration S] [--rounds N] [--seed N] [--experiment NAME] [--keep]
 
 `plan` picks housekeeping CPUs (the first core of each NUMA node, SMT
@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="apply: print what would be written, write nothing")
     parser.add_argument("--yes", action="store_true", help="apply: do not ask")
     parser.add_argument("--to", metavar="ID", help="revert: only the changes after journal entry ID")
+    parser.add_argument("--all", action="store_true", help="revert: every kept change (the default)")
     parser.add_argument("--duration", metavar="S", default="10", help="prove: seconds of noise per measurement")
     parser.add_argument("--rounds", metavar="N", default="5", help="prove: rounds of before and after (default 5)")
     parser.add_argument("--seed", metavar="N", help="prove: the seed of the rounds' order (default: random, printed)")
@@ -256,6 +257,8 @@ def _revert(args: argparse.Namespace) -> int:
     from quietcore.options import int_in_range
     from quietcore.tune import state
 
+    if args.all and args.to is not None:
+        raise UsageError("give --all or --to ID, not both")
     to = int_in_range(args.to, "--to", 0, 2**62) if args.to is not None else None
     conn = _open(args)
     if conn is None:
