@@ -656,9 +656,17 @@ def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, d
         assert all(r["before"] >= 0 and r["after"] >= 0 and r["verdict"] for r in rows)
         assert work["before"] > 0 and work["after"] > 0
         conn = sqlite3.connect(db_file)
-        states = [(json.loads(p)["tune"], kind) for (p, kind) in conn.execute(
+        stored = [(json.loads(p), kind) for (p, kind) in conn.execute(
             "SELECT params, kind FROM runs WHERE session_id = ? ORDER BY seq", (out["session"],))]  # fmt: skip
         conn.close()
+        # The table is the session's last run, and the report shows it in place of the rounds' runs.
+        assert stored[-1][1] == "tune-prove"
+        states = [(params["tune"], kind) for params, kind in stored[:-1]]
+        report = cli("report", "--out", str(db_file.parent / "prove-report"), str(out["session"]))
+        assert report.returncode == 0, report.stderr
+        markdown = (db_file.parent / "prove-report" / "report.md").read_text()
+        assert "### tune prove: before and after" in markdown and "| CPU 1 | p99.9 gap (µs) |" in markdown
+        assert "### Run 1: noise" not in markdown
         # Two rounds, each before and after, in the seeded order: a noise run and a matmul run each.
         assert sorted(states) == sorted([("after", "noise"), ("after", "matmul"), ("before", "noise"),
                                          ("before", "matmul")] * 2)  # fmt: skip

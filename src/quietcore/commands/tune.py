@@ -279,14 +279,17 @@ def _prove(args: argparse.Namespace) -> int:
     import os
     import random
 
+    from quietcore.facts.cpulist import format_cpulist
     from quietcore.facts.memory import available_bytes
     from quietcore.facts.root import Root
     from quietcore.levers.journal import Journal
     from quietcore.levers.registry import NAMES
     from quietcore.options import duration_option, int_in_range
     from quietcore.probes.noise import NoiseOptions, event_cap
+    from quietcore.runs.kinds import prove as shown
     from quietcore.session import Session
     from quietcore.store import db
+    from quietcore.store.sessions import now_iso
     from quietcore.tune import prove, state
 
     duration = duration_option(args.duration, lo=0.5, hi=3600)
@@ -298,7 +301,7 @@ def _prove(args: argparse.Namespace) -> int:
     root = Root("/")
     cap, basis = event_cap(len(plan.targets), available_bytes(root), duration)
     options = NoiseOptions(plan.targets, duration, max_events=cap, max_events_basis=basis)
-    cells = _experiment_cells(args.experiment, plan.targets) if args.experiment else []
+    workloads = _experiment_cells(args.experiment, plan.targets) if args.experiment else []
     units: dict[str, str] = {}
     path, chosen = common.db_path(args)
     print(f"Proving on CPUs {sorted(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
@@ -314,14 +317,21 @@ def _prove(args: argparse.Namespace) -> int:
             run_ = session.node.noise(options, trace="off")
             run_.params = {**run_.params, "tune": which, "round": round_ + 1}
             out = prove.figures(session.add(run_))
-            for cell in cells:  # the experiment's workloads, after the noise, in the same state
+            for cell in workloads:  # the experiment's workloads, after the noise, in the same state
                 params = {**cell.params(), "tune": which, "round": round_ + 1}
                 work = session.add(session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s))
                 where = cell.args[cell.args.index("--cpus") + 1]
                 out |= prove.workload_figures(work, f"{cell.command} on CPUs {where}", units)
             return out
 
+        started = now_iso()
         rows, refusals = prove.prove(journal, root, plan.actions, rounds, seed, measure, units)
+        analysis: dict[str, Any] = {
+            "rows": [r.to_json() for r in rows], "refused": refusals, "seed": seed, "rounds": rounds,
+            "duration_s": duration, "targets": format_cpulist(plan.targets), "changes": len(plan.actions),
+            "kept": bool(args.keep),
+        }  # fmt: skip
+        session.record("tune-prove", {"seed": seed, "rounds": rounds, "duration_s": duration}, started, {}, analysis)
         session_id = session.id
     if args.keep:
         conn = db.open_db(path, chosen=chosen)
@@ -333,11 +343,7 @@ def _prove(args: argparse.Namespace) -> int:
         print(json.dumps({"session": session_id, "seed": seed, "rows": [r.to_json() for r in rows],
                           "refused": refusals}, indent=2))  # fmt: skip
         return 0
-    table = [(r.where, f"{r.metric} ({r.unit})", f"{r.before:,.2f}", f"{r.after:,.2f}",
-              f"{r.ratio:.2f} [{r.ci[0]:.2f}-{r.ci[1]:.2f}]" if r.ratio is not None and r.ci else
-              (f"{r.ratio:.2f}" if r.ratio is not None else "-"),
-              f"{r.p:.3f}" if r.p is not None else "-", r.verdict) for r in rows]  # fmt: skip
-    print("\n".join(_table(table, ("where", "figure", "before", "after", "after/before [95% CI]", "p", "verdict"))))
+    print("\n".join(_table([shown.cells(r.to_json()) for r in rows], shown.HEADERS)))
     for line in refusals:
         print(f"refused by the kernel: {line}")
     kept = "kept (`quietcore tune revert` undoes it)" if args.keep else "undone"

@@ -5,12 +5,12 @@ KINDS below, and test it; nothing else dispatches on kinds."""
 
 from __future__ import annotations
 
-from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise
+from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise, prove
 from quietcore.runs.kinds.base import Kind
 from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
-                                              experiment.KIND, audit.KIND)}  # fmt: skip
+                                              experiment.KIND, audit.KIND, prove.KIND)}  # fmt: skip
 GENERIC = Kind()
 
 
@@ -19,4 +19,6 @@ def kind_of(run: Run) -> Kind:
     workload) is one kind; the rest go by the run's kind."""
     if run.is_cell:
         return cell.KIND
+    if run.params.get("tune") in ("before", "after"):  # a round of `tune prove`: its table stands for it
+        return prove.Round(KINDS.get(run.kind, GENERIC))
     return KINDS.get(run.kind, GENERIC)
