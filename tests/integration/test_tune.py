@@ -580,6 +580,40 @@ def test_a_saved_plan_with_a_file_this_node_lacks_changes_nothing(cli: CliRunner
     assert bad.returncode == 2 and "invalid --plan" in bad.stderr and "valid: a file from" in bad.stderr
 
 
+@ROOT_ONLY
+@TWO_CPUS
+def test_apply_waits_for_a_database_another_process_has_locked(cli: CliRunner, db_file: Path) -> None:
+    """Another process holds the database (BEGIN EXCLUSIVE) for 2 s as
+    apply starts: apply waits for it (sqlite's busy timeout, 30 s) and
+    then applies everything, journaled; nothing is written unrecorded."""
+    import sqlite3
+
+    from quietcore.store import db
+
+    db.open_db(db_file).close()  # the database exists, with its schema
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db_file)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(2); c.execute('COMMIT')\n")],
+        stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with restored() as saved:
+            started = time.monotonic()
+            proc = cli("tune", "apply", "--yes", "--no-shield")
+            waited = time.monotonic() - started
+            assert proc.returncode == 0, proc.stderr
+            assert waited >= 1.0, f"apply did not wait for the lock ({waited:.2f} s)"
+            with contextlib.closing(sqlite3.connect(db_file)) as conn:
+                states = {state for (state,) in conn.execute("SELECT state FROM journal")}
+            assert states <= {"kept", "failed"} and "kept" in states
+            assert cli("tune", "revert").returncode == 0
+            assert changed(saved) == []
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @contextlib.contextmanager
 def read_only(path: str) -> Iterator[None]:
     """`path` behind a read-only bind mount of itself, as a read-only /sys
