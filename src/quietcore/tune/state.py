@@ -203,7 +203,12 @@ def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list
         if now is None and row["kind"] in THREAD_KINDS:
             continue  # a thread that exited took its affinity with it: nothing drifted
         if not same(target, now, row["new_value"]):
-            blame = "it no longer exists" if now is None else _blame(root, target)
+            if now is None:
+                blame = "it no longer exists"
+            elif row["kind"] == "pm-qos":
+                blame = "quietcore's PM QoS holder is no longer running (killed, or the node rebooted)"
+            else:
+                blame = _blame(root, target)
             drifts.append(Drift(int(row["id"]), target, shown(target, row["new_value"]), shown(target, now), blame))
     tuned_irqs = {r["target"] for r in entries if r["kind"] == "irq-affinity"}
     masks = [parse_cpumask(r["new_value"]) for r in entries if r["kind"] == "irq-affinity"]
