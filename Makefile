@@ -12,7 +12,7 @@ build:  ## compile the native core alone, warnings as errors (build/native/quiet
 	cmake --build $(BUILD)
 
 install:  ## install the package with its test dependencies
-	$(PYTHON) -m pip install ".[test]"
+	$(PYTHON) -m pip install ".[test,mpi]"
 
 lint: build  ## ruff, ruff format, mypy --strict, and the C build with -Werror
 	$(PYTHON) -m ruff check src tests
@@ -28,6 +28,7 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	-$(PYTHON) bench/cli.py
 	-$(PYTHON) bench/analysis.py
 	-$(PYTHON) bench/stream.py
+	-$(PYTHON) bench/survey.py
 	$(PYTHON) bench/compare_peers.py
 
 clean:  ## remove build output

@@ -5,6 +5,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from quietcore.commands import audit, compare, ctxswitch, lab, latency, noise, report, results, run, snapshot, tune
+from quietcore.commands import (
+    audit,
+    compare,
+    ctxswitch,
+    lab,
+    latency,
+    noise,
+    report,
+    results,
+    run,
+    snapshot,
+    survey,
+    tune,
+)  # fmt: skip
 
-COMMANDS: list[ModuleType] = [lab, audit, noise, latency, ctxswitch, run, compare, report, results, snapshot, tune]
+COMMANDS: list[ModuleType] = [lab, audit, noise, latency, ctxswitch, run, compare, report, results, snapshot, tune,
+                              survey]  # fmt: skip

@@ -1,0 +1,89 @@
+"""Measure every node of an MPI job at once: start under mpirun or srun.
+
+  mpirun -n N quietcore survey [--mode spin|fwq|ftq] [--duration S] [--out DB]
+  srun -n N --cpu-bind=cores quietcore survey [...]
+
+Each rank finds its CPUs (its affinity, as the launcher bound it) and
+measures noise on them at the same moment as every other rank, after a
+barrier, with the analysis done on its own node. Rank 0 estimates each
+rank's clock offset by ping-pong before and after, gathers every node's
+summary and events, and alone writes one session with a run per rank. It
+then names the odd nodes (see `quietcore.survey.odd` for the rule) and the
+configuration fields in which nodes differ from the majority. Without a
+launcher it is a one-rank survey of this node, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from quietcore.commands import common
+from quietcore.errors import UsageError
+
+NAME = "survey"
+MODES = ("spin", "fwq", "ftq")
+LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS", "MPI_LOCALNRANKS")
+INSTALL = ("quietcore survey needs mpi4py and an MPI library: pip install 'quietcore[mpi]' "
+           "(and, on Debian, apt-get install openmpi-bin libopenmpi-dev)")  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", default="spin", help="spin (default), fwq or ftq: as `quietcore noise`")
+    parser.add_argument("--duration", metavar="S", default="10", help="seconds of noise on every rank (default 10)")
+    parser.add_argument("--max-events", metavar="N", default="100000",
+                        help="events each rank keeps per CPU and sends to rank 0 (default 100000)")  # fmt: skip
+    parser.add_argument("--out", metavar="DB", help="the results database rank 0 writes (as --db)")
+    parser.add_argument("--json", action="store_true", help="rank 0 prints the survey as JSON")
+    common.add_tags(parser)
+    common.add_db(parser)
+
+
+def _mpi() -> Any:
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise UsageError(INSTALL) from exc
+    return MPI
+
+
+def run(args: argparse.Namespace) -> int:
+    from quietcore.options import duration_option, int_in_range
+
+    if args.mode not in MODES:
+        raise UsageError(f"invalid --mode {args.mode!r} (valid: {', '.join(MODES)})")
+    duration = duration_option(args.duration, lo=0.2, hi=3600)
+    max_events = int_in_range(args.max_events, "--max-events", 100, 10_000_000)
+    if args.out:
+        args.db = args.out
+    MPI = _mpi()
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    tasks = os.environ.get("SLURM_NTASKS")
+    if tasks and tasks.isdigit() and int(tasks) != size:
+        # srun without a matching PMI starts N singletons, each a world of one: refuse, on every rank.
+        raise UsageError(f"srun started {tasks} tasks but MPI sees a world of {size}: the launcher and the MPI "
+                         "library do not share a PMI (with Debian's Open MPI: srun --mpi=pmix, or start with "
+                         "mpirun inside the allocation)")  # fmt: skip
+    if size == 1 and not any(v in os.environ for v in LAUNCHER_VARS) and rank == 0:
+        alone = (
+            "quietcore survey: no MPI launcher: a one-rank survey of this node "
+            "(run it as `mpirun -n N quietcore survey` or `srun -n N quietcore survey`)"
+        )
+        print(alone, file=sys.stderr)
+    from quietcore.survey import node
+
+    mine = node.measure(comm, args.mode, duration, max_events)
+    out = node.collect(comm, mine)
+    if rank != 0:
+        return 0 if mine.error is None else 1
+    assert out is not None
+    session_id, survey = node.store(args, out)
+    if args.json:
+        print(json.dumps({"session": session_id, **survey}, indent=2))
+    else:
+        node.show(session_id, survey)
+    return 0 if not survey["failed"] else 1

@@ -1,0 +1,68 @@
+"""A survey's own run: every node with its clock offset, figures and badge
+(ok or odd, and why), and the configuration fields in which nodes differ
+from the majority. It is the session's last run; the nodes' noise runs
+precede it, one per rank."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from quietcore.runs.kinds.base import Kind
+from quietcore.runs.model import Run
+
+if TYPE_CHECKING:
+    from quietcore.report.build import Builder, Section
+
+
+def nodes_table(analysis: dict[str, Any]) -> Table:
+    out = Table(title=f"{analysis['ranks']} ranks: each node against the others")
+    for header in ("rank", "host", "CPUs", "clock offset to rank 0", "noise", "max gap", "p99.9 gap", "events/s",
+                   "verdict"):  # fmt: skip
+        out.add_column(header)
+    for n in analysis["nodes"]:
+        c = n["clock"]
+        offset = f"{c['start_ns'] / 1e3:,.1f} ± {c['uncertainty_ns'] / 1e3:.1f} µs (drift {c['drift_ppm']:.1f} ppm)"
+        if "figures" not in n:
+            out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", "-", f"failed: {n['error']}")
+            continue
+        f = n["figures"]
+        verdict = "odd: " + "; ".join(n["reasons"]) if n["odd"] else "ok"
+        out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
+                    f"{f['max gap']:,.1f} µs", f"{f['p99.9 gap']:,.1f} µs", f"{f['events']:,.0f}", verdict)  # fmt: skip
+    return out
+
+
+def diff_lines(analysis: dict[str, Any]) -> list[str]:
+    diff = analysis.get("config_diff") or {}
+    if not diff:
+        return ["Every node has the same configuration (kernel, command line, clocksource, THP, governors, "
+                "isolation, SMT, irqbalance, virtualization)."]  # fmt: skip
+    return [f"{name}: {'; '.join(fields)}" for name, fields in diff.items()]
+
+
+class SurveyKind(Kind):
+    name = "survey"
+    in_report = True
+    in_table = False
+
+    def terminal(self, out: Console, run: Run) -> None:
+        out.print(nodes_table(run.analysis))
+        for line in diff_lines(run.analysis) + run.analysis.get("notes", []):
+            out.print(line)
+        for w in run.analysis.get("warnings", []):
+            out.print(f"warning: {w}")
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report.render import grid
+
+        s.title = f"Survey of {run.analysis['ranks']} ranks"
+        s.grids.append(grid(nodes_table(run.analysis)))
+        s.paragraphs += ["How the nodes differ in configuration:", *diff_lines(run.analysis)]
+        s.paragraphs += run.analysis.get("notes", [])
+        s.warnings += run.analysis.get("warnings", [])
+
+
+KIND = SurveyKind()

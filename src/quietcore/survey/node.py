@@ -1,0 +1,221 @@
+"""One rank's part of a survey, and rank 0's: measure this node's CPUs at
+the common moment, reduce on the node (the analysis runs here, and only a
+summary, its analysis and the capped events travel), gather to rank 0,
+which alone writes the database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quietcore.errors import QuietcoreError
+from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.root import Root
+from quietcore.survey import clock
+from quietcore.survey.gather import gather_arrays
+from quietcore.survey.odd import NodeSummary, config_diff, odd_nodes, summary_of
+
+SLURM = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NODEID")
+
+
+@dataclass
+class Mine:
+    """What this rank measured, ready to send."""
+
+    payload: dict[str, Any]  # the run without its events, and this node's place and configuration
+    events: np.ndarray  # (cpu, start_ns, duration_ns) triples, flat
+    error: str | None = None
+    offsets: tuple[list[clock.Offset], list[clock.Offset]] = field(default_factory=lambda: ([], []))
+
+
+def config_of(facts: dict[str, Any]) -> dict[str, str]:
+    """The configuration fields a survey sets side by side across nodes."""
+    from quietcore.facts.tasks import irqbalance_running, read_tasks
+
+    kernel, cpu, virt = facts["kernel"], facts["cpu"], facts["virtualization"]
+    return {
+        "kernel": str(kernel["release"]),
+        "preemption": f"{kernel.get('preempt_build') or '?'}{' (dynamic)' if kernel.get('preempt_dynamic') else ''}",
+        "cmdline": str(facts["cmdline"]),
+        "clocksource": str(facts.get("clocksource")),
+        "thp": str(facts["thp"]["enabled"]),
+        "thp_defrag": str(facts["thp"]["defrag"]),
+        "governors": ",".join(cpu["governors"]) or "none",
+        "isolated": cpu["isolated"] or "none",
+        "nohz_full": cpu["nohz_full"] or "none",
+        "smt": str(cpu["smt"]),
+        "irqbalance": "running" if irqbalance_running(read_tasks(Root("/"))) else "stopped",
+        "virtualization": str(virt["hypervisor"] or "yes") if virt["virtualized"] else "none",
+    }
+
+
+def _shared(comm: Any, cpus: frozenset[int]) -> list[str]:
+    """Ranks of this host whose CPUs overlap another's: they time-share a
+    CPU and measure each other. A warning in the result, not an error."""
+    everyone = comm.allgather((socket.gethostname(), sorted(cpus)))
+    out = []
+    for a, (host_a, cpus_a) in enumerate(everyone):
+        for b, (host_b, cpus_b) in enumerate(everyone[a + 1 :], start=a + 1):
+            common = set(cpus_a) & set(cpus_b)
+            if host_a == host_b and common:
+                out.append(f"ranks {a} and {b} on {host_a} share CPUs {format_cpulist(frozenset(common))}: each "
+                           "measures the other (bind them: mpirun --bind-to core, srun --cpu-bind=cores)")  # fmt: skip
+    return out
+
+
+def _strip_events(envelope: dict[str, Any]) -> tuple[np.ndarray, list[float]]:
+    """Take the events out of the envelope (they travel as numpy buffers);
+    returns the flat triples and every gap length, for the node's p99.9."""
+    triples = []
+    for c in envelope.get("result", {}).get("cpus", []):
+        pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
+        c["events"] = []
+        triples.append(np.column_stack([np.full(len(pairs), float(c["cpu"])), pairs]))
+    flat = np.concatenate(triples).ravel() if triples else np.empty(0)
+    return flat, flat[2::3].tolist()
+
+
+def measure(comm: Any, mode: str, duration: float, max_events: int) -> Mine:
+    """Collective: every rank calls it."""
+    from quietcore.measure import Measurer
+    from quietcore.probes.noise import NoiseOptions
+
+    cpus = frozenset(os.sched_getaffinity(0))
+    warnings = _shared(comm, cpus)
+    start = clock.estimate(comm)
+    error, run, measurer, options = None, None, None, None
+    try:
+        measurer = Measurer(Root("/"))
+        options = NoiseOptions(cpus, duration, max_events=max_events, mode=mode)
+    except QuietcoreError as exc:
+        error = str(exc)
+    comm.Barrier()  # every rank starts together: the noise is measured at one moment across the job
+    if measurer is not None and options is not None:
+        try:
+            run = measurer.noise(options, trace="off")
+        except QuietcoreError as exc:
+            error = str(exc)
+    end = clock.estimate(comm)
+    place = {"rank": comm.Get_rank(), "host": socket.gethostname(), "cpus": format_cpulist(cpus),
+             "slurm": {k: os.environ[k] for k in SLURM if k in os.environ}, "warnings": warnings}  # fmt: skip
+    if run is None or measurer is None:
+        return Mine({"place": place, "error": error}, np.empty(0), error, (start, end))
+    envelope = json.loads(run.text)
+    flat, gaps = _strip_events(envelope)
+    data = run.to_dict() | {"envelope": json.dumps(envelope)}
+    p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps else 0.0
+    payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
+               "p999_us": p999}  # fmt: skip
+    return Mine(payload, flat, None, (start, end))
+
+
+@dataclass
+class Gathered:
+    payloads: list[dict[str, Any]]
+    events: list[np.ndarray]
+    start: list[clock.Offset]
+    end: list[clock.Offset]
+    rounds: int
+
+
+def collect(comm: Any, mine: Mine) -> Gathered | None:
+    """Collective: rank 0 gets every rank's payload and events."""
+    payloads = comm.gather(mine.payload, root=0)
+    events, rounds = gather_arrays(comm, mine.events)
+    if comm.Get_rank() != 0:
+        return None
+    assert payloads is not None and events is not None
+    return Gathered(payloads, events, mine.offsets[0], mine.offsets[1], rounds)
+
+
+def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
+    envelope = json.loads(data["envelope"])
+    triples = flat.reshape(-1, 3)
+    for c in envelope.get("result", {}).get("cpus", []):
+        mine = triples[triples[:, 0] == float(c["cpu"])]
+        c["events"] = mine[:, 1:].tolist()
+    return data | {"envelope": json.dumps(envelope)}
+
+
+def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]:
+    """Rank 0: one session, a run per rank, and the survey's own run."""
+    from quietcore.commands import common
+    from quietcore.runs.model import Run
+    from quietcore.session import Session
+    from quietcore.store.sessions import now_iso
+
+    path, chosen = common.db_path(args)
+    started = now_iso()
+    nodes: list[dict[str, Any]] = []
+    summaries: list[NodeSummary] = []
+    failed = []
+    with Session("survey", path, chosen, common.tags(args), Root("/")) as session:
+        for payload, flat, s, e in zip(got.payloads, got.events, got.start, got.end, strict=True):
+            place = payload["place"]
+            name = f"{place['host']}:{place['rank']}"
+            offsets = {"start_ns": s.offset_ns, "end_ns": e.offset_ns, "uncertainty_ns": max(s.uncertainty_ns,
+                       e.uncertainty_ns), "tries": s.tries + e.tries, "drift_ppm": _ppm(s, e)}  # fmt: skip
+            if "run" not in payload:
+                failed.append(f"{name}: {payload.get('error')}")
+                nodes.append({"name": name, **place, "clock": offsets, "error": payload.get("error")})
+                continue
+            run = Run.from_dict(_with_events(payload["run"], flat))
+            run.params = {**run.params, "survey": {**place, "clock": offsets, "fingerprint": payload["fingerprint"]}}
+            session.add(run)
+            summary = summary_of(name, run.summary, run.analysis, payload["p999_us"], payload["config"])
+            summaries.append(summary)
+            nodes.append({"name": name, **place, "clock": offsets, "fingerprint": payload["fingerprint"],
+                          "config": payload["config"], "figures": summary.figures, "sources": summary.sources,
+                          "run_seq": run.seq})  # fmt: skip
+        virtual = bool(summaries) and all(n.config.get("virtualization", "none") != "none" for n in summaries)
+        notes = ["every node is a virtual machine: a single gap (the max, the p99.9) is as likely the host's stall "
+                 "of that vCPU, so it does not make a node odd here; the time lost and periodic sources do"
+                 ] if virtual else []  # fmt: skip
+        verdicts = {v.name: v for v in odd_nodes(summaries, gaps=not virtual)}
+        for n in nodes:
+            v = verdicts.get(n["name"])
+            n["odd"], n["reasons"] = (v.odd, v.reasons) if v else (False, [])
+        survey = {"ranks": len(got.payloads), "nodes": nodes, "config_diff": config_diff(summaries),
+                  "gather_rounds": got.rounds, "failed": failed, "notes": notes,
+                  "warnings": sorted({w for p in got.payloads for w in p["place"]["warnings"]})}  # fmt: skip
+        session.record("survey", {"ranks": len(got.payloads)}, started, {}, survey)
+        session_id = session.id
+    return session_id, survey
+
+
+def _ppm(s: clock.Offset, e: clock.Offset) -> float:
+    span = e.at_ns - s.at_ns
+    return (e.offset_ns - s.offset_ns) / span * 1e6 if span > 0 else 0.0
+
+
+def show(session_id: int, survey: dict[str, Any]) -> None:
+    rows = [("rank", "host", "CPUs", "clock offset", "noise", "max gap", "events/s", "")]
+    for n in survey["nodes"]:
+        c = n["clock"]
+        offset = f"{c['start_ns'] / 1e3:,.1f} ± {c['uncertainty_ns'] / 1e3:.1f} µs"
+        if "figures" not in n:
+            rows.append((str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", f"failed: {n['error']}"))
+            continue
+        f = n["figures"]
+        badge = "ODD: " + "; ".join(n["reasons"]) if n["odd"] else "ok"
+        rows.append((str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
+                     f"{f['max gap']:,.1f} µs", f"{f['events']:,.0f}", badge))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    for name, diffs in survey["config_diff"].items():
+        print(f"{name}: {'; '.join(diffs)}")
+    for note in survey["notes"]:
+        print(f"note: {note}")
+    for w in survey["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    odd = sum(n.get("odd", False) for n in survey["nodes"])
+    print(f"{survey['ranks']} ranks, {odd} odd; clock offsets to rank 0 by ping-pong (± half the best round trip). "
+          f"Saved as session {session_id}.")  # fmt: skip

@@ -1,0 +1,144 @@
+"""`quietcore survey` under a real Open MPI (mpirun, Debian's openmpi-bin)
+with mpi4py: the session rank 0 writes, the ranks' CPUs, the clock
+offsets, the gather in several rounds, a planted odd node, and the refusals
+(no mpi4py, a PMI mismatch under srun, no launcher)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import allowed_cpus
+
+HAVE_MPI = bool(shutil.which("mpirun")) and importlib.util.find_spec("mpi4py") is not None
+NEEDS_MPI = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun (openmpi-bin) and mpi4py (quietcore[mpi])")
+TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="two ranks, one CPU each")
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # Open MPI refuses root without
+
+
+def mpirun(env: dict[str, str], ranks: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**env, **ROOT_OK}
+    forward = [x for name in ("PATH", "PYTHONPATH", "QUIETCORE_PROBE", "QUIETCORE_DB", "QUIETCORE_LOCK_DIR",
+                              "QUIETCORE_GATHER_LIMIT") if name in env for x in ("-x", name)]  # fmt: skip
+    argv = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "core", *forward,
+            sys.executable, "-m", "quietcore", "survey", *args]  # fmt: skip
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def stored(db: Path) -> list[tuple[str, dict[str, Any], dict[str, Any], str]]:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return [(kind, json.loads(params), json.loads(analysis), envelope) for kind, params, analysis, envelope in
+                conn.execute("SELECT kind, params, analysis, envelope FROM runs ORDER BY seq")]  # fmt: skip
+
+
+@NEEDS_MPI
+@TWO_CPUS
+def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_file: Path) -> None:
+    """mpirun -n 2: one session, a noise run per rank on its own CPU, the
+    survey's run with each rank's clock offset and uncertainty. The events
+    come over in several Gatherv rounds (a limit of 64 elements a round
+    forces them) and arrive whole."""
+    proc = mpirun({**cli_env, "QUIETCORE_GATHER_LIMIT": "64"}, 2, "--duration", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    runs = stored(db_file)
+    assert [kind for kind, *_ in runs] == ["noise", "noise", "survey"]
+    survey = runs[-1][2]
+    assert survey == {k: v for k, v in out.items() if k != "session"}
+    nodes = survey["nodes"]
+    assert isinstance(nodes, list) and [n["rank"] for n in nodes] == [0, 1]
+    assert sorted(n["cpus"] for n in nodes) == ["0", "1"], "mpirun --bind-to core gives each rank one CPU"
+    assert nodes[0]["clock"]["uncertainty_ns"] == 0
+    # One host: the offset is nothing, known to half the best round trip (microseconds here).
+    assert 0 < nodes[1]["clock"]["uncertainty_ns"] < 1e6 and abs(nodes[1]["clock"]["start_ns"]) < 1e6
+    assert survey["gather_rounds"] > 1
+    for _, params, _, envelope in runs[:2]:
+        cpu = json.loads(envelope)["result"]["cpus"][0]
+        assert len(cpu["events"]) == cpu["events_recorded"] > 0, "events lost in the gather"
+        assert params["survey"]["rank"] in (0, 1)
+
+
+@contextlib.contextmanager
+def disturbed(cpu: int, seconds: float) -> Iterator[None]:
+    """quietcore's own injector on `cpu`: every 10 ms, 200 µs at FIFO 50."""
+    from quietcore.probes.runner import probe_path
+
+    child = subprocess.Popen([str(probe_path()), "disturb", "--cpus", str(cpu), "--duration", f"{seconds:g}",
+                              "--period-us", "10000", "--burst-us", "200", "--policy", "fifo", "--priority", "50"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        yield
+    finally:
+        child.kill()
+        child.wait()
+
+
+@NEEDS_MPI
+@TWO_CPUS
+@pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
+def test_a_planted_odd_node_is_named_with_its_source(cli_env: dict[str, str], db_file: Path) -> None:
+    """The injector on rank 1's CPU stands for a bad node: rank 1 is odd,
+    and the reason names the planted 100 Hz source."""
+    with disturbed(1, 8.0):
+        proc = mpirun(cli_env, 2, "--duration", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    nodes = {n["cpus"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert nodes["1"]["odd"], nodes["1"]
+    assert any(r.startswith("periodic source 100 Hz") for r in nodes["1"]["reasons"]), nodes["1"]["reasons"]
+    assert not any("100 Hz" in r for r in nodes["0"]["reasons"])
+
+
+def test_without_a_launcher_it_is_a_one_rank_survey(cli_env: dict[str, str], db_file: Path) -> None:
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpi4py")
+    env = {k: v for k, v in cli_env.items() if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")}
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", "--duration", "0.3"], env={**env, **ROOT_OK},
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "no MPI launcher: a one-rank survey of this node" in proc.stderr
+    assert [kind for kind, *_ in stored(db_file)] == ["noise", "survey"]
+
+
+def test_a_pmi_mismatch_under_srun_is_refused(cli_env: dict[str, str]) -> None:
+    """srun -n 2 with an MPI that does not speak its PMI starts two worlds
+    of one: SLURM_NTASKS says 2, the world says 1. Refused on each."""
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpi4py")
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", "--duration", "0.3"],
+                          env={**cli_env, **ROOT_OK, "SLURM_NTASKS": "2"}, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert "srun started 2 tasks but MPI sees a world of 1" in proc.stderr and "--mpi=pmix" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_without_mpi4py_it_says_how_to_install_it(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """mpi4py hidden from the interpreter (a sitecustomize that blocks its
+    import, as if it were not installed): one line, exit 2."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mpi4py'] = None\n")
+    path = os.pathsep.join(p for p in (str(hide), cli_env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "survey"], env={**cli_env, "PYTHONPATH": path},
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert "pip install 'quietcore[mpi]'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("args", "words"), [(["--mode", "loud"], "invalid --mode 'loud' (valid: spin, fwq, ftq)"),
+                                             (["--duration", "0"], "--duration")])  # fmt: skip
+def test_bad_options_are_one_line(cli_env: dict[str, str], args: list[str], words: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", *args], env=cli_env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
