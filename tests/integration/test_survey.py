@@ -69,6 +69,23 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
         assert params["survey"]["rank"] in (0, 1)
 
 
+@NEEDS_MPI
+@TWO_CPUS
+def test_each_rank_sends_its_longest_events_up_to_the_cap(cli_env: dict[str, str], db_file: Path) -> None:
+    """--send-events 50: each stored run has its rank's 50 longest gaps, in
+    time order, and says how many it had; the node's own figures (computed
+    on the node from all of them) are kept whole."""
+    proc = mpirun(cli_env, 2, "--duration", "1", "--send-events", "50", "--json")
+    assert proc.returncode == 0, proc.stderr
+    for _, _, _, envelope in stored(db_file)[:2]:
+        cpu = json.loads(envelope)["result"]["cpus"][0]
+        starts = [e[0] for e in cpu["events"]]
+        assert len(cpu["events"]) == cpu["events_sent"] == cpu["events_recorded"] == 50
+        assert starts == sorted(starts) and cpu["events_dropped"] > 0
+    nodes = json.loads(proc.stdout)["nodes"]
+    assert all(n["figures"]["events"] > 50 for n in nodes), "the node's events/s counts every gap"
+
+
 @contextlib.contextmanager
 def disturbed(cpu: int, seconds: float) -> Iterator[None]:
     """quietcore's own injector on `cpu`: every 10 ms, 200 µs at FIFO 50."""

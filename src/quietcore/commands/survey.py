@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", metavar="S", default="10", help="seconds of noise on every rank (default 10)")
     parser.add_argument("--max-events", metavar="N", default="100000",
                         help="events each rank keeps per CPU and sends to rank 0 (default 100000)")  # fmt: skip
+    parser.add_argument("--send-events", metavar="N", default="20000",
+                        help="events each rank sends to rank 0, its longest (default 20000): rank 0 holds "
+                        "ranks x N x 24 bytes")  # fmt: skip
     parser.add_argument("--out", metavar="DB", help="the results database rank 0 writes (as --db)")
     parser.add_argument("--json", action="store_true", help="rank 0 prints the survey as JSON")
     common.add_tags(parser)
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid --mode {args.mode!r} (valid: {', '.join(MODES)})")
     duration = duration_option(args.duration, lo=0.2, hi=3600)
     max_events = int_in_range(args.max_events, "--max-events", 100, 10_000_000)
+    send = int_in_range(args.send_events, "--send-events", 0, 100_000_000)
     if args.out:
         args.db = args.out
     MPI = _mpi()
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(alone, file=sys.stderr)
     from quietcore.survey import node
 
-    mine = node.measure(comm, args.mode, duration, max_events)
+    mine = node.measure(comm, args.mode, duration, max_events, send)
     out = node.collect(comm, mine)
     if rank != 0:
         return 0 if mine.error is None else 1

@@ -70,19 +70,28 @@ def _shared(comm: Any, cpus: frozenset[int]) -> list[str]:
     return out
 
 
-def _strip_events(envelope: dict[str, Any]) -> tuple[np.ndarray, list[float]]:
-    """Take the events out of the envelope (they travel as numpy buffers);
-    returns the flat triples and every gap length, for the node's p99.9."""
-    triples = []
+def _strip_events(envelope: dict[str, Any], send: int) -> tuple[np.ndarray, list[float]]:
+    """Take the events out of the envelope (they travel as numpy buffers),
+    the `send` longest of this rank's if it has more, in time order; each
+    CPU's entry says how many it had and sent. Returns the flat triples and
+    every gap length (all of them: the node's p99.9 is its own)."""
+    triples, every = [], []
     for c in envelope.get("result", {}).get("cpus", []):
         pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
         c["events"] = []
+        every.append(pairs[:, 1])
         triples.append(np.column_stack([np.full(len(pairs), float(c["cpu"])), pairs]))
-    flat = np.concatenate(triples).ravel() if triples else np.empty(0)
-    return flat, flat[2::3].tolist()
+    flat = np.concatenate(triples) if triples else np.empty((0, 3))
+    if len(flat) > send:  # the longest, which the odd-node rule and the heatmap look at
+        keep = np.sort(np.argpartition(flat[:, 2], len(flat) - send)[len(flat) - send :])
+        flat = flat[keep]
+    for c in envelope.get("result", {}).get("cpus", []):
+        c["events_sent"] = int(np.count_nonzero(flat[:, 0] == float(c["cpu"])))
+    gaps = np.concatenate(every) if every else np.empty(0)
+    return flat.ravel(), gaps.tolist()
 
 
-def measure(comm: Any, mode: str, duration: float, max_events: int) -> Mine:
+def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -> Mine:
     """Collective: every rank calls it."""
     from quietcore.measure import Measurer
     from quietcore.probes.noise import NoiseOptions
@@ -108,7 +117,7 @@ def measure(comm: Any, mode: str, duration: float, max_events: int) -> Mine:
     if run is None or measurer is None:
         return Mine({"place": place, "error": error}, np.empty(0), error, (start, end))
     envelope = json.loads(run.text)
-    flat, gaps = _strip_events(envelope)
+    flat, gaps = _strip_events(envelope, send)
     data = run.to_dict() | {"envelope": json.dumps(envelope)}
     p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps else 0.0
     payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
@@ -141,6 +150,9 @@ def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
     for c in envelope.get("result", {}).get("cpus", []):
         mine = triples[triples[:, 0] == float(c["cpu"])]
         c["events"] = mine[:, 1:].tolist()
+        # What the node kept of its events is what the stored run has: its summary counted them all.
+        c["events_dropped"] = int(c.get("events_dropped", 0)) + int(c.get("events_recorded", 0)) - len(mine)
+        c["events_recorded"] = len(mine)
     return data | {"envelope": json.dumps(envelope)}
 
 
