@@ -1,7 +1,8 @@
 """`quietcore survey` under a real Open MPI (mpirun, Debian's openmpi-bin)
-with mpi4py: the session rank 0 writes, the ranks' CPUs, the clock
-offsets, the gather in several rounds, a planted odd node, and the refusals
-(no mpi4py, a PMI mismatch under srun, no launcher)."""
+with mpi4py and under a real single-node Slurm (srun --mpi=pmix): the
+session rank 0 writes, the ranks' CPUs, the clock offsets, the gather in
+several rounds, a planted odd node, and the refusals (no mpi4py, a PMI
+mismatch under srun, no launcher)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,3 +163,88 @@ def test_bad_options_are_one_line(cli_env: dict[str, str], args: list[str], word
     proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", *args], env=cli_env, capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+HAVE_SLURM = all(shutil.which(x) for x in ("slurmctld", "slurmd", "srun", "sinfo", "munged"))
+
+
+def _slurm_conf(where: Path) -> str:
+    cpus = len(os.sched_getaffinity(0))
+    host = socket.gethostname()
+    return "\n".join([
+        "ClusterName=quietcore", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
+        "AuthType=auth/munge", "CredType=cred/munge", f"StateSaveLocation={where}/state",
+        f"SlurmdSpoolDir={where}/spool", f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/slurmd.pid",
+        f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/slurmd.log",
+        "SlurmctldPort=16817", "SlurmdPort=16818",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
+        f"NodeName={host} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
+        f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP", "",
+    ])  # fmt: skip
+
+
+@pytest.fixture
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A single-node Slurm of this host: munged (if none runs), slurmctld
+    and slurmd on their own configuration, state and ports, waited for until
+    the node is idle; every daemon it started is stopped afterwards, even
+    when the test fails. Yields the environment that points srun at it."""
+    if not HAVE_SLURM or os.geteuid() != 0:
+        pytest.skip("needs slurm-wlm and munge, as root")
+    where = tmp_path_factory.mktemp("slurm")
+    for d in ("state", "spool"):
+        (where / d).mkdir()
+    (where / "slurm.conf").write_text(_slurm_conf(where))
+    env = {**os.environ, "SLURM_CONF": str(where / "slurm.conf")}
+    # In the foreground (-D), as children of the test: stopped by it whatever happens.
+    daemons: list[subprocess.Popen[bytes]] = []
+    logs = open(where / "daemons.log", "wb")  # noqa: SIM115 (closed in the finally)
+    try:
+        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True, check=False).returncode != 0:
+            Path("/run/munge").mkdir(parents=True, exist_ok=True)
+            daemons.append(subprocess.Popen(["munged", "--foreground", "--force"], stdout=logs, stderr=logs))
+            time.sleep(0.3)
+        for daemon in ("slurmctld", "slurmd"):
+            daemons.append(subprocess.Popen([daemon, "-D"], env=env, stdout=logs, stderr=logs))
+        deadline, state = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True,
+                                   check=False).stdout.strip()  # fmt: skip
+            if state == "idle":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the test Slurm node never became idle ({state!r}); see {where}/daemons.log")
+        yield env
+    finally:
+        for d in reversed(daemons):
+            d.send_signal(signal.SIGTERM)
+        for d in daemons:
+            try:
+                d.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+        logs.close()
+
+
+@NEEDS_MPI
+@TWO_CPUS
+@pytest.mark.slow
+def test_two_tasks_under_srun_make_one_session(slurm: dict[str, str], cli_env: dict[str, str],
+                                               db_file: Path) -> None:  # fmt: skip
+    """srun -n 2 --cpu-bind=cores --mpi=pmix on the test Slurm: the plugin
+    that works with Debian's Open MPI 4.1 (pmi2 and none abort in
+    MPI_Init). Each rank records the job and step ids."""
+    env = {**cli_env, **ROOT_OK, "SLURM_CONF": slurm["SLURM_CONF"]}
+    proc = subprocess.run(["srun", "-n", "2", "--cpu-bind=cores", "--mpi=pmix", sys.executable, "-m", "quietcore",
+                           "survey", "--duration", "1", "--json"], env=env, capture_output=True, text=True,
+                          timeout=180, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    runs = stored(db_file)
+    assert [kind for kind, *_ in runs] == ["noise", "noise", "survey"]
+    places = [params["survey"] for _, params, _, _ in runs[:2]]
+    assert sorted(p["cpus"] for p in places) == ["0", "1"]
+    assert {p["slurm"]["SLURM_PROCID"] for p in places} == {"0", "1"}
+    assert len({p["slurm"]["SLURM_JOB_ID"] for p in places}) == 1
