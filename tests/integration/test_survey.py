@@ -218,14 +218,14 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             pytest.fail(f"the test Slurm node never became idle ({state!r}); see {where}/daemons.log")
         yield env
     finally:
-        for d in reversed(daemons):
-            d.send_signal(signal.SIGTERM)
-        for d in daemons:
+        for proc in reversed(daemons):
+            proc.send_signal(signal.SIGTERM)
+        for proc in daemons:
             try:
-                d.wait(timeout=15)
+                proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                d.kill()
-                d.wait()
+                proc.kill()
+                proc.wait()
         logs.close()
 
 
