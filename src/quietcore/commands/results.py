@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("id", metavar="ID")
     exp = sub.add_parser("export", help="write a session as JSON (everything) or CSV (one row per run and CPU)")
     exp.add_argument("id", metavar="ID")
-    exp.add_argument("--format", choices=("json", "csv", "parquet"), default="json")
+    exp.add_argument("--format", choices=("json", "csv", "parquet", "trace", "psnap"), default="json",
+                     help="json, csv, parquet; trace (a directory of start_ns<TAB>duration_ns files per node and "
+                     "CPU, as netgauge and LogGOPSim read), psnap (rank bin_us count host)")  # fmt: skip
     exp.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     exp.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     sub.add_parser("schema", help="print the JSON schema of the export (its path is in the package)")
@@ -105,7 +107,19 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
 
     row = sessions.get_session(conn, args.id)
     data: str | bytes
-    if args.format == "json":
+    if args.format == "trace":
+        from quietcore.report.nodes import write_traces
+
+        if not args.out:
+            raise UsageError("--format trace writes a file per node and CPU: give --out DIR")
+        written = write_traces(conn, row, Path(args.out), args.force)
+        print(f"wrote {len(written)} traces in {args.out}")
+        return
+    if args.format == "psnap":
+        from quietcore.report.nodes import psnap
+
+        data = psnap(conn, row)
+    elif args.format == "json":
         data = json.dumps(export.session_to_json(conn, row), indent=1) + "\n"
     elif args.format == "csv":
         data = export.session_to_csv(conn, row)

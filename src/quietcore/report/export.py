@@ -25,7 +25,8 @@ SESSION_FIELDS = (
 )  # fmt: skip
 JSON_FIELDS = ("argv", "facts", "tags")
 RUN_FIELDS = ("seq", "kind", "params", "started_at", "ended_at", "status", "envelope", "context", "analysis")
-CSV_SESSION = ("session_id", "session_uuid", "host", "fingerprint", "kernel_release", "virtualized", "hypervisor")
+CSV_SESSION = ("session_id", "session_uuid", "host", "rank", "fingerprint", "kernel_release", "virtualized",
+               "hypervisor")  # fmt: skip
 
 
 def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
@@ -56,9 +57,11 @@ def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], l
     out: list[dict[str, Any]] = []
     factors: list[str] = []
     for run in sessions.runs_of(conn, row["id"]):
+        place = run.params.get("survey") or {}  # a survey's run is of its node: its host and rank
+        where = {"host": place["host"], "rank": place["rank"]} if place else {"rank": None}
         for item in kind_of(run).rows(run):
             factors += [k for k in item if k.startswith("factor_") and k not in factors]
-            out.append({**fixed, **item})
+            out.append({**fixed, **where, **item})
     columns = [*CSV_SESSION, *RUN_COLUMNS, *cell.COLUMNS, *factors, *METRIC, *MEASURED, *sessions.NOISE_COLUMNS]
     return columns, [{c: r.get(c) for c in columns} for r in out]
 

@@ -1,0 +1,63 @@
+"""Per-node exports of a session's noise runs, in the formats the
+cluster-noise tools read:
+- `trace`: one file per node and CPU of `start_ns<TAB>duration_ns` lines,
+  the trace format of netgauge's noise mode and of LogGOPSim's
+  `--noise-trace` (times from the start of that CPU's measurement);
+- `psnap`: PSNAP-style histograms, one line per 1 µs bin of gap length
+  that has gaps: `rank bin_us count host`.
+A run of a survey is named by its host and rank; another noise run by the
+session's host and rank 0."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+from quietcore.errors import UsageError
+from quietcore.runs.model import Run
+from quietcore.store import sessions
+
+
+def _noise_runs(conn: sqlite3.Connection, row: sqlite3.Row) -> list[tuple[str, int, Run]]:
+    out = []
+    for run in sessions.runs_of(conn, row["id"]):
+        if run.kind != "noise" or run.trace is None:
+            continue
+        place = run.params.get("survey") or {}
+        out.append((str(place.get("host", row["host"])), int(place.get("rank", 0)), run))
+    if not out:
+        raise UsageError(f"session {row['id']} has no noise runs to export as node traces (valid: a noise, lab or "
+                         "survey session)")  # fmt: skip
+    return out
+
+
+def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: bool) -> list[Path]:
+    """Into directory `out`: HOST-rankR-cpuC.trace per node and CPU."""
+    runs = _noise_runs(conn, row)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: --format trace writes a directory of traces (valid: a directory)")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for host, rank, run in runs:
+        assert run.trace is not None
+        for cpu in run.trace.cpus:
+            path = out / f"{host}-rank{rank}-cpu{cpu.cpu}.trace"
+            if path.exists() and not force:
+                raise UsageError(f"{path} exists, will not overwrite without --force")
+            starts = cpu.start_ns - cpu.span_start_ns
+            path.write_text("".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(starts.tolist(), cpu.duration_ns.tolist(),
+                                                                         strict=True)), encoding="utf-8")  # fmt: skip
+            written.append(path)
+    return written
+
+
+def psnap(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+    lines = []
+    for host, rank, run in _noise_runs(conn, row):
+        assert run.trace is not None
+        bins: Counter[int] = Counter()
+        for cpu in run.trace.cpus:
+            bins.update((cpu.duration_ns // 1000).astype(int).tolist())
+        lines += [f"{rank} {b} {n} {host}" for b, n in sorted(bins.items())]
+    return "\n".join(lines) + "\n"
