@@ -286,3 +286,19 @@ def test_exports_per_node(cli_env: dict[str, str], db_file: Path, tmp_path: Path
     assert sorted((r["host"], r["rank"]) for r in rows) == [(host, "0"), (host, "1")]
     bad = subprocess.run([*quietcore, "--format", "trace"], env=cli_env, capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "give --out DIR" in bad.stderr
+
+
+@NEEDS_MPI
+@TWO_CPUS
+def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], db_file: Path) -> None:
+    """--coupled --work-us 100: a row for N = 1 and N = 2, each measured
+    (mean over minimum iteration, never below 1) beside the prediction
+    from rank 0's trace, which never falls as N grows."""
+    proc = mpirun(cli_env, 2, "--duration", "1", "--coupled", "--work-us", "100", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["coupled"]
+    assert [(r["work_us"], r["ranks"]) for r in rows] == [(100, 1), (100, 2)]
+    assert all(r["slowdown"] >= 1 and r["predicted"] >= 1 and r["iterations"] >= 100 for r in rows)
+    assert rows[1]["predicted"] >= rows[0]["predicted"]
+    assert 50_000 < rows[0]["ideal_ns"] < 1_000_000, "the calibrated quantum is about 100 µs"
+    assert stored(db_file)[-1][2]["coupled"] == rows

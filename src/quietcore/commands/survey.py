@@ -39,6 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--send-events", metavar="N", default="20000",
                         help="events each rank sends to rank 0, its longest (default 20000): rank 0 holds "
                         "ranks x N x 24 bytes")  # fmt: skip
+    parser.add_argument(
+        "--coupled",
+        action="store_true",
+        help="then measure the slowdown of a work quantum + Allreduce on 1, 2, 4, ... ranks",
+    )
+    parser.add_argument(
+        "--work-us",
+        metavar="LIST",
+        default="10,100,1000",
+        help="--coupled: the work quanta in µs (default 10,100,1000)",
+    )
     parser.add_argument("--out", metavar="DB", help="the results database rank 0 writes (as --db)")
     parser.add_argument("--json", action="store_true", help="rank 0 prints the survey as JSON")
     common.add_tags(parser)
@@ -61,6 +72,12 @@ def run(args: argparse.Namespace) -> int:
     duration = duration_option(args.duration, lo=0.2, hi=3600)
     max_events = int_in_range(args.max_events, "--max-events", 100, 10_000_000)
     send = int_in_range(args.send_events, "--send-events", 0, 100_000_000)
+    try:
+        work_us = [int(w) for w in args.work_us.split(",")]
+    except ValueError:
+        work_us = []
+    if not work_us or not all(1 <= w <= 1_000_000 for w in work_us):
+        raise UsageError(f"invalid --work-us {args.work_us!r} (valid: µs from 1 to 1000000, comma-separated)")
     if args.out:
         args.db = args.out
     MPI = _mpi()
@@ -81,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
     from quietcore.survey import node
 
     mine = node.measure(comm, args.mode, duration, max_events, send)
+    if args.coupled:
+        from quietcore.survey import coupled
+
+        mine.coupled = coupled.measure(comm, work_us)
+        if rank == 0 and mine.trace is not None:
+            coupled.predict(mine.coupled, *mine.trace)
     out = node.collect(comm, mine)
     if rank != 0:
         return 0 if mine.error is None else 1

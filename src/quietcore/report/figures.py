@@ -366,3 +366,28 @@ def normalised(analysis: Mapping[str, Any]) -> Figure | None:
     ax.set_ylabel(f"per-thread speed vs {base['cell']} (1 = as fast)")
     ax.set_title(f"{analysis['experiment']}: normalised throughput (n = {base['stats']['n']} per cell)", fontsize=10)
     return fig
+
+
+def amplification(rows: Sequence[Mapping[str, Any]]) -> Figure | None:
+    """A survey's coupled measurement: slowdown against the ranks for each
+    work quantum, measured (solid) beside the prediction from one rank's
+    trace (dashed)."""
+    if not rows:
+        return None
+    fig, ax = _figure(6.5, 3.4)
+    for i, w in enumerate(sorted({int(r["work_us"]) for r in rows})):
+        mine = sorted((r for r in rows if int(r["work_us"]) == w), key=lambda r: int(r["ranks"]))
+        ranks = [int(r["ranks"]) for r in mine]
+        colour = f"C{i}"
+        ax.plot(ranks, [r["slowdown"] for r in mine], "o-", color=colour, label=f"W = {w} µs, measured")
+        if all("predicted" in r for r in mine):
+            ax.plot(ranks, [r["predicted"] for r in mine], "s--", color=colour, alpha=0.7,
+                    label=f"W = {w} µs, predicted")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("ranks (N)")
+    ax.set_ylabel("slowdown (mean / minimum iteration)")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("The cost of noise in a synchronised program: work quantum + Allreduce", fontsize=10)
+    return fig

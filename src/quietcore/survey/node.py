@@ -33,6 +33,9 @@ class Mine:
     events: np.ndarray  # (cpu, start_ns, duration_ns) triples, flat
     error: str | None = None
     offsets: tuple[list[clock.Offset], list[clock.Offset]] = field(default_factory=lambda: ([], []))
+    # this rank's first CPU, all its gaps (starts from the measurement's start) and span: for the prediction
+    trace: tuple[np.ndarray, np.ndarray, float] | None = None
+    coupled: list[dict[str, Any]] = field(default_factory=list)
 
 
 def config_of(facts: dict[str, Any]) -> dict[str, str]:
@@ -116,13 +119,17 @@ def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -
              "slurm": {k: os.environ[k] for k in SLURM if k in os.environ}, "warnings": warnings}  # fmt: skip
     if run is None or measurer is None:
         return Mine({"place": place, "error": error}, np.empty(0), error, (start, end))
+    trace = None
+    if run.trace is not None and run.trace.cpus:
+        first = run.trace.cpus[0]
+        trace = (first.start_ns - first.span_start_ns, first.duration_ns, first.measured_ns)
     envelope = json.loads(run.text)
     flat, gaps = _strip_events(envelope, send)
     data = run.to_dict() | {"envelope": json.dumps(envelope)}
     p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps else 0.0
     payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
                "p999_us": p999}  # fmt: skip
-    return Mine(payload, flat, None, (start, end))
+    return Mine(payload, flat, None, (start, end), trace)
 
 
 @dataclass
@@ -132,6 +139,7 @@ class Gathered:
     start: list[clock.Offset]
     end: list[clock.Offset]
     rounds: int
+    coupled: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(comm: Any, mine: Mine) -> Gathered | None:
@@ -141,7 +149,7 @@ def collect(comm: Any, mine: Mine) -> Gathered | None:
     if comm.Get_rank() != 0:
         return None
     assert payloads is not None and events is not None
-    return Gathered(payloads, events, mine.offsets[0], mine.offsets[1], rounds)
+    return Gathered(payloads, events, mine.offsets[0], mine.offsets[1], rounds, mine.coupled)
 
 
 def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
@@ -195,7 +203,7 @@ def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]
             v = verdicts.get(n["name"])
             n["odd"], n["reasons"] = (v.odd, v.reasons) if v else (False, [])
         survey = {"ranks": len(got.payloads), "nodes": nodes, "config_diff": config_diff(summaries),
-                  "gather_rounds": got.rounds, "failed": failed, "notes": notes,
+                  "gather_rounds": got.rounds, "failed": failed, "notes": notes, "coupled": got.coupled,
                   "warnings": sorted({w for p in got.payloads for w in p["place"]["warnings"]})}  # fmt: skip
         session.record("survey", {"ranks": len(got.payloads)}, started, {}, survey)
         session_id = session.id
@@ -228,6 +236,12 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
         print(f"note: {note}")
     for w in survey["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
+    if survey["coupled"]:
+        print("Coupled: a work quantum then an Allreduce, on the first N ranks; slowdown = mean / minimum iteration")
+        print("  W µs   ranks  iterations  ideal µs  measured  predicted from rank 0's trace")
+        for r in survey["coupled"]:
+            print(f"  {r['work_us']:>5}  {r['ranks']:>5}  {r['iterations']:>10,}  {r['ideal_ns'] / 1e3:>8.1f}  "
+                  f"{r['slowdown']:>8.3f}  {r['predicted']:>9.3f}")  # fmt: skip
     odd = sum(n.get("odd", False) for n in survey["nodes"])
     print(f"{survey['ranks']} ranks, {odd} odd; clock offsets to rank 0 by ping-pong (± half the best round trip). "
           f"Saved as session {session_id}.")  # fmt: skip

@@ -35,6 +35,17 @@ def nodes_table(analysis: dict[str, Any]) -> Table:
     return out
 
 
+def coupled_table(rows: list[dict[str, Any]]) -> Table:
+    out = Table(title="Coupled: a work quantum W then an Allreduce on the first N ranks")
+    for header in ("W µs", "ranks", "iterations", "ideal µs", "measured slowdown", "predicted"):
+        out.add_column(header, justify="right")
+    for r in rows:
+        predicted = f"{r['predicted']:.3f}" if "predicted" in r else "-"
+        out.add_row(str(r["work_us"]), str(r["ranks"]), f"{r['iterations']:,}", f"{r['ideal_ns'] / 1e3:,.1f}",
+                    f"{r['slowdown']:.3f}", predicted)  # fmt: skip
+    return out
+
+
 def diff_lines(analysis: dict[str, Any]) -> list[str]:
     diff = analysis.get("config_diff") or {}
     if not diff:
@@ -50,16 +61,25 @@ class SurveyKind(Kind):
 
     def terminal(self, out: Console, run: Run) -> None:
         out.print(nodes_table(run.analysis))
+        if run.analysis.get("coupled"):
+            out.print(coupled_table(run.analysis["coupled"]))
         for line in diff_lines(run.analysis) + run.analysis.get("notes", []):
             out.print(line)
         for w in run.analysis.get("warnings", []):
             out.print(f"warning: {w}")
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report import figures
         from quietcore.report.render import grid
 
         s.title = f"Survey of {run.analysis['ranks']} ranks"
         s.grids.append(grid(nodes_table(run.analysis)))
+        coupled = run.analysis.get("coupled") or []
+        if coupled:
+            s.grids.append(grid(coupled_table(coupled)))
+            b.figure(s, figures.amplification(coupled), "amplification",
+                     "Slowdown of a work quantum + Allreduce against the ranks, measured (solid) and predicted "
+                     "from rank 0's noise trace through the order statistics of the max (dashed).")  # fmt: skip
         s.paragraphs += ["How the nodes differ in configuration:", *diff_lines(run.analysis)]
         s.paragraphs += run.analysis.get("notes", [])
         s.warnings += run.analysis.get("warnings", [])

@@ -1,0 +1,122 @@
+"""The cost of noise in a synchronised program, measured and predicted.
+
+Measured (`survey --coupled`): every rank of a sub-communicator of the
+first N ranks (N = 1, 2, 4, ... up to the job) runs a fixed work quantum of
+W µs, then an Allreduce, many times. The noiseless ideal of an iteration
+is its minimum over the run; the slowdown is the mean over the minimum.
+The quantum is a calibrated count of Python loop steps: fixed work, which
+noise stretches (a quantum fixed in time would hide it). Python's own
+jitter is part of every rank's quantum alike, and the minimum removes its
+steady part.
+
+Predicted, from one rank's noise trace of the same survey: an iteration
+on one rank is delayed by the gaps that start within its W µs; sampling
+windows of W µs at random places in the trace gives that delay's
+distribution F, and a job of N ranks waits each iteration for the slowest,
+E[max of N] = integral of (1 - F(x)^N) dx (the ranks' noise taken as
+independent). The predicted slowdown is (ideal + E[max]) / ideal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+SAMPLES = 20_000  # windows drawn from the trace
+ITERATION_BUDGET_S = 0.5  # per (W, N): iterations = this / W, within the bounds below
+MIN_ITERATIONS, MAX_ITERATIONS = 100, 20_000
+
+
+def work(steps: int) -> int:
+    total = 0
+    for i in range(steps):
+        total += i
+    return total
+
+
+def calibrate(work_ns: float) -> int:
+    """Loop steps whose fastest run takes about `work_ns`."""
+    steps = 1000
+    for _ in range(3):
+        best = min(_timed(steps) for _ in range(20))
+        steps = max(1, int(steps * work_ns / max(best, 1.0)))
+    return steps
+
+
+def _timed(steps: int) -> float:
+    t = time.perf_counter_ns()
+    work(steps)
+    return float(time.perf_counter_ns() - t)
+
+
+def sizes(world: int) -> list[int]:
+    """1, 2, 4, ... and the whole job."""
+    out, n = [], 1
+    while n < world:
+        out.append(n)
+        n *= 2
+    return [*out, world]
+
+
+def measure(comm: Any, work_us: list[int]) -> list[dict[str, Any]]:
+    """Collective. Rank 0 gets one row per (W, N); the others []."""
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    rows = []
+    buf, out = np.zeros(1), np.zeros(1)
+    for w in work_us:
+        steps = calibrate(w * 1000.0)
+        iterations = int(min(max(ITERATION_BUDGET_S / (w * 1e-6), MIN_ITERATIONS), MAX_ITERATIONS))
+        for n in sizes(comm.Get_size()):
+            sub = comm.Split(0 if rank < n else MPI.UNDEFINED, rank)
+            comm.Barrier()
+            if sub != MPI.COMM_NULL:
+                times = np.empty(iterations)
+                sub.Barrier()
+                for i in range(iterations):
+                    t = time.perf_counter_ns()
+                    work(steps)
+                    sub.Allreduce(buf, out)
+                    times[i] = time.perf_counter_ns() - t
+                sub.Free()
+                if rank == 0:
+                    ideal = float(times.min())
+                    rows.append({"work_us": w, "ranks": n, "iterations": iterations, "ideal_ns": ideal,
+                                 "mean_ns": float(times.mean()), "slowdown": float(times.mean()) / ideal})  # fmt: skip
+            comm.Barrier()
+    return rows
+
+
+def delays(starts: np.ndarray, durations: np.ndarray, span_ns: float, window_ns: float,
+           seed: int = 1) -> np.ndarray:  # fmt: skip
+    """The delay of a window of `window_ns` at SAMPLES random places of a
+    trace whose starts count from its beginning: the total length of the
+    gaps that start within it. Linear in the events."""
+    order = np.argsort(starts)
+    s, d = starts[order], durations[order]
+    cum = np.concatenate([[0.0], np.cumsum(d)])
+    rng = np.random.default_rng(seed)
+    begin = rng.uniform(0.0, max(span_ns - window_ns, 0.0), SAMPLES)
+    lo, hi = np.searchsorted(s, begin), np.searchsorted(s, begin + window_ns)
+    return np.asarray(cum[hi] - cum[lo])
+
+
+def expected_max(samples: np.ndarray, n: int) -> float:
+    """E[max of n independent draws] from the empirical distribution:
+    sum over the sorted samples of x_(i) ((i/M)^n - ((i-1)/M)^n)."""
+    x = np.sort(samples)
+    m = len(x)
+    if m == 0:
+        return 0.0
+    i = np.arange(1, m + 1)
+    weights = (i / m) ** n - ((i - 1) / m) ** n
+    return float(np.dot(x, weights))
+
+
+def predict(rows: list[dict[str, Any]], starts: np.ndarray, durations: np.ndarray, span_ns: float) -> None:
+    """Add to each measured row the slowdown the one-rank trace predicts."""
+    for row in rows:
+        samples = delays(starts, durations, span_ns, row["work_us"] * 1000.0)
+        row["predicted"] = (row["ideal_ns"] + expected_max(samples, row["ranks"])) / row["ideal_ns"]
