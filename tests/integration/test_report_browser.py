@@ -26,13 +26,11 @@ def chromium() -> str:
     return path
 
 
-@pytest.mark.slow
-def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
+def in_chromium(index: Path, shot: str) -> tuple[str, list[str], list[str]]:
+    """Open a report offline in headless Chromium: its text, the ids of its
+    figures, and the errors met (console, page, any network request). Every
+    figure must render with a size; a full-page screenshot is kept."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install '.[test]' brings playwright")
-    out = tmp_path / "lab-report"
-    proc = cli("lab", "--quick", "--report", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert f"Report: {out / 'index.html'}" in proc.stdout
     errors: list[str] = []
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
@@ -50,23 +48,32 @@ def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
                     route.abort()
 
             page.route("**/*", only_files)
-            page.goto((out / "index.html").as_uri())
+            page.goto(index.as_uri())
             page.wait_for_load_state("load")
             body = page.inner_text("body")
-            assert "The node" in body and "fingerprint" in body
-            assert "OS noise" in body or "Per CPU" in body
-            assert "Audit findings" in body
-            figures = page.query_selector_all("figure svg")
-            assert len(figures) >= 5
-            for svg in figures:
+            for svg in page.query_selector_all("figure svg"):
                 box = svg.bounding_box()
                 assert box is not None and box["width"] > 100 and box["height"] > 50, box
             names = [f.get_attribute("id") or "" for f in page.query_selector_all("figure")]
-            assert any("noise-timeline" in n for n in names) and any("noise-attribution" in n for n in names)
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            shot = ARTIFACTS / "lab-report.png"
-            page.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 20_000
+            path = ARTIFACTS / shot
+            page.screenshot(path=str(path), full_page=True)
+            assert path.stat().st_size > 20_000
         finally:
             browser.close()
+    return body, names, errors
+
+
+@pytest.mark.slow
+def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "lab-report"
+    proc = cli("lab", "--quick", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"Report: {out / 'index.html'}" in proc.stdout
+    body, names, errors = in_chromium(out / "index.html", "lab-report.png")
+    assert "The node" in body and "fingerprint" in body
+    assert "OS noise" in body or "Per CPU" in body
+    assert "Audit findings" in body
+    assert len(names) >= 5
+    assert any("noise-timeline" in n for n in names) and any("noise-attribution" in n for n in names)
     assert errors == []

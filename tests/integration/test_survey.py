@@ -302,3 +302,29 @@ def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], d
     assert rows[1]["predicted"] >= rows[0]["predicted"]
     assert 50_000 < rows[0]["ideal_ns"] < 1_000_000, "the calibrated quantum is about 100 µs"
     assert stored(db_file)[-1][2]["coupled"] == rows
+
+
+@NEEDS_MPI
+@TWO_CPUS
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
+def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
+    """A survey with a planted odd node and --coupled, reported and opened
+    in Chromium: the node table with the odd node and why, the
+    configuration diff, the node x time heatmap and the amplification
+    curve, offline and without errors."""
+    from tests.integration.test_report_browser import in_chromium
+
+    with disturbed(1, 8.0):
+        proc = mpirun(cli_env, 2, "--duration", "2", "--coupled", "--work-us", "100,1000")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "survey-report"
+    report = subprocess.run([sys.executable, "-m", "quietcore", "report", "--out", str(out), "1"], env=cli_env,
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    body, names, errors = in_chromium(out / "index.html", "survey-report.png")
+    assert "Survey of 2 ranks" in body and "odd: " in body and "periodic source 100 Hz" in body
+    assert "How the nodes differ in configuration" in body
+    assert "Coupled: a work quantum W then an Allreduce" in body
+    assert any(n.endswith("-nodes") for n in names) and any(n.endswith("-amplification") for n in names), names
+    assert errors == []

@@ -391,3 +391,35 @@ def amplification(rows: Sequence[Mapping[str, Any]]) -> Figure | None:
     ax.legend(fontsize=7, ncol=2)
     ax.set_title("The cost of noise in a synchronised program: work quantum + Allreduce", fontsize=10)
     return fig
+
+
+#: Time bins of the survey heatmap: a node's row is its lost time per bin.
+NODE_BINS = 200
+
+
+def node_heatmap(nodes: Sequence[tuple[str, float, float, np.ndarray, np.ndarray]]) -> Figure | None:
+    """Nodes x time on rank 0's clock: the share of each time bin lost to
+    gaps, per node (aggregated per bin, never one mark per gap). Each node
+    is (label, its measurement's start and end on the common clock, its
+    gaps' starts on the common clock, their lengths), all in ns."""
+    if not nodes:
+        return None
+    t0 = min(n[1] for n in nodes)
+    t1 = max(n[2] for n in nodes)
+    if t1 <= t0:
+        return None
+    edges = np.linspace(t0, t1, NODE_BINS + 1)
+    width = edges[1] - edges[0]
+    grid = np.full((len(nodes), NODE_BINS), np.nan)
+    for row, (_, begin, end, starts, lengths) in enumerate(nodes):
+        lost = np.histogram(starts, bins=edges, weights=lengths)[0]
+        inside = (edges[1:] > begin) & (edges[:-1] < end)
+        grid[row, inside] = 100.0 * lost[inside] / width
+    fig, ax = _figure(7.5, max(1.8, 0.3 * len(nodes) + 1.3))
+    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma_r",
+                      extent=(0.0, (t1 - t0) / 1e9, len(nodes) - 0.5, -0.5), vmin=0.0)  # fmt: skip
+    ax.set_yticks(range(len(nodes)), [n[0] for n in nodes], fontsize=7)
+    ax.set_xlabel("seconds on rank 0's clock")
+    fig.colorbar(image, ax=ax, label="% of the bin lost")
+    ax.set_title(f"Noise per node over time ({width / 1e6:.1f} ms bins)", fontsize=10)
+    return fig

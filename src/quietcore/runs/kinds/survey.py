@@ -54,6 +54,24 @@ def diff_lines(analysis: dict[str, Any]) -> list[str]:
     return [f"{name}: {'; '.join(fields)}" for name, fields in diff.items()]
 
 
+def _on_common_clock(b: Builder, run: Run) -> list[tuple[str, float, float, Any, Any]]:
+    """Each node's noise run moved to rank 0's clock: the probe's origin is
+    in CLOCK_MONOTONIC_RAW, less the rank's offset."""
+    from quietcore.store import sessions
+
+    assert run.session_id is not None
+    out = []
+    for node in sessions.runs_of(b.conn, run.session_id):
+        place, trace = node.params.get("survey"), node.trace
+        if not place or trace is None:
+            continue
+        origin = float(node.result.get("origin", {}).get("monotonic_raw_ns", 0.0)) - float(place["clock"]["start_ns"])
+        for cpu in trace.cpus:
+            out.append((f"{place['host']}:{place['rank']} CPU {cpu.cpu}", origin + cpu.span_start_ns,
+                        origin + cpu.span_end_ns, origin + cpu.start_ns, cpu.duration_ns))  # fmt: skip
+    return out
+
+
 class SurveyKind(Kind):
     name = "survey"
     in_report = True
@@ -74,6 +92,9 @@ class SurveyKind(Kind):
 
         s.title = f"Survey of {run.analysis['ranks']} ranks"
         s.grids.append(grid(nodes_table(run.analysis)))
+        b.figure(s, figures.node_heatmap(_on_common_clock(b, run)), "nodes",
+                 "Each node's share of time lost per bin, on rank 0's clock (each rank's offset from the ping-pong "
+                 "estimate); the longest gaps each rank sent (--send-events).")  # fmt: skip
         coupled = run.analysis.get("coupled") or []
         if coupled:
             s.grids.append(grid(coupled_table(coupled)))
