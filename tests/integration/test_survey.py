@@ -31,11 +31,12 @@ TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="two ranks, one CP
 ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # Open MPI refuses root without
 
 
-def mpirun(env: dict[str, str], ranks: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def mpirun(env: dict[str, str], ranks: int, *args: str, timeout: float = 120,
+           bind: str = "core") -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {**env, **ROOT_OK}
     forward = [x for name in ("PATH", "PYTHONPATH", "QUIETCORE_PROBE", "QUIETCORE_DB", "QUIETCORE_LOCK_DIR",
                               "QUIETCORE_GATHER_LIMIT") if name in env for x in ("-x", name)]  # fmt: skip
-    argv = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", "core", *forward,
+    argv = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", bind, *forward,
             sys.executable, "-m", "quietcore", "survey", *args]  # fmt: skip
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -294,7 +295,7 @@ def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], d
     """--coupled --work-us 100: a row for N = 1 and N = 2, each measured
     (mean over minimum iteration, never below 1) beside the prediction
     from rank 0's trace, which never falls as N grows."""
-    proc = mpirun(cli_env, 2, "--duration", "1", "--coupled", "--work-us", "100", "--json")
+    proc = mpirun(cli_env, 2, "--duration", "1", "--coupled", "--work-us", "100", "--audit", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["coupled"]
     assert [(r["work_us"], r["ranks"]) for r in rows] == [(100, 1), (100, 2)]
@@ -302,6 +303,8 @@ def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], d
     assert rows[1]["predicted"] >= rows[0]["predicted"]
     assert 50_000 < rows[0]["ideal_ns"] < 1_000_000, "the calibrated quantum is about 100 µs"
     assert stored(db_file)[-1][2]["coupled"] == rows
+    # --audit: one audit per node (both ranks are on this one), so nothing differs between nodes.
+    assert json.loads(proc.stdout)["audit"] == []
 
 
 @NEEDS_MPI
@@ -328,3 +331,14 @@ def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Pat
     assert "Coupled: a work quantum W then an Allreduce" in body
     assert any(n.endswith("-nodes") for n in names) and any(n.endswith("-amplification") for n in names), names
     assert errors == []
+
+
+@NEEDS_MPI
+@TWO_CPUS
+def test_ranks_that_share_cpus_are_a_warning(cli_env: dict[str, str]) -> None:
+    """mpirun --bind-to none: both ranks may run on every CPU, so each
+    measures the other. The survey goes on and says so, with the fix."""
+    proc = mpirun(cli_env, 2, "--duration", "0.5", "--json", bind="none")
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = json.loads(proc.stdout)["warnings"]
+    assert warning.startswith("ranks 0 and 1 on ") and "share CPUs" in warning and "--bind-to core" in warning

@@ -4,6 +4,7 @@ the order statistics of the max, and the delay a window of W sees."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from quietcore.survey.coupled import delays, expected_max, sizes
 
@@ -41,3 +42,17 @@ def test_a_periodic_source_gives_the_bernoulli_max() -> None:
 
 def test_the_sizes_double_up_to_the_job() -> None:
     assert sizes(1) == [1] and sizes(2) == [1, 2] and sizes(6) == [1, 2, 4, 6] and sizes(8) == [1, 2, 4, 8]
+
+
+def test_a_ranks_time_moves_to_rank_0s_with_the_drift_interpolated() -> None:
+    """Offsets of 1000 ns at rank 0's t = 0 and 3000 ns at t = 1 s (2 ppm of
+    drift): a rank's time halfway maps with 2000 ns taken off; before and
+    after the estimates, the nearest one holds."""
+    from quietcore.survey.clock import Offset, to_rank0
+
+    start, end = Offset(0, 1000.0, 10.0, 100), Offset(1_000_000_000, 3000.0, 10.0, 100)
+    # (the weight is read from the rank's time less the first offset: 0.5 + 1e-6 here, 0.002 ns off)
+    assert to_rank0(500_002_000.0, start, end) == pytest.approx(500_000_000.0, abs=0.01)
+    assert to_rank0(-5_000.0, start, end) == -6_000.0 and to_rank0(2e9 + 3000, start, end) == 2e9
+    moved = to_rank0(np.array([1000.0, 1_000_003_000.0]), start, end)
+    assert moved.tolist() == pytest.approx([0.0, 1e9], abs=0.01)

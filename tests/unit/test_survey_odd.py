@@ -78,3 +78,17 @@ def test_each_nodes_others_median_matches_the_slow_way() -> None:
         values = [float(rng.randint(0, 9)) for _ in range(n)]
         slow = [statistics.median(values[:i] + values[i + 1 :]) if n > 1 else values[0] for i in range(n)]
         assert _others_medians(values) == slow, values
+
+
+def test_audit_findings_that_differ_are_listed_once_with_their_nodes() -> None:
+    from quietcore.survey.odd import audit_diff
+
+    audits = {f"node{i}": {"mem.thp": ("pass", "THP madvise"), "irq.irqbalance": ("pass", "stopped"),
+                           "cpu.governor": ("fail", "powersave")} for i in range(4)}  # fmt: skip
+    audits["node2"]["mem.thp"] = ("fail", "THP always")
+    del audits["node3"]["irq.irqbalance"]
+    differ = {f["id"]: f for f in audit_diff(audits)}
+    assert set(differ) == {"mem.thp", "irq.irqbalance"}, "a finding failing everywhere is the job's, not a node's"
+    assert differ["mem.thp"]["statuses"] == {"fail": ["node2"], "pass": ["node0", "node1", "node3"]}
+    assert differ["mem.thp"]["summaries"]["fail"] == "THP always"
+    assert differ["irq.irqbalance"]["statuses"]["absent"] == ["node3"]

@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="10,100,1000",
         help="--coupled: the work quanta in µs (default 10,100,1000)",
     )
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="also audit every node; findings that differ between nodes are listed once, with them",
+    )
     parser.add_argument("--out", metavar="DB", help="the results database rank 0 writes (as --db)")
     parser.add_argument("--json", action="store_true", help="rank 0 prints the survey as JSON")
     common.add_tags(parser)
@@ -98,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     from quietcore.survey import node
 
     mine = node.measure(comm, args.mode, duration, max_events, send)
+    if args.audit:
+        hosts = comm.allgather(mine.payload["place"]["host"])
+        if hosts.index(hosts[rank]) == rank:  # one audit per node: its first rank's
+            mine.payload["audit"] = node.audit_of()
     if args.coupled:
         from quietcore.survey import coupled
 

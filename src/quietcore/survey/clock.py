@@ -62,11 +62,14 @@ def estimate(comm: Any) -> list[Offset]:
     return out
 
 
-def to_rank0(t_ns: float, start: Offset, end: Offset) -> float:
-    """A time of the rank's clock on rank 0's, the offset interpolated
-    linearly between the two estimates (drift)."""
+def to_rank0(t_ns: Any, start: Offset, end: Offset) -> Any:
+    """Times of the rank's clock (a number or a numpy array) on rank 0's,
+    the offset interpolated linearly between the two estimates (drift)."""
+    import numpy as np
+
     span = end.at_ns - start.at_ns
     if span <= 0:
         return t_ns - start.offset_ns
-    weight = min(max((t_ns - start.offset_ns - start.at_ns) / span, 0.0), 1.0)
-    return t_ns - (start.offset_ns + weight * (end.offset_ns - start.offset_ns))
+    weight = np.clip((np.asarray(t_ns, dtype=np.float64) - start.offset_ns - start.at_ns) / span, 0.0, 1.0)
+    moved = t_ns - (start.offset_ns + weight * (end.offset_ns - start.offset_ns))
+    return float(moved) if np.ndim(moved) == 0 else moved

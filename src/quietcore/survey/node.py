@@ -20,7 +20,7 @@ from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
 from quietcore.survey import clock
 from quietcore.survey.gather import gather_arrays
-from quietcore.survey.odd import NodeSummary, config_diff, odd_nodes, summary_of
+from quietcore.survey.odd import NodeSummary, audit_diff, config_diff, odd_nodes, summary_of
 
 SLURM = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NODEID")
 
@@ -92,6 +92,14 @@ def _strip_events(envelope: dict[str, Any], send: int) -> tuple[np.ndarray, list
         c["events_sent"] = int(np.count_nonzero(flat[:, 0] == float(c["cpu"])))
     gaps = np.concatenate(every) if every else np.empty(0)
     return flat.ravel(), gaps.tolist()
+
+
+def audit_of() -> dict[str, tuple[str, str]]:
+    """This node's audit, as finding id -> (status, summary)."""
+    from quietcore.audit import run_checks
+    from quietcore.audit.context import AuditContext
+
+    return {f.id: (f.status.value, f.summary) for f in run_checks(AuditContext(Root("/")))}
 
 
 def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -> Mine:
@@ -181,7 +189,8 @@ def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]
             place = payload["place"]
             name = f"{place['host']}:{place['rank']}"
             offsets = {"start_ns": s.offset_ns, "end_ns": e.offset_ns, "uncertainty_ns": max(s.uncertainty_ns,
-                       e.uncertainty_ns), "tries": s.tries + e.tries, "drift_ppm": _ppm(s, e)}  # fmt: skip
+                       e.uncertainty_ns), "tries": s.tries + e.tries, "drift_ppm": _ppm(s, e),
+                       "start_at_ns": s.at_ns, "end_at_ns": e.at_ns}  # fmt: skip
             if "run" not in payload:
                 failed.append(f"{name}: {payload.get('error')}")
                 nodes.append({"name": name, **place, "clock": offsets, "error": payload.get("error")})
@@ -202,7 +211,9 @@ def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]
         for n in nodes:
             v = verdicts.get(n["name"])
             n["odd"], n["reasons"] = (v.odd, v.reasons) if v else (False, [])
+        audits = {f"{p['place']['host']}:{p['place']['rank']}": p["audit"] for p in got.payloads if "audit" in p}
         survey = {"ranks": len(got.payloads), "nodes": nodes, "config_diff": config_diff(summaries),
+                  "audit": audit_diff(audits) if audits else None,
                   "gather_rounds": got.rounds, "failed": failed, "notes": notes, "coupled": got.coupled,
                   "warnings": sorted({w for p in got.payloads for w in p["place"]["warnings"]})}  # fmt: skip
         session.record("survey", {"ranks": len(got.payloads)}, started, {}, survey)
@@ -232,6 +243,13 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     for name, diffs in survey["config_diff"].items():
         print(f"{name}: {'; '.join(diffs)}")
+    if survey.get("audit") is not None:
+        differ = survey["audit"]
+        print(f"Audit: {len(differ)} finding{'s' if len(differ) != 1 else ''} differ between nodes"
+              + (":" if differ else " (each node's own audit: quietcore audit)"))  # fmt: skip
+        for f in differ:
+            print(f"  {f['id']}: " + "; ".join(f"{status} on {', '.join(names)}"
+                                               for status, names in f["statuses"].items()))  # fmt: skip
     for note in survey["notes"]:
         print(f"note: {note}")
     for w in survey["warnings"]:

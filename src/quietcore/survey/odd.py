@@ -148,3 +148,23 @@ def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: dict[str,
     figures = {"noise fraction": 100.0 * lost / measured, "max gap": worst / 1e3, "p99.9 gap": p999_us,
                "events": events}  # fmt: skip
     return NodeSummary(name, figures, sources, config)
+
+
+def audit_diff(audits: dict[str, dict[str, tuple[str, str]]]) -> list[dict[str, Any]]:
+    """Per audit finding whose status is not the same on every node: the
+    finding once, with each status and its nodes. `audits` is node ->
+    finding id -> (status, summary). A finding that fails everywhere is the
+    job's, not a node's, and is left to each node's own audit."""
+    ids = sorted({i for findings in audits.values() for i in findings})
+    out = []
+    for finding in ids:
+        by_status: dict[str, list[str]] = {}
+        summaries: dict[str, str] = {}
+        for node, findings in audits.items():
+            status, summary = findings.get(finding, ("absent", ""))
+            by_status.setdefault(status, []).append(node)
+            summaries.setdefault(status, summary)
+        if len(by_status) > 1:
+            out.append({"id": finding, "statuses": {k: sorted(v) for k, v in sorted(by_status.items())},
+                        "summaries": summaries})  # fmt: skip
+    return out

@@ -46,6 +46,16 @@ def coupled_table(rows: list[dict[str, Any]]) -> Table:
     return out
 
 
+def audit_lines(analysis: dict[str, Any]) -> list[str]:
+    differ = analysis.get("audit")
+    if differ is None:
+        return []
+    if not differ:
+        return ["Every node's audit has the same result for every finding."]
+    return [f"Audit {f['id']}: " + "; ".join(f"{status} on {', '.join(names)}" for status, names in
+                                             f["statuses"].items()) for f in differ]  # fmt: skip
+
+
 def diff_lines(analysis: dict[str, Any]) -> list[str]:
     diff = analysis.get("config_diff") or {}
     if not diff:
@@ -58,6 +68,7 @@ def _on_common_clock(b: Builder, run: Run) -> list[tuple[str, float, float, Any,
     """Each node's noise run moved to rank 0's clock: the probe's origin is
     in CLOCK_MONOTONIC_RAW, less the rank's offset."""
     from quietcore.store import sessions
+    from quietcore.survey.clock import Offset, to_rank0
 
     assert run.session_id is not None
     out = []
@@ -65,10 +76,18 @@ def _on_common_clock(b: Builder, run: Run) -> list[tuple[str, float, float, Any,
         place, trace = node.params.get("survey"), node.trace
         if not place or trace is None:
             continue
-        origin = float(node.result.get("origin", {}).get("monotonic_raw_ns", 0.0)) - float(place["clock"]["start_ns"])
-        for cpu in trace.cpus:
-            out.append((f"{place['host']}:{place['rank']} CPU {cpu.cpu}", origin + cpu.span_start_ns,
-                        origin + cpu.span_end_ns, origin + cpu.start_ns, cpu.duration_ns))  # fmt: skip
+        c = place["clock"]
+        start, end = Offset(int(c.get("start_at_ns", 0)), c["start_ns"], 0.0, 0), \
+            Offset(int(c.get("end_at_ns", 0)), c["end_ns"], 0.0, 0)  # fmt: skip
+        origin = float(node.result.get("origin", {}).get("monotonic_raw_ns", 0.0))
+
+        for cpu in trace.cpus:  # on rank 0's clock, the drift interpolated
+            name = f"{place['host']}:{place['rank']} CPU {cpu.cpu}"
+            begin, finish = (
+                to_rank0(origin + cpu.span_start_ns, start, end),
+                to_rank0(origin + cpu.span_end_ns, start, end),
+            )
+            out.append((name, begin, finish, to_rank0(origin + cpu.start_ns, start, end), cpu.duration_ns))
     return out
 
 
@@ -81,7 +100,7 @@ class SurveyKind(Kind):
         out.print(nodes_table(run.analysis))
         if run.analysis.get("coupled"):
             out.print(coupled_table(run.analysis["coupled"]))
-        for line in diff_lines(run.analysis) + run.analysis.get("notes", []):
+        for line in diff_lines(run.analysis) + audit_lines(run.analysis) + run.analysis.get("notes", []):
             out.print(line)
         for w in run.analysis.get("warnings", []):
             out.print(f"warning: {w}")
@@ -101,7 +120,11 @@ class SurveyKind(Kind):
             b.figure(s, figures.amplification(coupled), "amplification",
                      "Slowdown of a work quantum + Allreduce against the ranks, measured (solid) and predicted "
                      "from rank 0's noise trace through the order statistics of the max (dashed).")  # fmt: skip
-        s.paragraphs += ["How the nodes differ in configuration:", *diff_lines(run.analysis)]
+        s.paragraphs += [
+            "How the nodes differ in configuration:",
+            *diff_lines(run.analysis),
+            *audit_lines(run.analysis),
+        ]
         s.paragraphs += run.analysis.get("notes", [])
         s.warnings += run.analysis.get("warnings", [])
 
