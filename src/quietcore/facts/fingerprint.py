@@ -83,11 +83,16 @@ def collect_facts(root: Root) -> dict[str, Any]:
 
 
 def selected(text: str | None) -> str | None:
-    """The bracketed choice of a sysfs selector: "always [madvise] never"."""
+    """The chosen word of a selector file: bracketed in sysfs ("always
+    [madvise] never"), in parentheses in debugfs's preemption model ("none
+    voluntary (full) lazy")."""
     if text is None:
         return None
-    start, end = text.find("["), text.find("]")
-    return text[start + 1 : end] if 0 <= start < end else text
+    for left, right in ("[]", "()"):
+        start, end = text.find(left), text.find(right)
+        if 0 <= start < end:
+            return text[start + 1 : end]
+    return text
 
 
 def fingerprint(facts: dict[str, Any]) -> str:

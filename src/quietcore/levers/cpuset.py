@@ -22,6 +22,7 @@ Three journaled kinds, each read and written here:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass
@@ -64,29 +65,25 @@ def find(root: Root) -> Hierarchy | None:
     return None
 
 
-def read_dir(target: str) -> str | None:
-    return "present" if os.path.isdir(target) else None
+def read_dir(target: str) -> str:
+    """ "present" or "absent": both are values a revert may write back."""
+    return "present" if os.path.isdir(target) else "absent"
 
 
-def write_dir(target: str, value: str) -> list[int]:
-    """Make or remove a cpuset; returns the threads moved to the parent
-    first (removing only). Raises OSError as the kernel refuses."""
+def write_dir(target: str, value: str) -> None:
+    """Make or remove a cpuset (removing an absent one does nothing).
+    Raises OSError as the kernel refuses."""
     path = Path(target)
     if value == "present":
         path.mkdir(exist_ok=True)
-        return []
+        return
     if not path.is_dir():
-        return []
-    moved = []
+        return
     tasks = _tasks_file(path)
     for line in tasks.read_text().split():
-        try:
+        with contextlib.suppress(ProcessLookupError):  # exited meanwhile
             (path.parent / tasks.name).write_text(line)
-            moved.append(int(line))
-        except ProcessLookupError:
-            continue  # exited meanwhile
     path.rmdir()
-    return moved
 
 
 def _tasks_file(directory: Path) -> Path:
@@ -140,11 +137,13 @@ def write_controller(target: str, value: str) -> None:
     Path(path).write_text(f"{'+' if value == 'on' else '-'}{name}")
 
 
-def partition_state(root: Root, hierarchy: Hierarchy) -> str | None:
-    """The v2 shield's partition as the kernel reads it back: "isolated",
-    or "isolated invalid (REASON)" when the write was taken but not the
-    partition."""
-    return root.read_line(hierarchy.file(f"{hierarchy.mount}/{SHIELD}", "cpus.partition"))
+def partition_refused(target: str, now: str | None) -> str | None:
+    """cgroup v2 takes a write of cpus.partition and then reads back
+    "isolated invalid (REASON)" when the partition is not one: the refusal,
+    or None."""
+    if target.endswith("cpus.partition") and now is not None and "invalid" in now:
+        return f"refused: the kernel reads back {now!r}"
+    return None
 
 
 def parse_task_value(value: str) -> tuple[str, frozenset[int]]:

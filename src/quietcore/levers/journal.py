@@ -16,7 +16,7 @@ import socket
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -63,60 +63,41 @@ def _errno(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
-THREAD_KINDS = ("task-affinity", "cpuset-task")  # target "TID@START"
-OWN_KINDS = (
-    *THREAD_KINDS,
-    *cpuset.KINDS,
-    pmqos.KIND,
-    service.KIND,
-)  # read and written by their lever, not as a file's content
+#: Knobs that are not a file's content, each read and written by its lever
+#: on the live node: kind -> (read: target -> value or None when gone,
+#: write: target, value -> None, raising OSError or task.Gone).
+OWN: dict[str, tuple[Callable[[str], str | None], Callable[[str, str], None]]] = {
+    "task-affinity": (task.read, task.write),  # target "TID@START"
+    "cpuset-task": (cpuset.read_task, cpuset.write_task),  # target "TID@START"
+    "cpuset-dir": (cpuset.read_dir, cpuset.write_dir),
+    "cgroup-controller": (cpuset.read_controller, cpuset.write_controller),
+    pmqos.KIND: (pmqos.read, pmqos.write),
+    service.KIND: (service.read, service.write),
+}
+OWN_KINDS = tuple(OWN)
+THREAD_KINDS = ("task-affinity", "cpuset-task")
 
 
 def put(kind: str, target: str, value: str) -> None:
-    """Set one knob: a file, a thread's affinity or cpuset (target
-    "TID@START"), a cpuset or a cgroup controller."""
-    if kind in ("cpuset-dir", "cgroup-controller", pmqos.KIND, service.KIND):
-        try:
-            if kind == "cpuset-dir":
-                cpuset.write_dir(target, value)
-            elif kind == pmqos.KIND:
-                pmqos.write(target, value)
-            elif kind == service.KIND:
-                service.write(target, value)
-            else:
-                cpuset.write_controller(target, value)
-        except OSError as exc:
-            raise CommandError(f"cannot make {target} {value}: {exc.strerror} ({_errno(exc)})", exit_code=1) from exc
-        return
-    if kind not in THREAD_KINDS:
+    """Set one knob: a file, or a knob of OWN (a thread, a cpuset, a
+    controller, a PM QoS hold, a service)."""
+    if kind not in OWN:
         _write(Path(target), value)
         return
     try:
-        if kind == "task-affinity":
-            task.write(target, value)
-        else:
-            cpuset.write_task(target, value)
+        OWN[kind][1](target, value)
     except task.Gone as exc:
         raise CommandError(f"thread {target.partition('@')[0]} has exited", exit_code=1) from exc
     except OSError as exc:
-        raise CommandError(f"cannot set thread {target.partition('@')[0]} to CPUs {value}: {exc.strerror} "
-                           f"({_errno(exc)})", exit_code=1) from exc  # fmt: skip
+        what = f"thread {target.partition('@')[0]} to CPUs {value}" if kind in THREAD_KINDS else f"{target} {value}"
+        why = f"{exc.strerror} ({_errno(exc)})" if exc.errno else str(exc)
+        raise CommandError(f"cannot set {what}: {why}", exit_code=1) from exc
 
 
 def get(kind: str, target: str) -> str | None:
     """A knob's value now; None when it is gone."""
-    if kind == "task-affinity":
-        return task.read(target)
-    if kind == "cpuset-task":
-        return cpuset.read_task(target)
-    if kind == "cpuset-dir":
-        return cpuset.read_dir(target)
-    if kind == "cgroup-controller":
-        return cpuset.read_controller(target)
-    if kind == pmqos.KIND:
-        return pmqos.read(target)
-    if kind == service.KIND:
-        return service.read(target)
+    if kind in OWN:
+        return OWN[kind][0](target)
     try:
         return Path(target).read_text().strip()
     except OSError:
@@ -163,18 +144,13 @@ class Journal:
         Returns None, or the kernel's refusal of an IRQ (recorded as failed)."""
         if action.kind not in (*FILE_KINDS, *OWN_KINDS):
             raise ValueError(f"the journal writes files, threads and cpusets, not {action.kind!r} actions")
-        if action.kind in THREAD_KINDS:
-            path = Path(action.target)  # not a path: "TID@START", kept as it is
-            old = get(action.kind, action.target)
-            if old is None:
-                return f"thread {action.target.partition('@')[0]} has exited"
-        elif action.kind == service.KIND:  # a unit's name, not a path
+        if action.kind in OWN:  # the live node's: the target as it is ("TID@START", a unit, a path)
             path = Path(action.target)
-            old = get(action.kind, action.target) or "inactive"
-        elif action.kind in OWN_KINDS:
-            path = root.resolve(action.target.partition("#")[0])
-            path = Path(f"{path}#{action.target.partition('#')[2]}") if "#" in action.target else path
-            old = get(action.kind, str(path)) or "absent"
+            old = get(action.kind, action.target)
+            if old is None and action.kind in THREAD_KINDS:
+                return f"thread {action.target.partition('@')[0]} has exited"
+            if old is None:
+                raise CommandError(f"cannot read {action.target} ({action.kind})", exit_code=3)
         else:
             path = root.resolve(action.target)
             old = old if old is not None else root.read_line(action.target)

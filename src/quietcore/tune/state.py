@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from quietcore.actions import Action
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist, parse_cpumask
-from quietcore.facts.fingerprint import selected as bracketed
+from quietcore.facts.fingerprint import selected
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
-from quietcore.levers.cpuset import parse_task_value
+from quietcore.levers.cpuset import parse_task_value, partition_refused
 from quietcore.levers.journal import OWN_KINDS, THREAD_KINDS, Journal, get, held_signals, put
 from quietcore.store import journal as rows
 
@@ -32,15 +32,6 @@ class Outcome:
     old: str | None
     new: str
     result: str  # "set", "refused: ...", "pending: ..." (written, not yet in effect)
-
-
-def selected(value: str | None) -> str | None:
-    """The chosen word of a selector file: "always [madvise] never" (sysfs)
-    or "none voluntary (full) lazy" (the preemption model in debugfs)."""
-    if value is not None and "[" not in value and "(" in value:
-        start, end = value.find("("), value.find(")")
-        return value[start + 1 : end] if start < end else value
-    return bracketed(value)
 
 
 def _mask_file(target: str) -> bool:
@@ -87,8 +78,6 @@ def restorable(root: Root, kind: str, target: str) -> str | None:
     """A knob's value now, as a revert writes it back: a thread's allowed
     CPUs, a selector file's selected word (the file takes one word), else
     the file's content."""
-    if kind == "cpuset-dir":
-        return get(kind, str(root.resolve(target))) or "absent"
     if kind in OWN_KINDS:
         return get(kind, target)
     value = root.read_line(target)
@@ -153,11 +142,10 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
             outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
                                     f"refused: {why}"))  # fmt: skip
             continue
-        now = (get(action.kind, rel) or ("absent" if action.kind == "cpuset-dir" else None)
-               if action.kind in OWN_KINDS else root.read_line(rel))  # fmt: skip
-        if rel.endswith("cpus.partition") and now is not None and "invalid" in now:
-            # cgroup v2 takes the write and then says why the partition is not one
-            result = f"refused: the kernel reads back {now!r}"
+        now = get(action.kind, rel) if action.kind in OWN_KINDS else root.read_line(rel)
+        refused = partition_refused(rel, now)
+        if refused:
+            result = refused
         elif not same(rel, now, action.value):
             result = f"drifted at once: reads {shown(rel, now)!r}"
         elif action.kind == "irq-affinity":
@@ -177,7 +165,9 @@ class Drift:
     blame: str
 
 
-def _blame(root: Root, target: str) -> str:
+def _blame(root: Root, kind: str, target: str) -> str:
+    if kind == "pm-qos":  # quietcore's own holder: nobody else holds it
+        return "quietcore's PM QoS holder is no longer running (killed, or the node rebooted)"
     tasks = read_tasks(root)
     names = {t.comm for t in tasks if not t.kthread}
     if "tuned" in names:
@@ -203,12 +193,7 @@ def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list
         if now is None and row["kind"] in THREAD_KINDS:
             continue  # a thread that exited took its affinity with it: nothing drifted
         if not same(target, now, row["new_value"]):
-            if now is None:
-                blame = "it no longer exists"
-            elif row["kind"] == "pm-qos":
-                blame = "quietcore's PM QoS holder is no longer running (killed, or the node rebooted)"
-            else:
-                blame = _blame(root, target)
+            blame = "it no longer exists" if now is None else _blame(root, row["kind"], target)
             drifts.append(Drift(int(row["id"]), target, shown(target, row["new_value"]), shown(target, now), blame))
     tuned_irqs = {r["target"] for r in entries if r["kind"] == "irq-affinity"}
     masks = [parse_cpumask(r["new_value"]) for r in entries if r["kind"] == "irq-affinity"]
