@@ -17,6 +17,7 @@ static const struct {
     {"latency", latency_main, "wake-up latency of timed sleeps per CPU (cyclictest's method)"},
     {"ctxswitch", ctxswitch_main, "context-switch cost, cross-CPU wake-up, time slices"},
     {"disturb", disturb_main, "a known periodic disturbance: wake every P µs, spin B µs"},
+    {"simulate", simulate_main, "replay a bulk-synchronous job of N ranks over noise timelines"},
     {"matmul", matmul_main, "workload: OpenMP dense matrix multiply, one pinned thread per CPU"},
     {"compute", compute_main, "workload: a fixed amount of dense scalar arithmetic"},
     {"cpuburn", cpuburn_main, "workload: iterations done in a fixed time, per pinned thread"},

@@ -93,6 +93,7 @@ typedef int (*probe_main)(probe_ctx *ctx, int argc, char **argv, json_t *result)
 int calibrate_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int noise_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
+int simulate_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int latency_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int ctxswitch_main(probe_ctx *ctx, int argc, char **argv, json_t *result);
 int matmul_main(probe_ctx *ctx, int argc, char **argv, json_t *result);

@@ -15,10 +15,11 @@ from quietcore.commands import (
     report,
     results,
     run,
+    simulate,
     snapshot,
     survey,
     tune,
 )  # fmt: skip
 
 COMMANDS: list[ModuleType] = [lab, audit, noise, latency, ctxswitch, run, compare, report, results, snapshot, tune,
-                              survey]  # fmt: skip
+                              survey, simulate]  # fmt: skip

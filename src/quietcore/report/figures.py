@@ -423,3 +423,27 @@ def node_heatmap(nodes: Sequence[tuple[str, float, float, np.ndarray, np.ndarray
     fig.colorbar(image, ax=ax, label="% of the bin lost")
     ax.set_title(f"Noise per node over time ({width / 1e6:.1f} ms bins)", fontsize=10)
     return fig
+
+
+def slowdown_curves(study: Mapping[str, Any]) -> Figure | None:
+    """A simulation: slowdown against N for each work quantum, the 95 %
+    interval over seeds as a band, and the 10 % line that sets the scale
+    limit."""
+    curves = study.get("curves") or []
+    if not curves:
+        return None
+    fig, ax = _figure(6.5, 3.6)
+    for i, c in enumerate(curves):
+        ranks = [p["ranks"] for p in c["points"]]
+        ax.plot(ranks, [p["slowdown"] for p in c["points"]], "o-", color=f"C{i}",
+                label=f"g = {c['granularity_us']:g} µs")  # fmt: skip
+        ax.fill_between(ranks, [p["ci"][0] for p in c["points"]], [p["ci"][1] for p in c["points"]],
+                        color=f"C{i}", alpha=0.2, linewidth=0)  # fmt: skip
+    ax.axhline(1.10, color="#b3261e", linewidth=0.8, linestyle="--", label="noise costs 10 %")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("ranks (N)")
+    ax.set_ylabel("slowdown (runtime / noiseless)")
+    ax.legend(fontsize=7)
+    ax.set_title("Simulated bulk-synchronous job: slowdown against the ranks", fontsize=10)
+    return fig

@@ -63,14 +63,32 @@ class Timeline:
         return np.asarray(np.maximum(prev_start + prev_len - local, 0.0))
 
 
-def finish(timeline: Timeline, t: np.ndarray, work: float, passes: int = 4) -> np.ndarray:
+def union(starts: np.ndarray, lengths: np.ndarray, period: float) -> Timeline:
+    """One timeline of gaps that may overlap (sources of a pattern, or of a
+    trace with some taken out, then scaled): the CPU is lost while any gap
+    is under way, so overlapping gaps are one. A gap running past the end
+    of the period is cut where the next turn's first gap starts."""
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, dtype=np.float64)[order], (np.asarray(starts) + np.asarray(lengths))[order]
+    if s.size == 0:
+        return Timeline(s, s.copy(), period)
+    reach = np.maximum.accumulate(e)
+    first = np.concatenate([[True], s[1:] > reach[:-1]])  # a gap that starts after every earlier one ended
+    merged_s, merged_e = s[first], np.maximum.reduceat(e, np.flatnonzero(first))
+    merged_e[-1] = min(merged_e[-1], merged_s[0] + period)
+    return Timeline(merged_s, merged_e - merged_s, period)
+
+
+def finish(timeline: Timeline, t: np.ndarray, work: float) -> np.ndarray:
     """When work started at t (the ranks' own timeline times) ends."""
     begin = t + timeline.remaining(t)
     base = timeline.started_before(begin)
     delay = np.zeros_like(t)
-    for _ in range(passes):  # the gaps that start in the stretched window stretch it further
-        delay = timeline.started_before(begin + work + delay) - base
-    return np.asarray(begin + work + delay)
+    while True:  # the gaps that start in the stretched window stretch it further, until none is left
+        longer = timeline.started_before(begin + work + delay) - base
+        if np.array_equal(longer, delay):
+            return np.asarray(begin + work + delay)
+        delay = longer
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ threshold on peak power guards against the many frequencies searched."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -257,10 +258,12 @@ class _Events:
     def accepts(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None) -> bool:
         return found is not None and found[0].events >= self.min_events and found[0].coverage >= self.min_coverage
 
-    def take(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None, into: list[PeriodicSource]) -> None:
-        """Keep an accepted source, and take its events out of the search."""
+    def take(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None, into: list[PeriodicSource],
+             members: list[NDArray[np.intp]]) -> None:  # fmt: skip
+        """Keep an accepted source and its members, and take its events out of the search."""
         if found is not None and self.accepts(found):
             into.append(found[0])
+            members.append(found[1])
             self.remaining[found[1]] = False
 
     @property
@@ -429,7 +432,7 @@ def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     return source, idx
 
 
-def find_periodic(
+def periodic_members(
     starts_ns: NDArray[np.float64] | list[float],
     durations_ns: NDArray[np.float64] | list[float],
     span_ns: float,
@@ -439,8 +442,9 @@ def find_periodic(
     min_coverage: float = 0.5,
     threshold: float = 25.0,
     hints_hz: tuple[float, ...] = (),
-) -> list[PeriodicSource]:
-    """Periodic sources among events, strongest first. A source must line up
+) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
+    """Periodic sources among events, strongest first, each with the
+    indices of its member events in the arrays given. A source must line up
     at least min_events events covering min_coverage of its periods.
     hints_hz are frequencies the evidence predicts (the tick at CONFIG_HZ):
     each is tested directly first, as a matched filter, since a source can
@@ -455,12 +459,25 @@ def find_periodic(
     ev = _Events(starts[inside], durations[inside], span_ns, max(MIN_BIN_NS, span_ns / MAX_BINS),
                  np.ones(int(inside.sum()), dtype=bool), min_events, min_coverage)  # fmt: skip
     found: list[PeriodicSource] = []
+    taken: list[NDArray[np.intp]] = []
     for hz in hints_hz:
         if ev.enough_left:
-            ev.take(_source(ev, 1e9 / hz), found)
+            ev.take(_source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
         source = _next_source(ev, threshold)
         if source is None:
             break
-        ev.take(source, found)
-    return found
+        ev.take(source, found, taken)
+    where = np.flatnonzero(inside)  # back to the caller's indices
+    return [(f, where[idx]) for f, idx in zip(found, taken, strict=True)]
+
+
+def find_periodic(
+    starts_ns: NDArray[np.float64] | list[float],
+    durations_ns: NDArray[np.float64] | list[float],
+    span_ns: float,
+    **options: Any,
+) -> list[PeriodicSource]:
+    """Periodic sources among events, strongest first (periodic_members,
+    without the members); the same options."""
+    return [source for source, _ in periodic_members(starts_ns, durations_ns, span_ns, **options)]

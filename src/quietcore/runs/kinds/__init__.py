@@ -5,12 +5,13 @@ KINDS below, and test it; nothing else dispatches on kinds."""
 
 from __future__ import annotations
 
-from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise, prove, survey
+from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise, prove, simulate, survey
 from quietcore.runs.kinds.base import Kind
 from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
-                                              experiment.KIND, audit.KIND, prove.KIND, survey.KIND)}  # fmt: skip
+                                              experiment.KIND, audit.KIND, prove.KIND, survey.KIND,
+                                              simulate.KIND)}  # fmt: skip
 GENERIC = Kind()
 
 

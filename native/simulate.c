@@ -1,0 +1,465 @@
+/* simulate: a bulk-synchronous job of N ranks replayed exactly (max-plus).
+ *
+ * Each iteration every rank computes g ns of work, stretched by the gaps of
+ * its own noise timeline that fall in it, then a collective: a global one
+ * (allreduce, barrier) lets everyone go at the latest finish plus its cost,
+ * a stencil lets a rank go when it and its two ring neighbours are done.
+ * Rank r replays timeline assign[r] from offset[r], the timeline repeating
+ * with its period (LogGOPSim's --noise-trace wraps the same way).
+ *
+ * The input is one binary file the Python side writes (quietcore.simulate.
+ * native): "QCSIM001", u64 timelines, u64 ranks; per timeline f64 period,
+ * u64 gaps, then the gaps as f64 (start, length) pairs, ascending and
+ * disjoint; then i32 assign[ranks], f64 offset[ranks].
+ *
+ * Why a kernel in C: the ranks are coupled at every collective, so the
+ * iterations are sequential, and numpy pays a dozen passes over the ranks
+ * per iteration. Here a rank's position only moves forward, so it keeps a
+ * cursor into its timeline and each rank-iteration is O(1) amortised. The
+ * hot state (when the rank's next gap starts and when its last one ended,
+ * both on the job's clock) is 16 bytes a rank, so 100,000 ranks stay in
+ * cache, and a rank whose quantum holds no gap touches nothing else. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "probe.h"
+
+static const char usage[] =
+    "usage: quietcore-probe simulate --input FILE --work-ns G --iterations I [--collective C]\n"
+    "                                [--cost-ns C] [--threads T]\n"
+    "Replay a bulk-synchronous job over the ranks and noise timelines in FILE.\n"
+    "  --input FILE      timelines, ranks' timelines and offsets (quietcore.simulate.native)\n"
+    "  --work-ns G       the work quantum, 1-1e12 ns\n"
+    "  --iterations I    1-100000000\n"
+    "  --collective C    allreduce, barrier (global) or stencil (default allreduce)\n"
+    "  --cost-ns C       the collective's cost per iteration, 0-1e12 ns (default 0)\n"
+    "  --threads T       1-1024 (default: the CPUs this process may use)\n";
+
+typedef struct {
+    double period;
+    uint64_t n;
+    const double *gap; /* (start, length) pairs */
+} timeline;
+
+typedef struct {
+    double offset, base; /* base: the start of the timeline's current turn, own clock */
+    uint32_t k;          /* the next gap not yet passed, in the current turn */
+    uint32_t tl;
+} cursor;
+
+typedef struct {
+    const char *input;
+    double work, cost;
+    uint64_t iterations, threads;
+    bool stencil;
+} sim_opts;
+
+/* On the job's clock, the hot state of a rank: when its next gap starts,
+ * and when the last gap it passed ended. Side by side, one stream. */
+typedef struct {
+    double next, lastend;
+} hot;
+
+typedef struct {
+    uint64_t ntl, nranks;
+    timeline *tl;
+    cursor *cur;
+    hot *hot;
+    void *blob;
+} sim_input;
+
+static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
+{
+    static const struct option longopts[] = {
+        {"input", required_argument, 0, 'i'},      {"work-ns", required_argument, 0, 'w'},
+        {"iterations", required_argument, 0, 'n'}, {"collective", required_argument, 0, 'c'},
+        {"cost-ns", required_argument, 0, 'k'},    {"threads", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    static const char valid[] = "--input, --work-ns, --iterations, --collective, --cost-ns, --threads";
+    memset(o, 0, sizeof *o);
+    o->threads = (uint64_t)omp_get_num_procs();
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
+        int rc = EXIT_OK;
+        switch (c) {
+        case 'i': o->input = optarg; break;
+        case 'w': rc = opt_double(ctx, "--work-ns", optarg, 1, 1e12, &o->work); break;
+        case 'n': rc = opt_u64(ctx, "--iterations", optarg, 1, 100000000, &o->iterations); break;
+        case 'k': rc = opt_double(ctx, "--cost-ns", optarg, 0, 1e12, &o->cost); break;
+        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 'c':
+            if (!strcmp(optarg, "stencil"))
+                o->stencil = true;
+            else if (strcmp(optarg, "allreduce") && strcmp(optarg, "barrier"))
+                return probe_fail(ctx, EXIT_USAGE,
+                                  "invalid --collective '%s' (valid: allreduce, barrier, stencil)", optarg);
+            break;
+        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
+        default: return opt_unknown(ctx, argv[optind - 1], valid);
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return opt_unknown(ctx, argv[optind], valid);
+    if (!o->input || !o->work || !o->iterations)
+        return probe_fail(ctx, EXIT_USAGE, "--input, --work-ns and --iterations are required");
+    return EXIT_OK;
+}
+
+static void *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20, used = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + used, 1, cap - used, f)) > 0) {
+        used += got;
+        if (used == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    fclose(f);
+    *len = used;
+    return buf;
+}
+
+/* Take n bytes at *at from a blob of len, or NULL when it is too short. */
+static const void *take(const char *blob, size_t len, size_t *at, size_t n)
+{
+    if (n > len - *at)
+        return NULL;
+    const void *p = blob + *at;
+    *at += n;
+    return p;
+}
+
+static int load(probe_ctx *ctx, const char *path, sim_input *in)
+{
+    size_t len = 0, at = 0;
+    char *blob = slurp(path, &len);
+    if (!blob)
+        return probe_fail(ctx, EXIT_USAGE, "cannot read --input %s: %s", path, strerror(errno));
+    in->blob = blob;
+    const uint64_t *head = take(blob, len, &at, 24);
+    if (!head || memcmp(blob, "QCSIM001", 8))
+        return probe_fail(ctx, EXIT_USAGE, "--input %s is not a simulate input (no QCSIM001 header)", path);
+    in->ntl = head[1];
+    in->nranks = head[2];
+    if (!in->ntl || in->ntl > (1u << 20) || !in->nranks || in->nranks > 100000000)
+        return probe_fail(ctx, EXIT_USAGE, "--input %s: %llu timelines for %llu ranks (valid: 1-1048576 for "
+                          "1-100000000)", path, (unsigned long long)in->ntl, (unsigned long long)in->nranks);
+    in->tl = calloc(in->ntl, sizeof *in->tl);
+    for (uint64_t t = 0; in->tl && t < in->ntl; t++) {
+        const double *period = take(blob, len, &at, 8);
+        const uint64_t *n = take(blob, len, &at, 8);
+        const double *gap = n && *n < (1ull << 32) ? take(blob, len, &at, *n * 16) : NULL;
+        if (!gap || !(*period > 0))
+            return probe_fail(ctx, EXIT_USAGE, "--input %s: timeline %llu is cut short or has no period", path,
+                              (unsigned long long)t);
+        double lost = 0;
+        for (uint64_t i = 0; i < *n; i++)
+            lost += gap[2 * i + 1];
+        if (lost >= *period) /* the work would never end */
+            return probe_fail(ctx, EXIT_USAGE, "--input %s: timeline %llu's gaps take its whole period", path,
+                              (unsigned long long)t);
+        for (uint64_t i = 0; i < *n; i++)
+            if (gap[2 * i] < 0 || gap[2 * i] >= *period || !(gap[2 * i + 1] > 0) ||
+                (i && gap[2 * i] < gap[2 * i - 2] + gap[2 * i - 1]))
+                return probe_fail(ctx, EXIT_USAGE, "--input %s: timeline %llu's gap %llu is outside its period, "
+                                  "empty, or overlaps the one before", path, (unsigned long long)t,
+                                  (unsigned long long)i);
+        in->tl[t] = (timeline){*period, *n, gap};
+    }
+    const int32_t *assign = take(blob, len, &at, in->nranks * 4);
+    const double *offset = take(blob, len, &at, in->nranks * 8);
+    if (!in->tl || !assign || !offset || at != len)
+        return probe_fail(ctx, EXIT_USAGE, "--input %s: the ranks' part is cut short or followed by more", path);
+    in->cur = malloc(in->nranks * sizeof *in->cur);
+    in->hot = malloc(in->nranks * sizeof *in->hot);
+    if (!in->cur || !in->hot)
+        return probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)in->nranks);
+    for (uint64_t r = 0; r < in->nranks; r++) {
+        if (assign[r] < 0 || (uint64_t)assign[r] >= in->ntl || !(offset[r] >= 0))
+            return probe_fail(ctx, EXIT_USAGE, "--input %s: rank %llu names no timeline or a negative offset",
+                              path, (unsigned long long)r);
+        const timeline *t = &in->tl[assign[r]];
+        /* The first gap at or after the rank's offset; the turn its offset is in. */
+        double base = floor(offset[r] / t->period) * t->period, local = offset[r] - base;
+        uint32_t k = 0;
+        while (k < t->n && t->gap[2 * k] < local)
+            k++;
+        cursor *c = &in->cur[r];
+        *c = (cursor){offset[r], base, k, (uint32_t)assign[r]};
+        if (c->k == t->n) {
+            c->k = 0;
+            c->base += t->period;
+        }
+        /* A gap under way at the offset holds the rank until it ends. */
+        double lastend = -INFINITY;
+        if (t->n) {
+            uint32_t prev = k ? k - 1 : (uint32_t)t->n - 1;
+            double pstart = t->gap[2 * prev] + (k ? base : base - t->period);
+            lastend = pstart + t->gap[2 * prev + 1] - offset[r];
+        }
+        in->hot[r].lastend = lastend;
+        in->hot[r].next = t->n ? c->base + t->gap[2 * c->k] - offset[r] : INFINITY;
+    }
+    return EXIT_OK;
+}
+
+/* Rank r starts work at `now` (job clock): when does it end? The slow path,
+ * taken when a gap starts before the quantum ends. */
+static double stretched(const sim_input *in, uint64_t r, double begin, double end)
+{
+    cursor *c = &in->cur[r];
+    const timeline *t = &in->tl[c->tl];
+    double next = in->hot[r].next, lastend = in->hot[r].lastend;
+    while (next < end) {
+        double length = t->gap[2 * c->k + 1];
+        if (next >= begin)
+            end += length; /* a gap inside the quantum stretches it */
+        else if (next + length > begin)
+            end += next + length - begin; /* it was waiting out a gap under way: only the rest */
+        lastend = next + length;
+        if (++c->k == t->n) {
+            c->k = 0;
+            c->base += t->period;
+        }
+        next = c->base + t->gap[2 * c->k] - c->offset;
+    }
+    in->hot[r].next = next;
+    in->hot[r].lastend = lastend;
+    return end;
+}
+
+/* A global collective starts every rank at the same `now`, so a rank's
+ * finish is a pure function of its place in its timeline, and no state need
+ * be carried: the gaps a rank passes while it waits cost nothing. Per
+ * timeline its ranks' offsets are kept sorted; shifted by `now` they stay
+ * sorted (rotated), and one merge of those places with the gaps finds the
+ * ranks whose quantum a gap touches. An iteration is O(ranks + gaps). */
+typedef struct {
+    double *off; /* ascending, in [0, period) */
+    uint64_t n;
+} rankset;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Work of `work` ns started at place x in [0, period); j: the first gap of
+ * the turn that ends after x (n when none does). Returns how long after x it
+ * ends: the work, the rest of a gap under way, and every gap that starts
+ * before the stretched end. */
+static double delayed(const timeline *t, double x, uint64_t j, double work)
+{
+    const double *g = t->gap;
+    const uint64_t n = t->n;
+    double begin = x, base = 0;
+    if (j < n && g[2 * j] <= x)
+        begin = g[2 * j] + g[2 * j + 1], j++;                       /* inside gap j */
+    else if (g[2 * (n - 1)] + g[2 * (n - 1) + 1] - t->period > x) /* inside the last gap of the turn before */
+        begin = g[2 * (n - 1)] + g[2 * (n - 1) + 1] - t->period;
+    double end = begin + work;
+    for (;; j++) {
+        if (j == n)
+            j = 0, base += t->period;
+        if (base + g[2 * j] >= end)
+            return end - x;
+        end += g[2 * j + 1];
+    }
+}
+
+/* The longest time from a rank's place to its finish, over the ranks of one
+ * timeline from sorted index lo to hi, their places shifted by `shift`. */
+static double longest(const timeline *t, const rankset *rs, double shift, uint64_t lo, uint64_t hi, double work)
+{
+    const double *g = t->gap;
+    const uint64_t n = t->n;
+    const double tail = n ? g[2 * (n - 1)] + g[2 * (n - 1) + 1] - t->period : -INFINITY;
+    double most = work;
+    /* The first place, and the first gap that ends after it (binary search). */
+    uint64_t wrap = 0, a = 0, b = rs->n; /* wrap: the first rank whose place passes the period */
+    while (a < b) {
+        uint64_t m = (a + b) / 2;
+        if (rs->off[m] + shift >= t->period) b = m; else a = m + 1;
+    }
+    wrap = a;
+    uint64_t j = n;
+    for (uint64_t k = lo; k < hi; k++) {
+        uint64_t i = wrap + k < rs->n ? wrap + k : wrap + k - rs->n; /* places in ascending order */
+        double x = rs->off[i] + shift;
+        x = x >= t->period ? x - t->period : x;
+        if (k == lo || j == n) { /* find j afresh: at the start, or after the turn's last gap */
+            uint64_t a2 = 0, b2 = n;
+            while (a2 < b2) {
+                uint64_t m = (a2 + b2) / 2;
+                if (g[2 * m] + g[2 * m + 1] > x) b2 = m; else a2 = m + 1;
+            }
+            j = a2;
+        }
+        while (j < n && g[2 * j] + g[2 * j + 1] <= x)
+            j++;
+        double next = j < n ? g[2 * j] : g[0] + t->period;
+        if (next - work <= x || x < tail) { /* a gap touches this rank's quantum */
+            double d = delayed(t, x, j, work);
+            most = d > most ? d : most;
+        }
+    }
+    return most;
+}
+
+/* One iteration of a global collective: every rank starts at `now`; the
+ * latest finish. */
+static double iterate_global(const sim_input *in, const rankset *sets, double now, double work, int threads)
+{
+    double most = work;
+    for (uint64_t t = 0; t < in->ntl; t++) {
+        const timeline *tl = &in->tl[t];
+        const rankset *rs = &sets[t];
+        if (!rs->n || !tl->n)
+            continue;
+        double shift = fmod(now, tl->period);
+#pragma omp parallel num_threads(threads) reduction(max : most)
+        {
+            uint64_t parts = (uint64_t)omp_get_num_threads(), me = (uint64_t)omp_get_thread_num();
+            uint64_t lo = rs->n * me / parts, hi = rs->n * (me + 1) / parts;
+            if (lo < hi) {
+                double d = longest(tl, rs, shift, lo, hi, work);
+                most = d > most ? d : most;
+            }
+        }
+    }
+    return now + most;
+}
+
+/* Each timeline's ranks, their offsets sorted; NULL when out of memory. */
+static rankset *ranksets(const sim_input *in)
+{
+    rankset *sets = calloc(in->ntl, sizeof *sets);
+    if (!sets)
+        return NULL;
+    for (uint64_t r = 0; r < in->nranks; r++)
+        sets[in->cur[r].tl].n++;
+    for (uint64_t t = 0; t < in->ntl; t++) {
+        sets[t].off = malloc((sets[t].n ? sets[t].n : 1) * sizeof(double));
+        if (!sets[t].off) {
+            while (t--)
+                free(sets[t].off);
+            free(sets);
+            return NULL;
+        }
+        sets[t].n = 0;
+    }
+    for (uint64_t r = 0; r < in->nranks; r++) {
+        rankset *rs = &sets[in->cur[r].tl];
+        double period = in->tl[in->cur[r].tl].period;
+        rs->off[rs->n++] = fmod(in->cur[r].offset, period);
+    }
+    for (uint64_t t = 0; t < in->ntl; t++)
+        qsort(sets[t].off, sets[t].n, sizeof(double), cmp_double);
+    return sets;
+}
+
+/* One iteration of a stencil: each rank from its own start time. */
+static void iterate_each(const sim_input *in, const double *start, double *done, double work, int threads)
+{
+    const int64_t n = (int64_t)in->nranks;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        const hot h = in->hot[r];
+        double end = (start[r] > h.lastend ? start[r] : h.lastend) + work;
+        done[r] = h.next < end ? stretched(in, (uint64_t)r, start[r], end) : end;
+    }
+}
+
+int simulate_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
+{
+    sim_opts o;
+    if (parse(ctx, argc, argv, &o) || ctx->help_shown)
+        return ctx->exit_code;
+    sim_input in;
+    memset(&in, 0, sizeof in);
+    double *start = NULL, *done = NULL;
+    rankset *sets = NULL;
+    if (load(ctx, o.input, &in))
+        goto out;
+    start = calloc(o.stencil ? in.nranks : 1, sizeof *start);
+    done = malloc((o.stencil ? in.nranks : 1) * sizeof *done);
+    if (!start || !done) {
+        probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)in.nranks);
+        goto out;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double finish = 0, hit = 0, now = 0;
+    const int64_t n = (int64_t)in.nranks;
+    sets = o.stencil ? NULL : ranksets(&in);
+    if (!o.stencil && !sets) {
+        probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)in.nranks);
+        goto out;
+    }
+    for (uint64_t i = 0; i < o.iterations && !o.stencil; i++) {
+        double latest = iterate_global(&in, sets, now, o.work, (int)o.threads);
+        if (latest > now + o.work * (1 + 1e-12))
+            hit += 1; /* some rank was delayed: this iteration paid for noise */
+        now = latest + o.cost;
+    }
+    for (uint64_t i = 0; i < o.iterations && o.stencil; i++) {
+        iterate_each(&in, start, done, o.work, (int)o.threads);
+        for (int64_t r = 0; r < n; r++) { /* a rank goes when it and its two ring neighbours are done */
+            double m = done[r], a = done[(r + n - 1) % n], b = done[(r + 1) % n];
+            m = a > m ? a : m;
+            start[r] = (b > m ? b : m) + o.cost;
+        }
+    }
+    for (int64_t r = 0; o.stencil && r < n; r++)
+        finish = start[r] > finish ? start[r] : finish;
+    if (!o.stencil)
+        finish = now;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double ideal = (double)o.iterations * (o.work + o.cost);
+    json_obj_begin(result);
+    json_kv_u64(result, "ranks", in.nranks);
+    json_kv_u64(result, "timelines", in.ntl);
+    json_kv_u64(result, "iterations", o.iterations);
+    json_kv_f64(result, "work_ns", o.work);
+    json_kv_f64(result, "cost_ns", o.cost);
+    json_kv_str(result, "collective", o.stencil ? "stencil" : "global");
+    json_kv_f64(result, "runtime_ns", finish);
+    json_kv_f64(result, "ideal_ns", ideal);
+    json_kv_f64(result, "slowdown", finish / ideal);
+    if (!o.stencil)
+        json_kv_f64(result, "hit_fraction", hit / (double)o.iterations);
+    json_kv_u64(result, "threads", o.threads);
+    json_kv_f64(result, "seconds", seconds);
+    json_kv_f64(result, "rank_iterations_per_s", (double)in.nranks * (double)o.iterations / seconds);
+    json_obj_end(result);
+out:
+    for (uint64_t t = 0; sets && t < in.ntl; t++)
+        free(sets[t].off);
+    free(sets);
+    free(start);
+    free(done);
+    free(in.tl);
+    free(in.cur);
+    free(in.hot);
+    free(in.blob);
+    return ctx->exit_code;
+}

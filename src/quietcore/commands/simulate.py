@@ -1,0 +1,177 @@
+"""What this node's noise would cost a bulk-synchronous job on many nodes.
+
+  quietcore simulate (--trace SESSION[:CPU] | --pattern FREQ_HZ:DURATION_US[,...])
+                     [--ranks 1k,10k,100k] [--granularity-us 10,100,1000]
+                     [--collective allreduce|barrier|stencil] [--iterations N] [--seed S]
+
+Each of N ranks computes a quantum of g µs of work, stretched by the noise
+that falls in it, then joins a collective (a global one costs ceil(log2 N)
+rounds of L + 2o; a stencil waits for its two neighbours, one round). The
+job is replayed exactly, each rank at its own place in its own noise
+timeline from iteration to iteration (max-plus, in the native core).
+
+The noise is a measured trace from the store, every rank replaying it from
+its own random offset and wrapping at its end (as LogGOPSim's
+--noise-trace), or a synthetic pattern. Printed: the slowdown against N for
+each g with a 95 % interval over --repeats seeds, the N at which noise costs
+10 %, what each named source costs at --focus ranks, and what-ifs beside the
+baseline: without each source (without the tick: what nohz_full would buy),
+co-scheduled noise, gaps --scale times as long, and a 10x faster network.
+The study is stored as a session; `quietcore report` draws it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from quietcore.commands import common
+from quietcore.errors import UsageError
+
+if TYPE_CHECKING:  # numpy: only when a study runs
+    from quietcore.simulate.noise import Noise
+    from quietcore.simulate.study import Options
+
+NAME = "simulate"
+COLLECTIVES = ("allreduce", "barrier", "stencil")
+PHASES = ("random", "common")
+MAX_RANKS = 10_000_000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("--trace", metavar="SESSION[:CPU]", help="a stored noise, lab or survey session's trace")
+    noise.add_argument("--pattern", metavar="HZ:US[,...]", help="synthetic periodic noise, e.g. 250:17,100:200")
+    parser.add_argument("--ranks", metavar="LIST", default="1k,10k,100k", help="N with k, M (default 1k,10k,100k)")
+    parser.add_argument("--granularity-us", metavar="LIST", default="10,100,1000",
+                        help="work quanta g in µs (default 10,100,1000)")  # fmt: skip
+    parser.add_argument("--collective", default="allreduce", help="allreduce (default), barrier or stencil")
+    parser.add_argument("--iterations", metavar="N", default="1000", help="iterations per job (default 1000)")
+    parser.add_argument("--repeats", metavar="K", default="3", help="seeds per point, for the interval (default 3)")
+    parser.add_argument("--seed", metavar="S", default="1", help="the first seed (default 1)")
+    parser.add_argument("--phase", default="random", help="random (default): each rank its own offset; common")
+    parser.add_argument("--latency-us", metavar="L", default="1", help="LogP latency L per round (default 1 µs)")
+    parser.add_argument("--overhead-us", metavar="O", default="0.2", help="LogP overhead o (default 0.2 µs)")
+    parser.add_argument("--scale", metavar="F", default="0.5", help="what-if: every gap F times as long (default 0.5)")
+    parser.add_argument("--focus", metavar="N", default="10k",
+                        help="where sources and what-ifs are shown (default 10k, else the largest N)")  # fmt: skip
+    parser.add_argument("--export-trace", metavar="DIR",
+                        help="write the timelines as start_ns<TAB>duration_ns files (LogGOPSim)")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the study as JSON")
+    common.add_tags(parser)
+    common.add_db(parser)
+
+
+def ranks_option(text: str, option: str = "--ranks") -> list[int]:
+    """'1k,10k,100k' -> [1000, 10000, 100000], each 1 to 10^7."""
+    out = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        scale = {"k": 1_000, "m": 1_000_000}.get(item[-1:], 1)
+        digits = item[:-1] if scale > 1 else item
+        n = int(digits) * scale if digits.isdigit() else 0
+        if not 1 <= n <= MAX_RANKS:
+            raise UsageError(f"invalid {option} {text!r}: {item!r} (valid: whole numbers of ranks from 1 to "
+                             f"{MAX_RANKS:,}, with k and M, comma-separated)")  # fmt: skip
+        out.append(n)
+    return sorted(set(out))
+
+
+def floats_option(text: str, option: str, hi: float) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v <= hi for v in values):
+        raise UsageError(f"invalid {option} {text!r} (valid: positive numbers up to {hi:g}, comma-separated)")
+    return sorted(set(values))
+
+
+def options(args: argparse.Namespace) -> Options:
+    """The validated study options, before anything is read or run."""
+    from quietcore.options import int_in_range, positive_float
+    from quietcore.simulate.engine import Network
+    from quietcore.simulate.study import Options
+
+    if args.collective not in COLLECTIVES:
+        raise UsageError(f"invalid --collective {args.collective!r} (valid: {', '.join(COLLECTIVES)})")
+    if args.phase not in PHASES:
+        raise UsageError(f"invalid --phase {args.phase!r} (valid: {', '.join(PHASES)})")
+    if not args.trace and not args.pattern:
+        raise UsageError("give the noise: --trace SESSION[:CPU] (a stored noise, lab or survey session) or "
+                         "--pattern FREQ_HZ:DURATION_US[,...]")  # fmt: skip
+    focus = ranks_option(args.focus, "--focus")
+    if len(focus) != 1:
+        raise UsageError(f"invalid --focus {args.focus!r} (valid: one number of ranks)")
+    network = Network(positive_float(args.latency_us, "--latency-us", 0, 1e6) * 1e3,
+                      positive_float(args.overhead_us, "--overhead-us", 0, 1e6) * 1e3)  # fmt: skip
+    return Options(
+        ranks=ranks_option(args.ranks),
+        granularities_us=floats_option(args.granularity_us, "--granularity-us", 1e7),
+        collective=args.collective,
+        iterations=int_in_range(args.iterations, "--iterations", 1, 10_000_000),
+        repeats=int_in_range(args.repeats, "--repeats", 1, 10),
+        seed=int_in_range(args.seed, "--seed", 0, 2**31 - 1),
+        network=network,
+        common=args.phase == "common",
+        scale=positive_float(args.scale, "--scale", 0.001, 100),
+        focus=focus[0],
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from quietcore.simulate import noise as noises
+
+    o = options(args)
+    path, chosen = common.db_path(args)
+    if args.trace:
+        from quietcore.store import db
+
+        with db.open_db(path, chosen=chosen) as conn:
+            noise = noises.from_session(conn, args.trace)
+    else:
+        noise = noises.from_pattern(args.pattern, o.seed)
+    if not noise.scaled_ok(o.scale):
+        raise UsageError(f"invalid --scale {args.scale}: gaps {o.scale:g} times as long would take the whole CPU")
+    if args.export_trace:
+        export(noise, Path(args.export_trace))
+    return _study(args, noise, o, path, chosen)
+
+
+def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool) -> int:
+    from quietcore.report.progress import progress_bar
+    from quietcore.runs.kinds import simulate as kind
+    from quietcore.session import Session
+    from quietcore.simulate.study import study
+    from quietcore.store.sessions import now_iso
+
+    started = now_iso()
+    with progress_bar(1.0, enabled=not args.json) as update:
+        result = study(noise, o, update)
+    params = {"noise": args.trace or args.pattern, "ranks": o.ranks, "granularity_us": o.granularities_us,
+              "collective": o.collective, "iterations": o.iterations, "repeats": o.repeats, "seed": o.seed,
+              "phase": args.phase, "latency_us": o.network.latency_ns / 1e3, "overhead_us": o.network.overhead_ns / 1e3,
+              "scale": o.scale}  # fmt: skip
+    with Session("simulate", path, chosen, common.tags(args), common.live_root()) as session:
+        session.record("simulate", params, started, {}, result)
+        session_id = session.id
+    if args.json:
+        print(json.dumps({"session": session_id, "params": params, **result}, indent=2))
+    else:
+        kind.show(result, params)
+        print(f"Stored as session {session_id}; `quietcore report {session_id}` draws it.", file=sys.stderr)
+    return 0
+
+
+def export(noise: Noise, out: Path) -> None:
+    """Each replayed timeline as start_ns<TAB>duration_ns lines, into DIR."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--export-trace {out} is a file (valid: a directory, made if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    for k, tl in enumerate(noise.timelines()):
+        lines = "".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(tl.starts.tolist(), tl.lengths.tolist(), strict=True))
+        (out / f"simulated-{k}.trace").write_text(lines, encoding="utf-8")
+    print(f"wrote {len(noise.traces)} traces in {out}", file=sys.stderr)

@@ -1,0 +1,111 @@
+"""`quietcore simulate`'s study: the slowdown curves with their scale
+limits, what each source costs, and the what-ifs, in the terminal and in a
+report."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from quietcore.runs.kinds.base import Kind
+from quietcore.runs.model import Run
+
+if TYPE_CHECKING:
+    from quietcore.report.build import Builder, Section
+
+
+def _shown(point: dict[str, Any]) -> str:
+    lo, hi = point["ci"]
+    return f"{point['slowdown']:.3f}" + (f" ±{(hi - lo) / 2:.3f}" if hi > lo else "")
+
+
+def heading(study: dict[str, Any], params: dict[str, Any]) -> str:
+    return (f"{params['collective']}, {params['iterations']:,} iterations x {params['repeats']} seeds per point, "
+            f"L = {params['latency_us']:g} µs, o = {params['overhead_us']:g} µs, phase {params['phase']}; noise: "
+            f"{study['noise']}, {study['net_noise'] * 100:.2f} % of the time lost")  # fmt: skip
+
+
+def curves_table(study: dict[str, Any]) -> Table:
+    ranks = [p["ranks"] for p in study["curves"][0]["points"]]
+    out = Table(title="Slowdown against the ranks (mean ± its 95 % interval over seeds)")
+    out.add_column("g")
+    for n in ranks:
+        out.add_column(f"N = {n:,}", justify="right")
+    out.add_column("noise costs 10 % at")
+    for c in study["curves"]:
+        out.add_row(f"{c['granularity_us']:g} µs", *[_shown(p) for p in c["points"]], c["scale_limit"]["text"])
+    return out
+
+
+def sources_table(study: dict[str, Any]) -> Table:
+    out = Table(title=f"What each source costs at N = {study['focus_ranks']:,}: the slowdown without it, and its "
+                      "share of the slowdown (baseline - without) / (baseline - 1)")  # fmt: skip
+    for h in ("source", "share of lost time", "g", "baseline", "without it", "share of the slowdown"):
+        out.add_column(h, justify="left" if h == "source" else "right")
+    for r in sorted(study["by_source"], key=lambda r: (r["granularity_us"], -(r["cost"]))):
+        share = f"{r['share'] * 100:.0f} %" if r["share"] is not None else "-"
+        out.add_row(r["source"], f"{r['lost_share'] * 100:.0f} %", f"{r['granularity_us']:g} µs",
+                    f"{r['baseline']:.3f}", _shown(r), share)  # fmt: skip
+    return out
+
+
+def whatif_table(study: dict[str, Any]) -> Table:
+    out = Table(title=f"What-ifs at N = {study['focus_ranks']:,}, beside the baseline (runtime over the baseline's "
+                      "noiseless runtime)")  # fmt: skip
+    for h in ("what if", "g", "baseline", "slowdown"):
+        out.add_column(h, justify="left" if h == "what if" else "right")
+    for r in study["whatifs"]:
+        out.add_row(r["variant"], f"{r['granularity_us']:g} µs", f"{r['baseline']:.3f}", _shown(r))
+    return out
+
+
+def costliest(study: dict[str, Any]) -> list[str]:
+    """Per granularity, the source whose removal helps most."""
+    lines = []
+    for g in sorted({r["granularity_us"] for r in study["by_source"]}):
+        rows = [r for r in study["by_source"] if r["granularity_us"] == g]
+        top = max(rows, key=lambda r: r["cost"])
+        if top["cost"] > 0:
+            lines.append(f"At N = {study['focus_ranks']:,} and g = {g:g} µs, {top['source']} costs the most: without "
+                         f"it the slowdown is {top['slowdown']:.3f} instead of {top['baseline']:.3f}.")  # fmt: skip
+    return lines
+
+
+def show(study: dict[str, Any], params: dict[str, Any], out: Console | None = None) -> None:
+    out = out or Console()
+    out.print(heading(study, params))
+    out.print(curves_table(study))
+    if study["by_source"]:
+        out.print(sources_table(study))
+    out.print(whatif_table(study))
+    for line in costliest(study) + study.get("notes", []):
+        out.print(line)
+
+
+class SimulateKind(Kind):
+    name = "simulate"
+    in_report = True
+    in_table = False
+
+    def terminal(self, out: Console, run: Run) -> None:
+        show(run.analysis, run.params, out)
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report import figures
+        from quietcore.report.render import grid
+
+        s.title = "Simulated at scale"
+        s.paragraphs.append(heading(run.analysis, run.params))
+        s.grids.append(grid(curves_table(run.analysis)))
+        b.figure(s, figures.slowdown_curves(run.analysis), "simulate",
+                 "Slowdown of a simulated bulk-synchronous job against the ranks, per work quantum g; the band is "
+                 "the 95 % interval over seeds, the dashed line the 10 % that sets the scale limit.")  # fmt: skip
+        if run.analysis["by_source"]:
+            s.grids.append(grid(sources_table(run.analysis)))
+        s.grids.append(grid(whatif_table(run.analysis)))
+        s.paragraphs += costliest(run.analysis) + run.analysis.get("notes", [])
+
+
+KIND = SimulateKind()

@@ -1,0 +1,211 @@
+"""What the simulated ranks suffer: timelines of gaps, each gap labelled
+with the source it came from, so that a source can be taken out (what the
+job would gain without it) and the rest transformed.
+
+Two inputs:
+- a measured trace (`--trace SESSION[:CPU]`): every spin-mode noise run of
+  a stored session (a `noise`, `lab` or `survey` session), one timeline per
+  CPU, each the CPU's measured span with its gaps, repeating. Its sources
+  are the periodic ones the analysis finds (named as the stored run named
+  them), and the aperiodic gaps in two classes by length;
+- a synthetic pattern (`--pattern FREQ_HZ:DURATION_US[,...]`): each source
+  a gap of that length every period."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from quietcore.errors import UsageError
+from quietcore.simulate.engine import Timeline, union
+
+LONG_NS = 100_000.0  # an aperiodic gap this long is a preemption (on a VM: the host's), as attribution says
+MAX_PATTERN_SPAN_NS = 10e9  # a pattern's timeline repeats after the periods' common multiple, or this
+PHASES = 8  # timelines of a several-source pattern, each with its own phases between the sources
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One timeline's gaps, each with the index of its source."""
+
+    name: str
+    starts: NDArray[np.float64]
+    lengths: NDArray[np.float64]
+    labels: NDArray[np.int64]
+    period: float
+
+
+@dataclass(frozen=True)
+class Noise:
+    traces: tuple[Trace, ...]
+    sources: tuple[str, ...]
+    described: str
+    notes: tuple[str, ...] = ()
+
+    def timelines(self, without: int | None = None, scale: float = 1.0) -> list[Timeline]:
+        """The timelines the kernel replays: gaps of `without` taken out,
+        the rest `scale` times as long, overlapping gaps made one."""
+        out = []
+        for t in self.traces:
+            keep = t.labels != without if without is not None else np.ones(t.labels.size, dtype=bool)
+            out.append(union(t.starts[keep], t.lengths[keep] * scale, t.period))
+        return out
+
+    def fraction(self) -> float:
+        """The share of time lost to noise, over every timeline."""
+        lost = sum(float(tl.lengths.sum()) for tl in self.timelines())
+        return lost / sum(t.period for t in self.traces)
+
+    def lost_by_source(self) -> list[float]:
+        """Each source's share of the lost time."""
+        total = sum(float(t.lengths.sum()) for t in self.traces) or 1.0
+        return [sum(float(t.lengths[t.labels == i].sum()) for t in self.traces) / total
+                for i in range(len(self.sources))]  # fmt: skip
+
+    def scaled_ok(self, scale: float) -> bool:
+        return all(tl.total < tl.period for tl in self.timelines(scale=scale))
+
+
+def parse_pattern(text: str) -> list[tuple[float, float]]:
+    """'250:17,100:200' -> [(250 Hz, 17 µs), (100 Hz, 200 µs)]."""
+    out = []
+    for item in text.split(","):
+        freq, _, dur = item.partition(":")
+        try:
+            hz, us = float(freq), float(dur)
+        except ValueError:
+            hz = us = math.nan
+        if not (0 < hz <= 1e6 and 0 < us <= 1e7):
+            raise UsageError(f"invalid --pattern {text!r}: {item!r} (valid: FREQ_HZ:DURATION_US[,...], a frequency "
+                             "of 0-1000000 Hz and a duration of 0-10000000 µs, both above 0)")  # fmt: skip
+        if us * 1e3 >= 1e9 / hz:
+            raise UsageError(f"invalid --pattern {text!r}: {item!r} lasts {us:g} µs, not less than its period "
+                             f"({1e6 / hz:g} µs): the CPU would never run")  # fmt: skip
+        out.append((hz, us))
+    return out
+
+
+def from_pattern(text: str, seed: int) -> Noise:
+    """Each source a gap every period. The timeline repeats after the
+    periods' least common multiple (in whole ns), up to 10 s. A pattern of
+    several sources gets PHASES timelines, the sources at random phases to
+    each other in each (real sources are not in step)."""
+    pattern = parse_pattern(text)
+    periods = [round(1e9 / hz) for hz, _ in pattern]
+    span = float(min(math.lcm(*periods), MAX_PATTERN_SPAN_NS))
+    rng = np.random.default_rng(seed)
+    traces = []
+    for k in range(PHASES if len(pattern) > 1 else 1):
+        starts, lengths, labels = [], [], []
+        for i, ((_, us), period) in enumerate(zip(pattern, periods, strict=True)):
+            phase = rng.uniform(0, period) if k or i else 0.0
+            s = np.arange(phase, span, period)
+            starts.append(s)
+            lengths.append(np.full(s.size, us * 1e3))
+            labels.append(np.full(s.size, i, dtype=np.int64))
+        traces.append(Trace(f"pattern, phases {k}", np.concatenate(starts), np.concatenate(lengths),
+                            np.concatenate(labels), span))  # fmt: skip
+    names = tuple(f"{hz:g} Hz x {us:g} µs" for hz, us in pattern)
+    noise = Noise(tuple(traces), names, f"pattern {text}")
+    if not noise.scaled_ok(1.0):
+        raise UsageError(f"invalid --pattern {text!r}: together its sources take the whole CPU")
+    return noise
+
+
+def parse_trace(text: str) -> tuple[str, int | None]:
+    """'SESSION[:CPU]'."""
+    session, _, cpu = text.partition(":")
+    if not session or (cpu and not cpu.isdigit()):
+        raise UsageError(f"invalid --trace {text!r} (valid: SESSION or SESSION:CPU, a session of `quietcore "
+                         "noise`, `lab` or `survey`)")  # fmt: skip
+    return session, int(cpu) if cpu else None
+
+
+def from_session(conn: sqlite3.Connection, text: str) -> Noise:
+    """Every spin-mode noise run of the session (or its CPU's trace)."""
+    import json
+
+    from quietcore.store import sessions
+
+    spec, cpu = parse_trace(text)
+    row = sessions.get_session(conn, spec)
+    facts = json.loads(row["facts"])
+    hz = facts["kernel"]["config"].get("CONFIG_HZ")
+    hints = (float(hz),) if hz and str(hz).isdigit() else ()
+    virtual = bool(facts["virtualization"]["virtualized"])
+    labeller = _Labeller(virtual)
+    traces, dropped, seen = [], 0, set()
+    for run in sessions.runs_of(conn, int(row["id"])):
+        trace = run.trace
+        if trace is None:
+            continue
+        where = (run.params.get("survey") or {}).get("host")
+        for c in trace.cpus:
+            seen.add(c.cpu)
+            if cpu is not None and c.cpu != cpu:
+                continue
+            stored: dict[str, Any] = next((a for a in run.analysis.get("cpus", []) if a.get("cpu") == c.cpu), {})
+            name = f"run {run.seq}{f' ({where})' if where else ''} CPU {c.cpu}"
+            traces.append(labeller.trace(name, c.start_ns - c.span_start_ns, c.duration_ns, c.measured_ns,
+                                         stored.get("periodic", []), hints))  # fmt: skip
+            dropped += c.dropped
+    valid = f"valid CPUs: {', '.join(map(str, sorted(seen)))}" if seen else "a session of `noise`, `lab` or `survey`"
+    if not traces:
+        what = f"no noise trace of CPU {cpu}" if seen else "no spin-mode noise run"
+        raise UsageError(f"invalid --trace {text!r}: session {row['id']} has {what} ({valid})")
+    if not any(t.starts.size for t in traces):
+        raise UsageError(f"invalid --trace {text!r}: session {row['id']}'s noise trace is empty (no gap over its "
+                         "threshold): nothing to simulate")  # fmt: skip
+    notes = (f"{dropped:,} gaps over the probe's --max-events were counted but not recorded; the simulation replays "
+             "the recorded ones",) if dropped else ()  # fmt: skip
+    cpus = f"CPU {cpu}" if cpu is not None else f"{len(traces)} CPU trace{'s' * (len(traces) > 1)}"
+    return Noise(tuple(traces), tuple(labeller.names), f"session {row['id']} ({row['command']}), {cpus}", notes)
+
+
+class _Labeller:
+    """Gives each gap of a trace a source, with one index per source name
+    across traces (the tick of CPU 0 and of CPU 1 are one source)."""
+
+    def __init__(self, virtual: bool) -> None:
+        self.virtual = virtual
+        self.names: list[str] = []
+
+    def index(self, name: str) -> int:
+        if name not in self.names:
+            self.names.append(name)
+        return self.names.index(name)
+
+    def trace(self, name: str, starts: NDArray[np.float64], lengths: NDArray[np.float64], span: float,
+              stored: list[dict[str, Any]], hints: tuple[float, ...]) -> Trace:  # fmt: skip
+        from quietcore.stats.periodicity import periodic_members
+
+        inside = (starts >= 0) & (starts < span)
+        starts, lengths = starts[inside], lengths[inside]
+        labels = np.full(starts.size, -1, dtype=np.int64)
+        if starts.size:
+            for source, members in periodic_members(starts, lengths, span, hints_hz=hints):
+                labels[members] = self.index(self._periodic_name(source.frequency_hz, stored))
+        long = lengths >= LONG_NS
+        if self.virtual:
+            names = ("the host: aperiodic gaps of 100 µs or more (the vCPU preempted)",
+                     "aperiodic gaps under 100 µs (guest interrupts, host exits)")  # fmt: skip
+        else:
+            names = ("aperiodic gaps of 100 µs or more (preemption, firmware)", "aperiodic gaps under 100 µs")
+        for mask, label in ((long, names[0]), (~long, names[1])):
+            pick = (labels < 0) & mask
+            if pick.any():
+                labels[pick] = self.index(label)
+        return Trace(name, starts, lengths, labels, span)
+
+    @staticmethod
+    def _periodic_name(hz: float, stored: list[dict[str, Any]]) -> str:
+        """As the stored analysis named the source of this frequency, if it did."""
+        for p in stored:
+            if abs(p["frequency_hz"] / hz - 1) < 0.02 and p.get("name"):
+                return f"{p['name']} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in p["name"] else str(p["name"])
+        return f"a periodic source at {hz:,.0f} Hz"

@@ -1,0 +1,154 @@
+"""A simulation study: the slowdown against N for each granularity, with a
+confidence interval over seeds; what each named source costs; the scale
+limit; and the what-ifs, each beside the baseline.
+
+Every job is replayed by the native kernel (quietcore.simulate.native).
+Variants of one (N, g, repeat) share their ranks' offsets (common random
+numbers), so a difference between the baseline and a what-if is the
+what-if's, not the draw's."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quietcore.simulate.engine import Network
+from quietcore.simulate.native import replay
+from quietcore.simulate.noise import Noise
+
+LIMIT = 1.10  # the scale limit: where noise costs 10 %
+LADDER = (1, 10, 100)  # besides the asked N: where the curve starts, for the scale limit
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+@dataclass(frozen=True)
+class Options:
+    ranks: list[int]
+    granularities_us: list[float]
+    collective: str = "allreduce"
+    iterations: int = 1000
+    repeats: int = 3
+    seed: int = 1
+    network: Network = field(default_factory=Network)
+    common: bool = False  # every rank in the same phase (--phase common)
+    scale: float = 0.5  # the what-if's factor on every gap's length
+    focus: int = 10_000  # where sources and what-ifs are shown
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    without: int | None = None  # a source taken out
+    scale: float = 1.0
+    common: bool = False
+    network: Network | None = None
+
+
+def variants(noise: Noise, o: Options) -> list[Variant]:
+    """The baseline, each source taken out, then the what-ifs."""
+    faster = Network(o.network.latency_ns / 10, o.network.overhead_ns)
+    out = [Variant("baseline", common=o.common)]
+    out += [Variant(f"without {name}", without=i, common=o.common) for i, name in enumerate(noise.sources)]
+    if not o.common:
+        out.append(Variant("co-scheduled (every rank's noise in the same phase)", common=True))
+    out.append(Variant(f"every gap x{o.scale:g} as long", scale=o.scale, common=o.common))
+    out.append(Variant("a 10x faster network (L / 10)", common=o.common, network=faster))
+    return out
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95 % t-interval (Student) over the repeats."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, mean, mean
+    half = T_975.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def _offsets(noise: Noise, n: int, rng: np.random.Generator, common: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each rank's trace (the traces in turn) and offset into it; in common
+    phase every rank replays one trace (drawn) from one offset."""
+    periods = np.array([t.period for t in noise.traces])
+    if common:
+        assign = np.full(n, rng.integers(len(periods)), dtype=np.int64)
+        return assign, np.full(n, rng.random()) * periods[assign]
+    assign = np.arange(n, dtype=np.int64) % len(periods)
+    return assign, rng.random(n) * periods[assign]
+
+
+def job(noise: Noise, v: Variant, o: Options, n: int, work_ns: float, repeat: int) -> dict[str, Any]:
+    """One replay. Its slowdown is over the baseline's noiseless runtime,
+    so that a faster network shows as a shorter run."""
+    rng = np.random.default_rng([o.seed, n, repeat])  # the same ranks for every variant
+    assign, offsets = _offsets(noise, n, rng, v.common)
+    got = replay(noise.timelines(v.without, v.scale), assign, offsets, work_ns, o.iterations, o.collective,
+                 v.network or o.network)  # fmt: skip
+    ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
+    return {**got, "slowdown": got["runtime_ns"] / ideal}
+
+
+def scale_limit(curve: list[tuple[int, float]]) -> dict[str, Any]:
+    """The N at which the slowdown first reaches LIMIT, interpolated in
+    log N between the two points around it."""
+    for k, (n, s) in enumerate(curve):
+        if s >= LIMIT:
+            if k == 0:
+                return {"ranks": n, "bound": "at most", "text": f"{LIMIT:.2f} already at N = {n:,}"}
+            (n0, s0) = curve[k - 1]
+            x = math.log(n0) + (LIMIT - s0) / (s - s0) * (math.log(n) - math.log(n0))
+            return {"ranks": round(math.exp(x)), "bound": "about", "text": f"N ≈ {math.exp(x):,.0f}"}
+    n = curve[-1][0]
+    return {"ranks": n, "bound": "over", "text": f"not reached by N = {n:,}"}
+
+
+def study(noise: Noise, o: Options, on_job: Callable[[str, float], None] | None = None) -> dict[str, Any]:
+    """Every job, then the tables' data (JSON-ready)."""
+    ladder = sorted({*[n for n in LADDER if n < max(o.ranks)], *o.ranks})
+    vs = variants(noise, o)
+    focus = o.focus if o.focus in o.ranks else max(o.ranks)
+    plan = [(v, g, n) for g in o.granularities_us for n in ladder for v in vs if v.name == "baseline" or n == focus]
+    total = sum(n * o.iterations for _, _, n in plan) * o.repeats
+    done = 0.0
+    got: dict[tuple[str, float, int], list[dict[str, Any]]] = {}
+    for v, g, n in plan:
+        for r in range(o.repeats):
+            if on_job:
+                on_job(f"N = {n:,}, g = {g:g} µs, {v.name}", done / total)
+            got.setdefault((v.name, g, n), []).append(job(noise, v, o, n, g * 1e3, r))
+            done += n * o.iterations
+    return _tables(noise, o, vs, ladder, focus, got)
+
+
+def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focus: int,
+            got: dict[tuple[str, float, int], list[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+    def stat(name: str, g: float, n: int) -> dict[str, Any]:
+        runs = got[(name, g, n)]
+        mean, lo, hi = interval([r["slowdown"] for r in runs])
+        hit = [r["hit_fraction"] for r in runs if r.get("hit_fraction") is not None]
+        return {"slowdown": mean, "ci": [lo, hi], "hit_fraction": float(np.mean(hit)) if hit else None}
+
+    curves = []
+    for g in o.granularities_us:
+        points = [{"ranks": n, **stat("baseline", g, n)} for n in ladder]
+        limit = scale_limit([(p["ranks"], p["slowdown"]) for p in points])
+        curves.append({"granularity_us": g, "points": points, "scale_limit": limit})
+    lost = noise.lost_by_source()
+    sources, whatifs = [], []
+    for g in o.granularities_us:
+        base = stat("baseline", g, focus)["slowdown"]
+        for v in vs[1:]:
+            s = stat(v.name, g, focus)
+            row = {"granularity_us": g, "variant": v.name, **s, "baseline": base}
+            if v.without is not None:
+                cost = base - s["slowdown"]
+                sources.append({**row, "source": noise.sources[v.without], "lost_share": lost[v.without],
+                                "cost": cost, "share": cost / (base - 1) if base > 1 else None})  # fmt: skip
+            else:
+                whatifs.append(row)
+    return {"noise": noise.described, "net_noise": noise.fraction(), "sources": list(noise.sources),
+            "lost_by_source": lost, "focus_ranks": focus, "curves": curves, "by_source": sources,
+            "whatifs": whatifs, "notes": list(noise.notes)}  # fmt: skip
