@@ -192,10 +192,9 @@ class _Labeller:
                 labels[members] = self.index(self._periodic_name(source.frequency_hz, stored))
         long = lengths >= LONG_NS
         if self.virtual:
-            names = ("the host: aperiodic gaps of 100 µs or more (the vCPU preempted)",
-                     "aperiodic gaps under 100 µs (guest interrupts, host exits)")  # fmt: skip
+            names = ("the host: aperiodic gaps ≥ 100 µs (vCPU preempted)", "aperiodic gaps < 100 µs (IRQs, exits)")
         else:
-            names = ("aperiodic gaps of 100 µs or more (preemption, firmware)", "aperiodic gaps under 100 µs")
+            names = ("aperiodic gaps ≥ 100 µs (preemption)", "aperiodic gaps < 100 µs (IRQs)")
         for mask, label in ((long, names[0]), (~long, names[1])):
             pick = (labels < 0) & mask
             if pick.any():

@@ -39,25 +39,41 @@ def curves_table(study: dict[str, Any]) -> Table:
     return out
 
 
+def _by_g(rows: list[dict[str, Any]], key: str) -> tuple[list[float], dict[str, dict[float, dict[str, Any]]]]:
+    gs = sorted({r["granularity_us"] for r in rows})
+    table: dict[str, dict[float, dict[str, Any]]] = {}
+    for r in rows:
+        table.setdefault(r[key], {})[r["granularity_us"]] = r
+    return gs, table
+
+
 def sources_table(study: dict[str, Any]) -> Table:
-    out = Table(title=f"What each source costs at N = {study['focus_ranks']:,}: the slowdown without it, and its "
-                      "share of the slowdown (baseline - without) / (baseline - 1)")  # fmt: skip
-    for h in ("source", "share of lost time", "g", "baseline", "without it", "share of the slowdown"):
-        out.add_column(h, justify="left" if h == "source" else "right")
-    for r in sorted(study["by_source"], key=lambda r: (r["granularity_us"], -(r["cost"]))):
-        share = f"{r['share'] * 100:.0f} %" if r["share"] is not None else "-"
-        out.add_row(r["source"], f"{r['lost_share'] * 100:.0f} %", f"{r['granularity_us']:g} µs",
-                    f"{r['baseline']:.3f}", _shown(r), share)  # fmt: skip
+    gs, table = _by_g(study["by_source"], "source")
+    out = Table(title=f"Each source at N = {study['focus_ranks']:,}: the slowdown without it (its share of the "
+                      "slowdown, (baseline - without) / (baseline - 1))")  # fmt: skip
+    out.add_column("source")
+    out.add_column("lost time", justify="right")
+    for g in gs:
+        out.add_column(f"g = {g:g} µs", justify="right")
+    baseline = {g: next(iter(table.values()))[g]["baseline"] for g in gs}
+    out.add_row("(baseline)", "", *[f"{baseline[g]:.3f}" for g in gs])
+    lost = dict(zip(study["sources"], study["lost_by_source"], strict=True))
+    for name, cells in sorted(table.items(), key=lambda kv: -max(r["cost"] for r in kv[1].values())):
+        shares = [f" ({cells[g]['share'] * 100:.0f} %)" if cells[g]["share"] is not None else "" for g in gs]
+        out.add_row(name, f"{lost[name] * 100:.0f} %", *[_shown(cells[g]) + sh for g, sh in zip(gs, shares,
+                                                                                                  strict=True)])  # fmt: skip
     return out
 
 
 def whatif_table(study: dict[str, Any]) -> Table:
-    out = Table(title=f"What-ifs at N = {study['focus_ranks']:,}, beside the baseline (runtime over the baseline's "
-                      "noiseless runtime)")  # fmt: skip
-    for h in ("what if", "g", "baseline", "slowdown"):
-        out.add_column(h, justify="left" if h == "what if" else "right")
-    for r in study["whatifs"]:
-        out.add_row(r["variant"], f"{r['granularity_us']:g} µs", f"{r['baseline']:.3f}", _shown(r))
+    gs, table = _by_g(study["whatifs"], "variant")
+    out = Table(title=f"What-ifs at N = {study['focus_ranks']:,}: runtime over the baseline's noiseless runtime")
+    out.add_column("what if")
+    for g in gs:
+        out.add_column(f"g = {g:g} µs", justify="right")
+    out.add_row("(baseline)", *[f"{next(iter(table.values()))[g]['baseline']:.3f}" for g in gs])
+    for name, cells in table.items():
+        out.add_row(name, *[_shown(cells[g]) for g in gs])
     return out
 
 
