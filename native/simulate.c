@@ -177,9 +177,10 @@ static int load(probe_ctx *ctx, const char *path, sim_input *in)
                               (unsigned long long)t);
         for (uint64_t i = 0; i < *n; i++)
             if (gap[2 * i] < 0 || gap[2 * i] >= *period || !(gap[2 * i + 1] > 0) ||
-                (i && gap[2 * i] < gap[2 * i - 2] + gap[2 * i - 1]))
+                (i && gap[2 * i] < gap[2 * i - 2] + gap[2 * i - 1]) ||
+                (i == *n - 1 && gap[2 * i] + gap[2 * i + 1] > gap[0] + *period)) /* and the next turn's first */
                 return probe_fail(ctx, EXIT_USAGE, "--input %s: timeline %llu's gap %llu is outside its period, "
-                                  "empty, or overlaps the one before", path, (unsigned long long)t,
+                                  "empty, or overlaps a neighbour (the one before, or the next turn's first)", path, (unsigned long long)t,
                                   (unsigned long long)i);
         in->tl[t] = (timeline){*period, *n, gap};
     }

@@ -110,7 +110,8 @@ def from_pattern(text: str, seed: int) -> Noise:
             labels.append(np.full(s.size, i, dtype=np.int64))
         traces.append(Trace(f"pattern, phases {k}", np.concatenate(starts), np.concatenate(lengths),
                             np.concatenate(labels), span))  # fmt: skip
-    names = tuple(f"{hz:g} Hz x {us:g} µs" for hz, us in pattern)
+    plain = [f"{hz:g} Hz x {us:g} µs" for hz, us in pattern]
+    names = tuple(f"{n} (#{i + 1})" if plain.count(n) > 1 else n for i, n in enumerate(plain))
     noise = Noise(tuple(traces), names, f"pattern {text}")
     if not noise.scaled_ok(1.0):
         raise UsageError(f"invalid --pattern {text!r}: together its sources take the whole CPU")

@@ -39,6 +39,10 @@ def curves_table(study: dict[str, Any]) -> Table:
     return out
 
 
+def _share(row: dict[str, Any]) -> str:
+    return f" ({row['share'] * 100:.0f} %)" if row["share"] is not None else ""
+
+
 def _by_g(rows: list[dict[str, Any]], key: str) -> tuple[list[float], dict[str, dict[float, dict[str, Any]]]]:
     gs = sorted({r["granularity_us"] for r in rows})
     table: dict[str, dict[float, dict[str, Any]]] = {}
@@ -59,9 +63,7 @@ def sources_table(study: dict[str, Any]) -> Table:
     out.add_row("(baseline)", "", *[f"{baseline[g]:.3f}" for g in gs])
     lost = dict(zip(study["sources"], study["lost_by_source"], strict=True))
     for name, cells in sorted(table.items(), key=lambda kv: -max(r["cost"] for r in kv[1].values())):
-        shares = [f" ({cells[g]['share'] * 100:.0f} %)" if cells[g]["share"] is not None else "" for g in gs]
-        out.add_row(name, f"{lost[name] * 100:.0f} %", *[_shown(cells[g]) + sh for g, sh in zip(gs, shares,
-                                                                                                  strict=True)])  # fmt: skip
+        out.add_row(name, f"{lost[name] * 100:.0f} %", *[_shown(cells[g]) + _share(cells[g]) for g in gs])
     return out
 
 

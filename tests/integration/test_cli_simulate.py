@@ -1,0 +1,147 @@
+"""`quietcore simulate` as a user runs it: bad input, a synthetic pattern's
+study stored and reported, a measured trace with its named sources, the
+exported timelines, and the round trip against `survey --coupled`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliRunner, allowed_cpus
+
+QUICK = ("--iterations", "200", "--repeats", "2")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "give the noise: --trace SESSION[:CPU]"),
+        (["--pattern", "100:10000"], "lasts 10000 µs, not less than its period (10000 µs)"),
+        (["--pattern", "100:10", "--ranks", "0"], "invalid --ranks '0'"),
+        (["--pattern", "100:10", "--ranks", "1k,20M"], "valid: whole numbers of ranks from 1 to 10,000,000"),
+        (["--pattern", "100:10", "--granularity-us", "0,100"], "invalid --granularity-us '0,100'"),
+        (["--pattern", "100:10", "--granularity-us", "-5"], "invalid --granularity-us '-5'"),
+        (["--pattern", "100:10", "--collective", "alltoall"], "valid: allreduce, barrier, stencil"),
+        (["--pattern", "100:10", "--phase", "half"], "invalid --phase 'half' (valid: random, common)"),
+        (["--pattern", "100:2000", "--scale", "5"], "gaps 5 times as long would take the whole CPU"),
+        (["--trace", "7"], "no result with ID '7'"),
+        (["--trace", "x:y"], "invalid --trace 'x:y'"),
+        (["--pattern", "100:10", "--trace", "1"], "not allowed with argument"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(cli: CliRunner, db_file: Path, args: list[str],
+                                                           words: str) -> None:  # fmt: skip
+    proc = cli("simulate", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not db_file.exists() or sqlite3.connect(db_file).execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)
+
+
+def test_a_trace_that_is_no_noise_run_or_empty_is_refused(cli: CliRunner) -> None:
+    """A simulate session has no trace to replay; a noise run whose
+    threshold no gap passed has an empty one."""
+    assert cli("simulate", "--pattern", "100:10", "--ranks", "10", *QUICK).returncode == 0
+    proc = cli("simulate", "--trace", "1")
+    assert proc.returncode == 2 and "session 1 has no spin-mode noise run" in proc.stderr, proc.stderr
+    cpu = str(allowed_cpus()[-1])
+    quiet = cli("noise", "--cpus", cpu, "--duration", "0.2", "--threshold-ns", "500000000", "--trace", "off")
+    assert quiet.returncode == 0, quiet.stderr
+    proc = cli("simulate", "--trace", "2")  # the refusal above stored nothing
+    assert proc.returncode == 2 and "noise trace is empty" in proc.stderr, proc.stderr
+    proc = cli("simulate", "--trace", "2:999")
+    assert proc.returncode == 2 and f"no noise trace of CPU 999 (valid CPUs: {cpu})" in proc.stderr, proc.stderr
+
+
+def test_a_pattern_study_is_stored_shown_and_reported(cli: CliRunner, tmp_path: Path) -> None:
+    """100 Hz x 200 µs and 250 Hz x 17 µs. The slowdown never falls as N
+    grows (within the seeds' spread), N = 1 pays about the net noise
+    (2.4 %), the 100 Hz source costs the most at N = 1k, co-scheduled
+    noise costs what one rank pays, and the study is a session that
+    `results show` and `report` draw."""
+    proc = cli("simulate", "--pattern", "100:200,250:17", "--ranks", "100,1k", "--focus", "1k",
+               "--granularity-us", "100,1000", *QUICK, "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    study = json.loads(proc.stdout)
+    assert study["net_noise"] == pytest.approx(0.024, rel=0.02)
+    for curve in study["curves"]:
+        points = curve["points"]
+        assert [p["ranks"] for p in points] == [1, 10, 100, 1000]
+        assert points[0]["slowdown"] == pytest.approx(1.024, abs=0.01)
+        assert all(b["slowdown"] >= a["ci"][0] * 0.99 for a, b in itertools.pairwise(points)), points
+    top = {g: max((r for r in study["by_source"] if r["granularity_us"] == g), key=lambda r: r["cost"])["source"]
+           for g in (100.0, 1000.0)}  # fmt: skip
+    assert top == {100.0: "100 Hz x 200 µs", 1000.0: "100 Hz x 200 µs"}
+    co = next(r for r in study["whatifs"] if r["variant"].startswith("co-scheduled") and r["granularity_us"] == 100)
+    assert co["slowdown"] == pytest.approx(1.024, abs=0.02)
+    shown = cli("results", "show", str(study["session"]))
+    assert shown.returncode == 0 and "costs the most" in shown.stdout and "noise costs 10 % at" in shown.stdout
+    out = tmp_path / "report"
+    report = cli("report", "--out", str(out), str(study["session"]))
+    assert report.returncode == 0, report.stderr
+    html = (out / "index.html").read_text()
+    assert "Simulated at scale" in html and "-simulate" in html and "co-scheduled" in html
+
+
+def test_a_measured_trace_names_its_sources_and_exports_its_timelines(cli: CliRunner, tmp_path: Path) -> None:
+    """A 2 s noise run: every gap gets a source (the periodic ones the
+    analysis finds, then the aperiodic ones by length), the lost time of
+    the sources adds up to the trace's, and --export-trace writes the
+    timeline the kernel replays, one gap a line."""
+    cpu = str(allowed_cpus()[-1])
+    assert cli("noise", "--cpus", cpu, "--duration", "2", "--trace", "off").returncode == 0
+    export = tmp_path / "traces"
+    proc = cli("simulate", "--trace", f"1:{cpu}", "--ranks", "1k", "--granularity-us", "100", *QUICK, "--json",
+               "--export-trace", str(export))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    study = json.loads(proc.stdout)
+    assert study["noise"] == f"session 1 (noise), CPU {cpu}" and 0 < study["net_noise"] < 0.5
+    assert sum(study["lost_by_source"]) == pytest.approx(1.0)
+    assert len(study["by_source"]) == len(study["sources"]) >= 1
+    (trace,) = sorted(export.iterdir())
+    lines = [line.split("\t") for line in trace.read_text().splitlines()]
+    assert lines and all(len(f) == 2 and float(f[1]) > 0 for f in lines)
+    assert [float(f[0]) for f in lines] == sorted(float(f[0]) for f in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
+@pytest.mark.skipif(len(allowed_cpus()) < 2, reason="the injector and the survey share one CPU of two")
+def test_a_recorded_trace_at_one_rank_gives_the_slowdown_survey_coupled_measured(cli_env: dict[str, str]) -> None:
+    """The injector (100 Hz x 200 µs at FIFO) on CPU 1, and a one-rank
+    `survey --coupled --work-us 1000` pinned there: its noise trace and its
+    measured slowdown of a 1 ms quantum (mean over the fastest) come from
+    the same CPU under the same noise. Simulated at N = 1 with g = the
+    measured quantum, the trace must give that slowdown within 10 %; both
+    must see the injection (2 % of the time at least)."""
+    from quietcore.probes.runner import probe_path
+
+    pytest.importorskip("mpi4py", reason="survey needs mpi4py (quietcore[mpi])")
+    env = {**cli_env, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    injector = subprocess.Popen([str(probe_path()), "disturb", "--cpus", "1", "--duration", "30", "--period-us",
+                                 "10000", "--burst-us", "200", "--policy", "fifo", "--priority", "50"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        survey = subprocess.run(["taskset", "-c", "1", sys.executable, "-m", "quietcore", "survey", "--duration", "3",
+                                 "--coupled", "--work-us", "1000", "--json"], env=env, capture_output=True, text=True,
+                                timeout=120, check=False)  # fmt: skip
+    finally:
+        injector.kill()
+        injector.wait()
+    assert survey.returncode == 0, survey.stderr
+    (measured,) = json.loads(survey.stdout)["coupled"]
+    g = measured["ideal_ns"] / 1e3
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "simulate", "--trace", "1", "--ranks", "1",
+                           "--granularity-us", f"{g:.3f}", "--iterations", "3000", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (point,) = json.loads(proc.stdout)["curves"][0]["points"]
+    assert point["ranks"] == 1
+    assert point["slowdown"] == pytest.approx(measured["slowdown"], rel=0.10), (point, measured)
+    assert point["slowdown"] > 1.02 and measured["slowdown"] > 1.02

@@ -1,0 +1,86 @@
+"""The simulation study's pure parts: patterns, rank lists, overlapping
+gaps made one, the scale limit and the interval over seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quietcore.commands.simulate import ranks_option
+from quietcore.errors import UsageError
+from quietcore.simulate.engine import union
+from quietcore.simulate.noise import from_pattern, parse_pattern
+from quietcore.simulate.study import interval, scale_limit
+
+
+def test_a_pattern_lists_frequency_and_duration() -> None:
+    assert parse_pattern("250:17,100:200") == [(250.0, 17.0), (100.0, 200.0)]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("100:10000", "not less than its period"),
+        ("100:20000", "not less than its period"),
+        ("100", "valid: FREQ_HZ:DURATION_US"),
+        ("0:5", "valid: FREQ_HZ:DURATION_US"),
+        ("100:-5", "valid: FREQ_HZ:DURATION_US"),
+        ("abc:def", "valid: FREQ_HZ:DURATION_US"),
+    ],
+)
+def test_bad_patterns_say_why(text: str, words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        parse_pattern(text)
+
+
+def test_gaps_scaled_past_the_period_are_caught() -> None:
+    """A 100 Hz x 2 ms source (20 %) five times as long takes the whole
+    period: the work would never end, and the what-if is refused."""
+    noise = from_pattern("100:2000", seed=1)
+    assert noise.scaled_ok(4.9) and not noise.scaled_ok(5.0)
+
+
+def test_a_pattern_repeats_after_the_periods_common_multiple() -> None:
+    """250 Hz and 100 Hz: 4 ms and 10 ms repeat together every 20 ms, with
+    5 and 2 gaps of each; several sources get PHASES timelines."""
+    noise = from_pattern("250:17,100:200", seed=3)
+    assert {t.period for t in noise.traces} == {20e6}
+    assert len(noise.traces) == 8
+    t = noise.traces[0]
+    assert sorted(np.bincount(t.labels).tolist()) == [2, 5]
+    assert noise.fraction() == pytest.approx(5 * 17e3 / 20e6 + 2 * 200e3 / 20e6, rel=0.02)
+    assert noise.sources == ("250 Hz x 17 µs", "100 Hz x 200 µs")
+
+
+def test_ranks_take_k_and_m() -> None:
+    assert ranks_option("1k,10k,100k") == [1_000, 10_000, 100_000]
+    assert ranks_option("2M,5") == [5, 2_000_000]
+    for bad in ("0", "20M", "1.5k", "x", ""):
+        with pytest.raises(UsageError, match="valid: whole numbers of ranks from 1 to 10,000,000"):
+            ranks_option(bad)
+
+
+def test_overlapping_gaps_are_one_and_the_last_stops_at_the_next_turn() -> None:
+    """Gaps [10, 30), [20, 50), [60, 70) and [95, 120) in a period of 100:
+    the first two are [10, 50); the last runs past the end and is cut at
+    the next turn's first gap (110)."""
+    tl = union(np.array([60.0, 10.0, 20.0, 95.0]), np.array([10.0, 20.0, 30.0, 25.0]), 100.0)
+    assert tl.starts.tolist() == [10.0, 60.0, 95.0]
+    assert tl.lengths.tolist() == [40.0, 10.0, 15.0]
+
+
+def test_the_scale_limit_is_interpolated_in_log_n() -> None:
+    """1.05 at N = 100 and 1.15 at N = 10,000: 1.10 halfway in log N, at
+    N = 1,000."""
+    got = scale_limit([(1, 1.01), (100, 1.05), (10_000, 1.15)])
+    assert got["bound"] == "about" and got["ranks"] == 1_000
+    assert scale_limit([(1, 1.2), (10, 2.0)])["bound"] == "at most"
+    assert scale_limit([(1, 1.0), (100, 1.02)]) == {"ranks": 100, "bound": "over", "text": "not reached by N = 100"}
+
+
+def test_the_interval_is_students_t() -> None:
+    """Three values 1, 2, 3: mean 2, s = 1, t(0.975, 2) = 4.303, so 2 ±
+    4.303 / sqrt(3) = 2 ± 2.484."""
+    mean, lo, hi = interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and hi - mean == pytest.approx(2.4843, abs=1e-3) and lo == pytest.approx(2 * mean - hi)
+    assert interval([1.5]) == (1.5, 1.5, 1.5)
