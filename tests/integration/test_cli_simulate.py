@@ -85,8 +85,12 @@ def test_a_pattern_study_is_stored_shown_and_reported(cli: CliRunner, tmp_path: 
     out = tmp_path / "report"
     report = cli("report", "--out", str(out), str(study["session"]))
     assert report.returncode == 0, report.stderr
-    html = (out / "index.html").read_text()
-    assert "Simulated at scale" in html and "-simulate" in html and "co-scheduled" in html
+    from tests.integration.test_report_browser import in_chromium
+
+    body, names, errors = in_chromium(out / "index.html", "simulate-report.png")
+    assert "Simulated at scale" in body and "co-scheduled" in body and "costs the most" in body
+    assert any(n.endswith("-simulate") for n in names), names
+    assert errors == []
 
 
 def test_a_measured_trace_names_its_sources_and_exports_its_timelines(cli: CliRunner, tmp_path: Path) -> None:

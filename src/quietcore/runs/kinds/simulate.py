@@ -80,7 +80,8 @@ def whatif_table(study: dict[str, Any]) -> Table:
 
 
 def costliest(study: dict[str, Any]) -> list[str]:
-    """Per granularity, the source whose removal helps most."""
+    """Per granularity, the source whose removal helps most, and what
+    taking the tick away (nohz_full on the compute CPUs) would buy."""
     lines = []
     for g in sorted({r["granularity_us"] for r in study["by_source"]}):
         rows = [r for r in study["by_source"] if r["granularity_us"] == g]
@@ -88,6 +89,10 @@ def costliest(study: dict[str, Any]) -> list[str]:
         if top["cost"] > 0:
             lines.append(f"At N = {study['focus_ranks']:,} and g = {g:g} µs, {top['source']} costs the most: without "
                          f"it the slowdown is {top['slowdown']:.3f} instead of {top['baseline']:.3f}.")  # fmt: skip
+        tick = next((r for r in rows if "scheduler tick" in r["source"]), None)
+        if tick:
+            lines.append(f"Without the scheduler tick (what nohz_full would buy, if the CPUs run one task each), "
+                         f"g = {g:g} µs: {tick['slowdown']:.3f} instead of {tick['baseline']:.3f}.")  # fmt: skip
     return lines
 
 
