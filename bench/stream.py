@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+# The installed package (`make install`), whose native core is built in.
 from quietcore.probes.runner import probe_path
 
 STREAM_C = r"""
