@@ -115,8 +115,8 @@ def test_several_cpus_at_once() -> None:
         (["calibrate", "--cpu", "0-1"], "invalid --cpu"),
         (
             ["warp"],
-            "unknown command 'warp' (valid: calibrate, noise, latency, ctxswitch, disturb, matmul, compute, cpuburn, "
-            "memory, memscan, stride, stream, numa, io, mixed)",
+            "unknown command 'warp' (valid: calibrate, noise, latency, ctxswitch, disturb, simulate, matmul, compute, "
+            "cpuburn, memory, memscan, stride, stream, numa, io, mixed)",
         ),
     ],
 )
