@@ -14,11 +14,9 @@
  *
  * Why a kernel in C: the ranks are coupled at every collective, so the
  * iterations are sequential, and numpy pays a dozen passes over the ranks
- * per iteration. Here a rank's position only moves forward, so it keeps a
- * cursor into its timeline and each rank-iteration is O(1) amortised. The
- * hot state (when the rank's next gap starts and when its last one ended,
- * both on the job's clock) is 16 bytes a rank, so 100,000 ranks stay in
- * cache, and a rank whose quantum holds no gap touches nothing else. */
+ * per iteration. Here a rank's finish is a function of its place in its
+ * timeline alone (delayed()), found from the gap that follows it; a global
+ * collective finds those gaps for all ranks in one merge (longest()). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -47,29 +45,17 @@ typedef struct {
 } timeline;
 
 typedef struct {
-    double offset, base; /* base: the start of the timeline's current turn, own clock */
-    uint32_t k;          /* the next gap not yet passed, in the current turn */
-    uint32_t tl;
-} cursor;
-
-typedef struct {
     const char *input;
     double work, cost;
     uint64_t iterations, threads;
     bool stencil;
 } sim_opts;
 
-/* On the job's clock, the hot state of a rank: when its next gap starts,
- * and when the last gap it passed ended. Side by side, one stream. */
-typedef struct {
-    double next, lastend;
-} hot;
-
 typedef struct {
     uint64_t ntl, nranks;
     timeline *tl;
-    cursor *cur;
-    hot *hot;
+    const int32_t *assign; /* each rank's timeline, in the blob */
+    const double *offset;  /* each rank's offset into it, in the blob */
     void *blob;
 } sim_input;
 
@@ -188,62 +174,13 @@ static int load(probe_ctx *ctx, const char *path, sim_input *in)
     const double *offset = take(blob, len, &at, in->nranks * 8);
     if (!in->tl || !assign || !offset || at != len)
         return probe_fail(ctx, EXIT_USAGE, "--input %s: the ranks' part is cut short or followed by more", path);
-    in->cur = malloc(in->nranks * sizeof *in->cur);
-    in->hot = malloc(in->nranks * sizeof *in->hot);
-    if (!in->cur || !in->hot)
-        return probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)in->nranks);
-    for (uint64_t r = 0; r < in->nranks; r++) {
+    for (uint64_t r = 0; r < in->nranks; r++)
         if (assign[r] < 0 || (uint64_t)assign[r] >= in->ntl || !(offset[r] >= 0))
             return probe_fail(ctx, EXIT_USAGE, "--input %s: rank %llu names no timeline or a negative offset",
                               path, (unsigned long long)r);
-        const timeline *t = &in->tl[assign[r]];
-        /* The first gap at or after the rank's offset; the turn its offset is in. */
-        double base = floor(offset[r] / t->period) * t->period, local = offset[r] - base;
-        uint32_t k = 0;
-        while (k < t->n && t->gap[2 * k] < local)
-            k++;
-        cursor *c = &in->cur[r];
-        *c = (cursor){offset[r], base, k, (uint32_t)assign[r]};
-        if (c->k == t->n) {
-            c->k = 0;
-            c->base += t->period;
-        }
-        /* A gap under way at the offset holds the rank until it ends. */
-        double lastend = -INFINITY;
-        if (t->n) {
-            uint32_t prev = k ? k - 1 : (uint32_t)t->n - 1;
-            double pstart = t->gap[2 * prev] + (k ? base : base - t->period);
-            lastend = pstart + t->gap[2 * prev + 1] - offset[r];
-        }
-        in->hot[r].lastend = lastend;
-        in->hot[r].next = t->n ? c->base + t->gap[2 * c->k] - offset[r] : INFINITY;
-    }
+    in->assign = assign;
+    in->offset = offset;
     return EXIT_OK;
-}
-
-/* Rank r starts work at `now` (job clock): when does it end? The slow path,
- * taken when a gap starts before the quantum ends. */
-static double stretched(const sim_input *in, uint64_t r, double begin, double end)
-{
-    cursor *c = &in->cur[r];
-    const timeline *t = &in->tl[c->tl];
-    double next = in->hot[r].next, lastend = in->hot[r].lastend;
-    while (next < end) {
-        double length = t->gap[2 * c->k + 1];
-        if (next >= begin)
-            end += length; /* a gap inside the quantum stretches it */
-        else if (next + length > begin)
-            end += next + length - begin; /* it was waiting out a gap under way: only the rest */
-        lastend = next + length;
-        if (++c->k == t->n) {
-            c->k = 0;
-            c->base += t->period;
-        }
-        next = c->base + t->gap[2 * c->k] - c->offset;
-    }
-    in->hot[r].next = next;
-    in->hot[r].lastend = lastend;
-    return end;
 }
 
 /* A global collective starts every rank at the same `now`, so a rank's
@@ -261,6 +198,17 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The first gap of the turn, from j on, that ends after x (n when none does). */
+static uint64_t first_after(const timeline *t, double x, uint64_t j)
+{
+    uint64_t b = t->n;
+    while (j < b) {
+        uint64_t m = j + (b - j) / 2;
+        if (t->gap[2 * m] + t->gap[2 * m + 1] > x) b = m; else j = m + 1;
+    }
+    return j;
 }
 
 /* Work of `work` ns started at place x in [0, period); j: the first gap of
@@ -311,18 +259,11 @@ static double longest(const timeline *t, const rankset *rs, double shift, uint64
         /* The first gap that ends after x: a few steps when the ranks are
          * denser than the gaps, a binary search when far apart, so that an
          * iteration costs O(ranks log(gaps / ranks)), not O(gaps). */
-        for (int step = 0; j < n && g[2 * j] + g[2 * j + 1] <= x; step++) {
+        for (int step = 0; j < n && g[2 * j] + g[2 * j + 1] <= x; step++, j++)
             if (step == 4) {
-                uint64_t a2 = j, b2 = n;
-                while (a2 < b2) {
-                    uint64_t m = a2 + (b2 - a2) / 2;
-                    if (g[2 * m] + g[2 * m + 1] > x) b2 = m; else a2 = m + 1;
-                }
-                j = a2;
+                j = first_after(t, x, j);
                 break;
             }
-            j++;
-        }
         double next = j < n ? g[2 * j] : g[0] + t->period;
         if (next - work <= x || x < tail) { /* a gap touches this rank's quantum */
             double d = delayed(t, x, j, work);
@@ -360,7 +301,7 @@ static rankset *ranksets(const sim_input *in)
     if (!sets)
         return NULL;
     for (uint64_t r = 0; r < in->nranks; r++)
-        sets[in->cur[r].tl].n++;
+        sets[in->assign[r]].n++;
     for (uint64_t t = 0; t < in->ntl; t++) {
         sets[t].off = malloc((sets[t].n ? sets[t].n : 1) * sizeof(double));
         if (!sets[t].off) {
@@ -372,24 +313,24 @@ static rankset *ranksets(const sim_input *in)
         sets[t].n = 0;
     }
     for (uint64_t r = 0; r < in->nranks; r++) {
-        rankset *rs = &sets[in->cur[r].tl];
-        double period = in->tl[in->cur[r].tl].period;
-        rs->off[rs->n++] = fmod(in->cur[r].offset, period);
+        rankset *rs = &sets[in->assign[r]];
+        rs->off[rs->n++] = fmod(in->offset[r], in->tl[in->assign[r]].period);
     }
     for (uint64_t t = 0; t < in->ntl; t++)
         qsort(sets[t].off, sets[t].n, sizeof(double), cmp_double);
     return sets;
 }
 
-/* One iteration of a stencil: each rank from its own start time. */
+/* One iteration of a stencil: each rank from its own start time, its gap
+ * found by binary search (O(log gaps) a rank; global collectives merge). */
 static void iterate_each(const sim_input *in, const double *start, double *done, double work, int threads)
 {
     const int64_t n = (int64_t)in->nranks;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t r = 0; r < n; r++) {
-        const hot h = in->hot[r];
-        double end = (start[r] > h.lastend ? start[r] : h.lastend) + work;
-        done[r] = h.next < end ? stretched(in, (uint64_t)r, start[r], end) : end;
+        const timeline *t = &in->tl[in->assign[r]];
+        double x = fmod(start[r] + in->offset[r], t->period);
+        done[r] = start[r] + (t->n ? delayed(t, x, first_after(t, x, 0), work) : work);
     }
 }
 
@@ -466,8 +407,6 @@ out:
     free(start);
     free(done);
     free(in.tl);
-    free(in.cur);
-    free(in.hot);
     free(in.blob);
     return ctx->exit_code;
 }
