@@ -46,6 +46,32 @@ def int_in_range(text: str, option: str, lo: int, hi: int) -> int:
     return _in_range(text, option, lo, hi, int)
 
 
+def ranks_option(text: str, option: str, hi: int) -> list[int]:
+    """'1k,10k,100k' -> [1000, 10000, 100000], each 1 to hi, sorted and once each."""
+    out = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        scale = {"k": 1_000, "m": 1_000_000}.get(item[-1:], 1)
+        digits = item[:-1] if scale > 1 else item
+        n = int(digits) * scale if digits.isdigit() else 0
+        if not 1 <= n <= hi:
+            raise UsageError(f"invalid {option} {text!r}: {item!r} (valid: whole numbers of ranks from 1 to "
+                             f"{hi:,}, with k and M, comma-separated)")  # fmt: skip
+        out.append(n)
+    return sorted(set(out))
+
+
+def positive_floats_option(text: str, option: str, hi: float) -> list[float]:
+    """'10,100,1000' -> [10.0, 100.0, 1000.0], each above 0 and at most hi."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v <= hi for v in values):
+        raise UsageError(f"invalid {option} {text!r} (valid: positive numbers up to {hi:g}, comma-separated)")
+    return sorted(set(values))
+
+
 def sched_option(policy: str, priority_text: str, cpus: frozenset[int], online: frozenset[int], force: bool) -> int:
     """The priority for a policy, checked before anything is opened or
     measured (the native core checks the same again): 1-99 with fifo and rr

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quietcore.commands.simulate import ranks_option
 from quietcore.errors import UsageError
+from quietcore.options import ranks_option
 from quietcore.simulate.engine import union
 from quietcore.simulate.noise import from_pattern, parse_pattern
-from quietcore.simulate.study import interval, scale_limit
+from quietcore.simulate.study import scale_limit
+from quietcore.stats.student import mean_ci as interval
 
 
 def test_a_pattern_lists_frequency_and_duration() -> None:
@@ -53,11 +54,11 @@ def test_a_pattern_repeats_after_the_periods_common_multiple() -> None:
 
 
 def test_ranks_take_k_and_m() -> None:
-    assert ranks_option("1k,10k,100k") == [1_000, 10_000, 100_000]
-    assert ranks_option("2M,5") == [5, 2_000_000]
+    assert ranks_option("1k,10k,100k", "--ranks", 10**7) == [1_000, 10_000, 100_000]
+    assert ranks_option("2M,5", "--ranks", 10**7) == [5, 2_000_000]
     for bad in ("0", "20M", "1.5k", "x", ""):
         with pytest.raises(UsageError, match="valid: whole numbers of ranks from 1 to 10,000,000"):
-            ranks_option(bad)
+            ranks_option(bad, "--ranks", 10**7)
 
 
 def test_overlapping_gaps_are_one_and_the_last_stops_at_the_next_turn() -> None:

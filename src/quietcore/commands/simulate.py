@@ -65,34 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
 
 
-def ranks_option(text: str, option: str = "--ranks") -> list[int]:
-    """'1k,10k,100k' -> [1000, 10000, 100000], each 1 to 10^7."""
-    out = []
-    for item in text.split(","):
-        item = item.strip().lower()
-        scale = {"k": 1_000, "m": 1_000_000}.get(item[-1:], 1)
-        digits = item[:-1] if scale > 1 else item
-        n = int(digits) * scale if digits.isdigit() else 0
-        if not 1 <= n <= MAX_RANKS:
-            raise UsageError(f"invalid {option} {text!r}: {item!r} (valid: whole numbers of ranks from 1 to "
-                             f"{MAX_RANKS:,}, with k and M, comma-separated)")  # fmt: skip
-        out.append(n)
-    return sorted(set(out))
-
-
-def floats_option(text: str, option: str, hi: float) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or not all(0 < v <= hi for v in values):
-        raise UsageError(f"invalid {option} {text!r} (valid: positive numbers up to {hi:g}, comma-separated)")
-    return sorted(set(values))
-
-
 def options(args: argparse.Namespace) -> Options:
     """The validated study options, before anything is read or run."""
-    from quietcore.options import int_in_range, positive_float
+    from quietcore.options import int_in_range, positive_float, positive_floats_option, ranks_option
     from quietcore.simulate.engine import Network
     from quietcore.simulate.study import Options
 
@@ -103,14 +78,14 @@ def options(args: argparse.Namespace) -> Options:
     if not args.trace and not args.pattern:
         raise UsageError("give the noise: --trace SESSION[:CPU] (a stored noise, lab or survey session) or "
                          "--pattern FREQ_HZ:DURATION_US[,...]")  # fmt: skip
-    focus = ranks_option(args.focus, "--focus")
+    focus = ranks_option(args.focus, "--focus", MAX_RANKS)
     if len(focus) != 1:
         raise UsageError(f"invalid --focus {args.focus!r} (valid: one number of ranks)")
     network = Network(positive_float(args.latency_us, "--latency-us", 0, 1e6) * 1e3,
                       positive_float(args.overhead_us, "--overhead-us", 0, 1e6) * 1e3)  # fmt: skip
     return Options(
-        ranks=ranks_option(args.ranks),
-        granularities_us=floats_option(args.granularity_us, "--granularity-us", 1e7),
+        ranks=ranks_option(args.ranks, "--ranks", MAX_RANKS),
+        granularities_us=positive_floats_option(args.granularity_us, "--granularity-us", 1e7),
         collective=args.collective,
         iterations=int_in_range(args.iterations, "--iterations", 1, 10_000_000),
         repeats=int_in_range(args.repeats, "--repeats", 1, 10),
@@ -171,7 +146,8 @@ def export(noise: Noise, out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--export-trace {out} is a file (valid: a directory, made if missing)")
     out.mkdir(parents=True, exist_ok=True)
+    from quietcore.report.nodes import trace_text
+
     for k, tl in enumerate(noise.timelines()):
-        lines = "".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(tl.starts.tolist(), tl.lengths.tolist(), strict=True))
-        (out / f"simulated-{k}.trace").write_text(lines, encoding="utf-8")
+        (out / f"simulated-{k}.trace").write_text(trace_text(tl.starts, tl.lengths), encoding="utf-8")
     print(f"wrote {len(noise.traces)} traces in {out}", file=sys.stderr)

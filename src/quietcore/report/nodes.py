@@ -14,6 +14,9 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from quietcore.errors import UsageError
 from quietcore.runs.model import Run
 from quietcore.store import sessions
@@ -32,6 +35,11 @@ def _noise_runs(conn: sqlite3.Connection, row: sqlite3.Row) -> list[tuple[str, i
     return out
 
 
+def trace_text(starts: npt.NDArray[np.float64], durations: npt.NDArray[np.float64]) -> str:
+    """`start_ns<TAB>duration_ns` lines, one gap each."""
+    return "".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(starts.tolist(), durations.tolist(), strict=True))
+
+
 def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: bool) -> list[Path]:
     """Into directory `out`: HOST-rankR-cpuC.trace per node and CPU."""
     runs = _noise_runs(conn, row)
@@ -45,9 +53,7 @@ def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: b
             path = out / f"{host}-rank{rank}-cpu{cpu.cpu}.trace"
             if path.exists() and not force:
                 raise UsageError(f"{path} exists, will not overwrite without --force")
-            starts = cpu.start_ns - cpu.span_start_ns
-            path.write_text("".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(starts.tolist(), cpu.duration_ns.tolist(),
-                                                                         strict=True)), encoding="utf-8")  # fmt: skip
+            path.write_text(trace_text(cpu.start_ns - cpu.span_start_ns, cpu.duration_ns), encoding="utf-8")
             written.append(path)
     return written
 

@@ -19,10 +19,10 @@ import numpy as np
 from quietcore.simulate.engine import Network
 from quietcore.simulate.native import replay
 from quietcore.simulate.noise import Noise
+from quietcore.stats.student import mean_ci
 
 LIMIT = 1.10  # the scale limit: where noise costs 10 %
 LADDER = (1, 10, 100)  # besides the asked N: where the curve starts, for the scale limit
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,6 @@ def variants(noise: Noise, o: Options) -> list[Variant]:
     out.append(Variant(f"every gap x{o.scale:g} as long", scale=o.scale, common=o.common))
     out.append(Variant("a 10x faster network (L / 10)", common=o.common, network=faster))
     return out
-
-
-def interval(values: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95 % t-interval (Student) over the repeats."""
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return mean, mean, mean
-    half = T_975.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
 
 
 def _offsets(noise: Noise, n: int, rng: np.random.Generator, common: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +118,7 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
             got: dict[tuple[str, float, int], list[dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
     def stat(name: str, g: float, n: int) -> dict[str, Any]:
         runs = got[(name, g, n)]
-        mean, lo, hi = interval([r["slowdown"] for r in runs])
+        mean, lo, hi = mean_ci([r["slowdown"] for r in runs])
         hit = [r["hit_fraction"] for r in runs if r.get("hit_fraction") is not None]
         return {"slowdown": mean, "ci": [lo, hi], "hit_fraction": float(np.mean(hit)) if hit else None}
 
