@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.simulate.engine import Network
+from quietcore.simulate.engine import Network, Timeline
 from quietcore.simulate.native import replay
 from quietcore.simulate.noise import Noise
 from quietcore.stats.student import mean_ci
@@ -71,12 +71,13 @@ def _offsets(noise: Noise, n: int, rng: np.random.Generator, common: bool) -> tu
     return assign, rng.random(n) * periods[assign]
 
 
-def job(noise: Noise, v: Variant, o: Options, n: int, work_ns: float, repeat: int) -> dict[str, Any]:
+def job(noise: Noise, timelines: list[Timeline], v: Variant, o: Options, n: int, work_ns: float,
+        repeat: int) -> dict[str, Any]:  # fmt: skip
     """One replay. Its slowdown is over the baseline's noiseless runtime,
     so that a faster network shows as a shorter run."""
     rng = np.random.default_rng([o.seed, n, repeat])  # the same ranks for every variant
     assign, offsets = _offsets(noise, n, rng, v.common)
-    got = replay(noise.timelines(v.without, v.scale), assign, offsets, work_ns, o.iterations, o.collective,
+    got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective,
                  v.network or o.network)  # fmt: skip
     ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
     return {**got, "slowdown": got["runtime_ns"] / ideal}
@@ -101,6 +102,7 @@ def study(noise: Noise, o: Options, on_job: Callable[[str, float], None] | None 
     ladder = sorted({*[n for n in LADDER if n < max(o.ranks)], *o.ranks})
     vs = variants(noise, o)
     focus = o.focus if o.focus in o.ranks else max(o.ranks)
+    made = {v.name: noise.timelines(v.without, v.scale) for v in vs}  # once per variant, not per replay
     plan = [(v, g, n) for g in o.granularities_us for n in ladder for v in vs if v.name == "baseline" or n == focus]
     total = sum(n * o.iterations for _, _, n in plan) * o.repeats
     done = 0.0
@@ -109,7 +111,7 @@ def study(noise: Noise, o: Options, on_job: Callable[[str, float], None] | None 
         for r in range(o.repeats):
             if on_job:
                 on_job(f"N = {n:,}, g = {g:g} µs, {v.name}", done / total)
-            got.setdefault((v.name, g, n), []).append(job(noise, v, o, n, g * 1e3, r))
+            got.setdefault((v.name, g, n), []).append(job(noise, made[v.name], v, o, n, g * 1e3, r))
             done += n * o.iterations
     return _tables(noise, o, vs, ladder, focus, got)
 
