@@ -8,9 +8,9 @@ The quantum is a calibrated count of SHA-256 blocks over a 4 KiB buffer
 that stays in L1: fixed work, which noise stretches (a quantum fixed in
 time would hide it), done in C by hashlib, so that its time is the CPU's
 and the noise's. A loop of Python integer additions, as it was, allocates
-once its sum outgrows the small integers, and its quanta here spread by
-30-70 % from run to run with no noise at all (mean over minimum 1.34-1.70
-on an idle CPU, against 1.05-1.10 for the hash).
+once its sum outgrows the small integers, and its quanta here spread with
+no noise at all (mean over minimum 1.06-1.71 in five runs on an idle CPU,
+three over 1.5, against 1.04-1.08 for the hash).
 
 Predicted, from one rank's noise trace of the same survey: an iteration
 on one rank is delayed by the gaps that start within its W µs; sampling
