@@ -56,6 +56,37 @@ def test_change_is_journaled_before_and_undone_after(conn: sqlite3.Connection, t
     assert tuple(row) == ("thp.enabled", "madvise", "never", "reverted", "temporary")
 
 
+def test_a_ctrl_c_during_the_undo_waits_until_every_knob_is_back(
+    conn: sqlite3.Connection, tree: Root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT arrives as the undo begins (a probe just ended): both THP
+    files are put back before the KeyboardInterrupt ends the command, and
+    the journal says so. (Seen in CI: `run thp` interrupted at that moment
+    exited with THP still changed.)"""
+    import signal
+
+    read = journal_rows.get
+    sent: list[int] = []
+
+    def get_and_interrupt(c: sqlite3.Connection, entry: int) -> sqlite3.Row:
+        if not sent:
+            sent.append(entry)
+            os.kill(os.getpid(), signal.SIGINT)
+        return read(c, entry)
+
+    monkeypatch.setattr(journal_rows, "get", get_and_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), Journal(conn, None) as journal:
+            ThpLever("enabled", tree).apply("never", journal)
+            ThpLever("defrag", tree).apply("always", journal)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert sent, "the undo never ran"
+    assert (_file(tree, f"{BASE}/enabled"), _file(tree, f"{BASE}/defrag")) == ("madvise", "madvise")
+    assert journal_rows.states(conn) == ["reverted", "reverted"]
+
+
 def test_a_kept_change_outlives_its_journal_and_recovery(conn: sqlite3.Connection, tree: Root) -> None:
     with Journal(conn, None, lasting="kept") as journal:
         ThpLever("enabled", tree).apply("always", journal)

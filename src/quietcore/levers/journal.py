@@ -187,16 +187,19 @@ class Journal:
         returns the problems met (a lever that could not be restored is
         reported, and stays temporary so that `recover` tries again)."""
         problems = []
-        for entry in reversed(self.open):
-            row = rows.get(self.conn, entry)
-            try:
-                with held_signals():
+        # Held over the whole undo, not each knob: a Ctrl-C that lands
+        # between two knobs (or as a probe ends and the undo begins) waits
+        # until every one is back, then ends the command.
+        with held_signals():
+            for entry in reversed(self.open):
+                row = rows.get(self.conn, entry)
+                try:
                     put(row["kind"], row["target"], row["old_value"])
                     with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
                         rows.mark(self.conn, entry, "reverted")
-            except CommandError as exc:
-                problems.append(str(exc))
-        self.open.clear()
+                except CommandError as exc:
+                    problems.append(str(exc))
+            self.open.clear()
         return problems
 
     def __enter__(self) -> Journal:
