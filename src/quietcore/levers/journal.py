@@ -36,15 +36,24 @@ def held_signals() -> Iterator[None]:
     """Hold the signals that end a command while one knob is recorded,
     written and marked: they arrive (as KeyboardInterrupt, see cli) once
     the entry says truly whether the write happened. Only a kill -9 can
-    stop it in between, and leaves the entry pending for revert."""
+    stop it in between, and leaves the entry pending for revert.
+
+    Held by Python handlers that note the signal, not by a signal mask: a
+    mask is per thread, and the kernel hands a process-wide signal to any
+    thread that does not block it (rich's refresh thread, say), whose C
+    handler then interrupts the main thread all the same."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            signal.raise_signal(caught[0])  # to the handler it was sent to, now that the knob is settled
 
 
 def _write(path: Path, value: str) -> None:
