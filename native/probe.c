@@ -1,7 +1,10 @@
 /* quietcore-probe: the native core. One executable, one JSON envelope out.
  * Exit codes: 0 ok, 1 failure, 2 bad usage, 3 unsupported or not permitted. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "envelope.h"
 #include "version.h"
@@ -39,8 +42,26 @@ static void usage(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* Started by quietcore (which names itself in QUIETCORE_PARENT): end with
+ * it. PR_SET_PDEATHSIG sends SIGKILL when the parent ends, however it ends
+ * (a kill -9 included), so no spinner or competing load outlives it; the
+ * parent may have ended before the request, so its pid is checked after. */
+static void die_with_parent(void)
+{
+    const char *parent = getenv("QUIETCORE_PARENT");
+    if (!parent || !*parent)
+        return;
+    char *end;
+    long pid = strtol(parent, &end, 10);
+    if (*end || pid <= 1)
+        return;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0 && getppid() != (pid_t)pid)
+        _exit(EXIT_FAIL);
+}
+
 int main(int argc, char **argv)
 {
+    die_with_parent();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

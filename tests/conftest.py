@@ -27,13 +27,28 @@ def db_file(tmp_path: Path) -> Path:
     return tmp_path / "results.db"
 
 
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's node state directory (journal, locks, holder), apart
+    from tmp_path, which tests inspect, and from the machine's own, so that
+    tests never wait for a quietcore someone runs on the machine meanwhile.
+    Made as quietcore would: only its owner may write it."""
+    path = tmp_path_factory.mktemp("state") / "quietcore"
+    path.mkdir(mode=0o755)
+    monkeypatch.setenv("QUIETCORE_STATE_DIR", str(path))
+    return path
+
+
 @pytest.fixture
-def cli_env(db_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """This test's database and node-lock directory (apart from tmp_path,
-    which tests inspect), so that tests never wait for a quietcore someone
-    runs on the machine meanwhile."""
-    locks = tmp_path_factory.mktemp("locks")
-    return {**os.environ, "QUIETCORE_DB": str(db_file), "QUIETCORE_LOCK_DIR": str(locks)}
+def journal_file(state_dir: Path) -> Path:
+    """The node journal the commands of this test write."""
+    return state_dir / "journal.db"
+
+
+@pytest.fixture
+def cli_env(db_file: Path, state_dir: Path) -> dict[str, str]:
+    """This test's database and state directory, for a `quietcore` subprocess."""
+    return {**os.environ, "QUIETCORE_DB": str(db_file), "QUIETCORE_STATE_DIR": str(state_dir)}
 
 
 @pytest.fixture

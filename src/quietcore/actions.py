@@ -58,28 +58,14 @@ class Action:
 
 
 def _render(a: Action) -> str:
-    if a.kind in FILE_KINDS:
-        return f"echo {a.value} > {a.target}"
+    from quietcore.knobs import KINDS
+
+    if a.kind in KINDS:  # a knob quietcore writes: its kind says how a person would
+        return KINDS[a.kind].render(a.target, a.value)
     if a.kind == "sysctl":
         return f"sysctl -w {a.target}={a.value}"
-    if a.kind == "task-affinity":  # the target may carry the thread's start time: "TID@START"
-        return f"taskset -pc {a.value} {a.target.partition('@')[0]}"
     if a.kind == "cgroup":
         return f"systemctl set-property --runtime {a.target} {a.value}"
-    if a.kind == "cpuset-dir":
-        return f"mkdir {a.target}" if a.value == "present" else f"rmdir {a.target}"
-    if a.kind == "cpuset-task":
-        directory, _, cpus = a.value.rpartition(" ")
-        tid = a.target.partition("@")[0]
-        return f"echo {tid} > {directory}/tasks; taskset -pc {cpus} {tid}"
-    if a.kind == "service-state":
-        return f"systemctl {'start' if a.value == 'active' else 'stop'} {a.target}"
-    if a.kind == "pm-qos":
-        return (f"hold {a.target} open at {a.value} µs (a process that writes it and sleeps)" if a.value != "none"
-                else f"end the process holding {a.target}")  # fmt: skip
-    if a.kind == "cgroup-controller":
-        path, _, name = a.target.partition("#")
-        return f"echo {'+' if a.value == 'on' else '-'}{name} > {path}"
     if a.kind == "service":
         return f"systemctl {a.value} {a.target}"
     if a.kind == "boot-parameter":

@@ -90,20 +90,22 @@ def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(cli: CliRunner) -
 
 
 @pytest.mark.slow
-def test_thp_experiment_sets_and_restores_thp(cli: CliRunner, thp_guard: str, db_file: Path) -> None:
+def test_thp_experiment_sets_and_restores_thp(cli: CliRunner, thp_guard: str, journal_file: Path) -> None:
     data = run_json(cli, "thp", "--quick", "--seed", "1")
     assert thp_now() == thp_guard
     cells = rows(data)
     assert cells["seq never"]["extra"]["huge pages"] == "0%"
     assert cells["seq always"]["extra"]["huge pages"] != "0%"
-    conn = sqlite3.connect(db_file)
+    conn = sqlite3.connect(journal_file)
     states = {s for (s,) in conn.execute("SELECT state FROM journal")}
     assert states == {"reverted"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_interrupt_restores_thp_and_leaves_no_workload(db_file: Path, thp_guard: str, how: str) -> None:
+def test_interrupt_restores_thp_and_leaves_no_workload(
+    db_file: Path, journal_file: Path, thp_guard: str, how: str
+) -> None:
     env = {**os.environ, "QUIETCORE_DB": str(db_file)}
     cmd = [sys.executable, "-m", "quietcore", "run", "thp", "--quick", "--reps", "50"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -128,8 +130,8 @@ def test_interrupt_restores_thp_and_leaves_no_workload(db_file: Path, thp_guard:
     assert "interrupted" in err and "Traceback" not in err
     assert thp_now() == thp_guard
     assert not _probes_of(proc.pid)
+    assert {s for (s,) in sqlite3.connect(journal_file).execute("SELECT state FROM journal")} == {"reverted"}
     conn = sqlite3.connect(db_file)
-    assert {s for (s,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
     assert conn.execute("SELECT status FROM sessions").fetchone()[0] == "interrupted"
 
 

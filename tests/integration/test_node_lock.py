@@ -69,7 +69,7 @@ def _stop_while_changed(proc: subprocess.Popen[str], original: str) -> None:
 
 @pytest.mark.slow
 def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
-    cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str, db_file: Path
+    cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str, journal_file: Path
 ) -> None:
     # GIVEN one `run thp` that has changed THP
     first = _start(spawn, cli_env, "run", "thp", "--quick", "--json")
@@ -88,7 +88,7 @@ def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     assert third.returncode == 0, err
     assert f"waiting for lever thp, held by pid {first.pid}" in err
     assert thp_now() == thp_guard
-    conn = sqlite3.connect(db_file)
+    conn = sqlite3.connect(journal_file)
     olds = {old for (old,) in conn.execute("SELECT old_value FROM journal")}
     assert olds == {thp_guard}, "a run journaled another run's temporary value as the original"
     assert {s for (s,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
@@ -123,7 +123,6 @@ def test_kill_9_is_undone_by_the_next_command_whatever_it_is(
 def test_the_lock_is_per_cpu(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Two measurements of different CPUs do not wait for each other; the
     same CPU does, and the holder is named with its pid and command."""
-    monkeypatch.setenv("QUIETCORE_LOCK_DIR", cli_env["QUIETCORE_LOCK_DIR"])
     with NodeLock(cpus=[0], levers=["thp"]):
         other = subprocess.run(
             [sys.executable, "-c", "from quietcore.lock import NodeLock\nwith NodeLock(cpus=[1]): print('ok')"],
@@ -144,13 +143,16 @@ def test_the_lock_is_per_cpu(cli_env: dict[str, str], monkeypatch: pytest.Monkey
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
 def test_another_user_shares_the_lock_directory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Root makes the directory (sticky, world-writable, as /run/lock); a
-    normal user then locks a free CPU there, and is told who holds a busy one."""
+    """Root makes its state directory and a lock file per CPU there (root's,
+    read-only for others); a normal user then locks a free CPU through
+    root's file, and is told who holds a busy one. The user can write
+    nothing there."""
     base = Path(tempfile.mkdtemp(prefix="qc-lock-"))  # not under pytest's root-only tmp
     base.chmod(0o755)
-    monkeypatch.setenv("QUIETCORE_LOCK_DIR", str(base / "locks"))
+    monkeypatch.setenv("QUIETCORE_STATE_DIR", str(base / "quietcore"))
     with NodeLock(cpus=[0]):
-        assert (base / "locks").stat().st_mode & 0o1777 == 0o1777
+        st = (base / "quietcore" / "lock-cpu-1").stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (0, 0o644)
 
         def work(answer: dict[str, Any]) -> None:  # as nobody: lock a free CPU, then the busy one
             with NodeLock(cpus=[1]):
@@ -159,8 +161,14 @@ def test_another_user_shares_the_lock_directory(monkeypatch: pytest.MonkeyPatch)
                 NodeLock(cpus=[0]).__enter__()
             except CommandError as exc:
                 answer["busy"] = str(exc)
+            try:
+                (base / "quietcore" / "planted").write_text("x")
+                answer["planted"] = "yes"
+            except OSError:
+                answer["planted"] = "no"
 
         answer = as_nobody(work)
     shutil.rmtree(base)
     assert answer.get("free") == "held", answer
+    assert answer.get("planted") == "no", answer
     assert f"CPU 0 is in use by quietcore pid {os.getpid()}" in answer.get("busy", ""), answer

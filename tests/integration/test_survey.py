@@ -34,7 +34,7 @@ ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 def mpirun(env: dict[str, str], ranks: int, *args: str, timeout: float = 120,
            bind: str = "core") -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {**env, **ROOT_OK}
-    forward = [x for name in ("PATH", "PYTHONPATH", "QUIETCORE_PROBE", "QUIETCORE_DB", "QUIETCORE_LOCK_DIR",
+    forward = [x for name in ("PATH", "PYTHONPATH", "QUIETCORE_PROBE", "QUIETCORE_DB", "QUIETCORE_STATE_DIR",
                               "QUIETCORE_GATHER_LIMIT") if name in env for x in ("-x", name)]  # fmt: skip
     argv = ["mpirun", "-n", str(ranks), "--oversubscribe", "--bind-to", bind, *forward,
             sys.executable, "-m", "quietcore", "survey", *args]  # fmt: skip

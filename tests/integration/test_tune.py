@@ -64,7 +64,7 @@ def holders() -> list[int]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            if b"quietcore.levers.pmqos" in cmdline.read_bytes():
+            if b"quietcore.knobs.pmqos" in cmdline.read_bytes():
                 found.append(int(cmdline.parent.name))
     return found
 
@@ -395,9 +395,10 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
     points = sorted(rng.uniform(0.0, 0.15) for _ in range(4))
     print(f"{sig.name}, seconds after apply's first journal entry (seed {seed}): {[round(p, 3) for p in points]}")
     sets = cpusets()
+    journal_db = Path(cli_env["QUIETCORE_STATE_DIR"]) / "journal.db"
     with restored() as saved:
         for at in points:
-            with contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"])) as conn:
+            with contextlib.closing(sqlite3.connect(journal_db)) as conn:
                 before = conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'journal'").fetchone()[0] and \
                     conn.execute("SELECT count(*) FROM journal").fetchone()[0]  # fmt: skip
             child = subprocess.Popen([sys.executable, "-m", "quietcore", "tune", "apply", "--yes"], env=cli_env,
@@ -406,7 +407,7 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and child.poll() is None:
                 with (
-                    contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"], timeout=30)) as conn,
+                    contextlib.closing(sqlite3.connect(journal_db, timeout=30)) as conn,
                     contextlib.suppress(sqlite3.OperationalError),  # no table yet
                 ):
                     if conn.execute("SELECT count(*) FROM journal").fetchone()[0] > before:
@@ -421,7 +422,7 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
             assert child.returncode in (0, 130, -int(sig)), err
             assert "Traceback" not in err
             print(f"  {sig.name} at +{at:.3f} s: exit {child.returncode}")
-            with contextlib.closing(sqlite3.connect(cli_env["QUIETCORE_DB"])) as conn:
+            with contextlib.closing(sqlite3.connect(journal_db)) as conn:
                 states = conn.execute("SELECT state, kind, target, new_value FROM journal").fetchall()
             assert not [r for r in states if r[0] == "pending"], f"{sig.name} at {at:.3f} s left an entry pending"
             kept_files = {
@@ -538,18 +539,18 @@ def test_latency_profile_with_rt_unthrottled_applies_and_reverts_the_scheduler_k
 
 @ROOT_ONLY
 @TWO_CPUS
-def test_revert_to_an_entry_keeps_what_came_before_it(cli: CliRunner, db_file: Path) -> None:
+def test_revert_to_an_entry_keeps_what_came_before_it(cli: CliRunner, journal_file: Path) -> None:
     """`tune revert --to ID` puts back only the changes after entry ID,
     newest first, and leaves the earlier ones kept; `--all` then the rest."""
     import sqlite3
 
     with restored() as saved:
         assert cli("tune", "apply", "--yes", "--no-shield").returncode == 0
-        with contextlib.closing(sqlite3.connect(db_file)) as conn:
+        with contextlib.closing(sqlite3.connect(journal_file)) as conn:
             kept = [i for (i,) in conn.execute("SELECT id FROM journal WHERE state = 'kept' ORDER BY id")]
         middle = kept[len(kept) // 2]
         assert cli("tune", "revert", "--to", str(middle)).returncode == 0
-        with contextlib.closing(sqlite3.connect(db_file)) as conn:
+        with contextlib.closing(sqlite3.connect(journal_file)) as conn:
             states = dict(conn.execute("SELECT id, state FROM journal"))
         assert all(states[i] == "kept" for i in kept if i <= middle)
         assert all(states[i] == "reverted" for i in kept if i > middle)
@@ -585,18 +586,20 @@ def test_a_saved_plan_with_a_file_this_node_lacks_changes_nothing(cli: CliRunner
 
 @ROOT_ONLY
 @TWO_CPUS
-def test_apply_waits_for_a_database_another_process_has_locked(cli: CliRunner, db_file: Path) -> None:
-    """Another process holds the database (BEGIN EXCLUSIVE) for 2 s as
+def test_apply_waits_for_a_journal_another_process_has_locked(cli: CliRunner, journal_file: Path) -> None:
+    """Another process holds the node journal (BEGIN EXCLUSIVE) for 2 s as
     apply starts: apply waits for it (sqlite's busy timeout, 30 s) and
     then applies everything, journaled; nothing is written unrecorded."""
     import sqlite3
 
-    from quietcore.store import db
+    from quietcore.store import journal
 
-    db.open_db(db_file).close()  # the database exists, with its schema
+    opened = journal.open_node()  # the journal exists, with its schema
+    assert opened is not None
+    opened.close()
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, sys, time\n"
-        f"c = sqlite3.connect({str(db_file)!r}, isolation_level=None)\n"
+        f"c = sqlite3.connect({str(journal_file)!r}, isolation_level=None)\n"
         "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(2); c.execute('COMMIT')\n")],
         stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -607,7 +610,7 @@ def test_apply_waits_for_a_database_another_process_has_locked(cli: CliRunner, d
             waited = time.monotonic() - started
             assert proc.returncode == 0, proc.stderr
             assert waited >= 1.0, f"apply did not wait for the lock ({waited:.2f} s)"
-            with contextlib.closing(sqlite3.connect(db_file)) as conn:
+            with contextlib.closing(sqlite3.connect(journal_file)) as conn:
                 states = {state for (state,) in conn.execute("SELECT state FROM journal")}
             assert states <= {"kept", "failed"} and "kept" in states
             assert cli("tune", "revert").returncode == 0
@@ -660,7 +663,7 @@ def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path:
         assert main(["tune", "plan"]) == 0  # and imports what planning needs, while still root
 
     def work(codes: dict[str, Any]) -> None:  # as nobody: plan, then try to apply
-        os.environ.update({"QUIETCORE_DB": "/tmp/qc-nobody-tune.db", "QUIETCORE_LOCK_DIR": "/tmp/qc-nobody-lock"})
+        os.environ.update({"QUIETCORE_DB": "/tmp/qc-nobody-tune.db"})
         with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
             codes["plan"] = main(["tune", "plan"])
         codes["apply"] = main(["tune", "apply", "--yes"])
@@ -744,19 +747,25 @@ def test_exported_scripts_apply_and_put_back_this_node(cli: CliRunner, tmp_path:
 
 @ROOT_ONLY
 @TWO_CPUS
-def test_apply_with_the_database_on_a_full_disk_changes_nothing(cli: CliRunner, tmp_path: Path) -> None:
+def test_apply_with_the_journal_on_a_full_disk_changes_nothing(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No old value recorded, no write: one line, exit 1, every knob as it was."""
-    from quietcore.store import db
+    from quietcore.store import journal
 
     disk = tmp_path / "full"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=755", "tmpfs", str(disk)], check=True)
     try:
-        db.open_db(disk / "r.db").close()
+        (disk / "state").mkdir(mode=0o755)
+        monkeypatch.setenv("QUIETCORE_STATE_DIR", str(disk / "state"))
+        opened = journal.open_node()  # the journal and its schema, before the disk fills
+        assert opened is not None
+        opened.close()
         subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'fill'}", "bs=4k"], capture_output=True, check=False)
         with restored() as saved:
             before = affinities()
-            proc = cli("tune", "apply", "--yes", "--db", str(disk / "r.db"))
+            proc = cli("tune", "apply", "--yes", env={"QUIETCORE_STATE_DIR": str(disk / "state")})
             assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
             assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
             assert changed(saved) == []

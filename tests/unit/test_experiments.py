@@ -19,7 +19,7 @@ from quietcore.facts.root import Root
 from quietcore.levers.governor import GovernorLever
 from quietcore.levers.journal import Journal
 from quietcore.levers.preempt import parse
-from quietcore.store import db
+from quietcore.store import journal as journal_rows
 from tests.conftest import KVM_ROOT, XEON_ROOT
 
 
@@ -77,7 +77,8 @@ def test_governor_lever_journals_each_cpu(tmp_path: Path) -> None:
         (d / "scaling_available_governors").write_text("performance powersave\n")
     knob = GovernorLever(frozenset({0, 1}), Root(tmp_path / "node"))
     assert knob.available() == (True, "") and knob.choices() == ["performance", "powersave"]
-    conn = db.open_db(tmp_path / "r.db")
+    conn = journal_rows.open_node()
+    assert conn is not None
     with Journal(conn, None) as journal:
         knob.apply("performance", journal)
         assert knob.read() == "performance"

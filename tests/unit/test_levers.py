@@ -5,6 +5,7 @@ THP and IRQs (root), which the fixtures put back whatever happens."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -13,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from quietcore import knobs
 from quietcore.errors import UsageError
 from quietcore.facts.root import Root
 from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal, recover
 from quietcore.levers.registry import NAMES, in_order
 from quietcore.levers.thp import BASE, ThpLever
-from quietcore.store import db
 from quietcore.store import journal as journal_rows
 
 THP = Path("/") / BASE
@@ -27,7 +28,8 @@ THP = Path("/") / BASE
 
 @pytest.fixture
 def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    connection = db.open_db(tmp_path / "r.db")
+    connection = journal_rows.open_node()
+    assert connection is not None
     yield connection
     connection.close()
 
@@ -122,14 +124,15 @@ def test_a_crashed_run_is_reverted_at_the_next_start(conn: sqlite3.Connection, t
     # GIVEN a process that applies a change and dies without undoing it
     pid = os.fork()
     if pid == 0:
-        child = db.open_db(tmp_path / "r.db")
+        child = journal_rows.open_node()
+        assert child is not None
         ThpLever("enabled", tree).apply("always", Journal(child, None))
         os._exit(0)
     os.waitpid(pid, 0)
     assert _file(tree, f"{BASE}/enabled") == "always"
     # WHEN quietcore next starts THEN the change is put back, and said so
     (line,) = recover(conn)
-    assert line.startswith(f"put back thp.enabled to 'madvise' ({tree.resolve(BASE)}/enabled): pid {pid}")
+    assert line.startswith(f"put back thp.enabled to 'madvise' (/{BASE}/enabled): pid {pid}")
     assert line.endswith("ended without undoing it")
     assert _file(tree, f"{BASE}/enabled") == "madvise"
     assert journal_rows.states(conn) == ["reverted"]
@@ -145,9 +148,10 @@ def test_a_live_owner_keeps_its_change(conn: sqlite3.Connection, tree: Root) -> 
     assert _file(tree, f"{BASE}/enabled") == "madvise"
 
 
-def _irq_tree(tmp_path: Path) -> Root:
-    """Three IRQs on CPUs 0-3. IRQ 9's file is /proc/version, which answers
-    a write with EIO, as the kernel does for a managed IRQ."""
+def _irq_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Root:
+    """Three IRQs on CPUs 0-3. IRQ 9 answers a write with EIO, as the kernel
+    does for a managed IRQ (a fixture file cannot, and a link to a file that
+    does is refused like any link: so its kind's write is made to)."""
     node = tmp_path / "irqnode"
     (node / "proc").mkdir(parents=True)
     (node / "proc" / "interrupts").write_text(
@@ -160,15 +164,23 @@ def _irq_tree(tmp_path: Path) -> Root:
         d = node / "proc" / "irq" / str(irq)
         d.mkdir(parents=True)
         (d / "smp_affinity_list").write_text("0-3\n")
-        if irq == 9:
-            (d / "smp_affinity").symlink_to("/proc/version")
-        else:
-            (d / "smp_affinity").write_text("f\n")
+        (d / "smp_affinity").write_text("f\n")
+    kind = knobs.KINDS["irq-affinity"]
+    write = kind.write
+
+    def managed(root: Root, target: str, value: str) -> None:
+        if target == "/proc/irq/9/smp_affinity":
+            raise OSError(errno.EIO, "Input/output error")
+        write(root, target, value)
+
+    monkeypatch.setattr(kind, "write", managed)
     return Root(node)
 
 
-def test_irq_set_moves_each_irq_and_reports_refusals_per_irq(conn: sqlite3.Connection, tmp_path: Path) -> None:
-    root = _irq_tree(tmp_path)
+def test_irq_set_moves_each_irq_and_reports_refusals_per_irq(
+    conn: sqlite3.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _irq_tree(tmp_path, monkeypatch)
     lever = IrqAffinityLever(root, online=frozenset(range(4)))
     actions = lever.plan("0")
     assert [a.target for a in actions] == [f"/proc/irq/{n}/smp_affinity" for n in (9, 24, 25)]

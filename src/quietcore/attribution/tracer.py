@@ -9,8 +9,10 @@ little time, which the gaps then include."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,10 +75,17 @@ class TraceSession:
     errors: list[str] = field(default_factory=list)
 
     def __enter__(self) -> TraceSession:
+        try:
+            return self._setup()
+        except BaseException:
+            self.__exit__(None, None, None)  # setup that failed half-way leaves no instance and no mount behind
+            raise
+
+    def _setup(self) -> TraceSession:
         base = _mounted()
         if base is None:
             base = MOUNTS[0]
-            subprocess.run(["mount", "-t", "tracefs", "nodev", str(base)], check=True, capture_output=True)
+            subprocess.run([_tool("mount"), "-t", "tracefs", "nodev", str(base)], check=True, capture_output=True)
             self.mounted_here = True
         _remove_stale(base)
         self.instance = base / "instances" / f"{PREFIX}{os.getpid()}"
@@ -107,14 +116,22 @@ class TraceSession:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         # Undo in reverse, whatever happened: events off, instance gone, unmount.
         if self.instance is not None and self.instance.exists():
-            (self.instance / "tracing_on").write_text("0")
+            with contextlib.suppress(OSError):
+                (self.instance / "tracing_on").write_text("0")
             for event in EVENTS:
                 path = self.instance / "events" / event / "enable"
-                if path.exists():
-                    path.write_text("0")
+                with contextlib.suppress(OSError):
+                    if path.exists():
+                        path.write_text("0")
             self.instance.rmdir()
         if self.mounted_here:
-            subprocess.run(["umount", str(MOUNTS[0])], check=False, capture_output=True)
+            subprocess.run([_tool("umount"), str(MOUNTS[0])], check=False, capture_output=True)
+
+
+def _tool(name: str) -> str:
+    """A system tool by its place in the system's directories, never by
+    $PATH, which is the caller's (and quietcore may run as root)."""
+    return shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin") or f"/usr/bin/{name}"
 
 
 def _remove_stale(base: Path) -> None:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     with open_root(args.root) as root:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
-        journal, source = common.journal_of(root, args.db)
+        journal, source = common.journal_of(root)
         findings = run_checks(AuditContext(root, targets, journal, source))
     if args.json:
         print(json.dumps([f.to_json() for f in findings], indent=1))
@@ -65,13 +65,13 @@ def show(findings: list[Finding]) -> None:
         group = [f for f in findings if f.status is status]
         if not group:
             continue
-        out.print(f"[{STYLE[status.value]}]{status.value.upper()} ({len(group)})[/]")
+        out.print(f"[{STYLE[status.value]}]{status.value.upper()} ({len(group)})[/]", markup=True)
         for f in group:
-            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}")
+            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}", markup=True)
             for e in f.evidence:
-                out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}")
+                out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}", markup=True)
             for advice in f.advice:
                 needs = f" [dim](needs {', '.join(f.needs)})[/]" if f.needs else ""
-                out.print(f"      [bold]fix:[/] {escape(advice)}{needs}")
+                out.print(f"      [bold]fix:[/] {escape(advice)}{needs}", markup=True)
     counts = ", ".join(f"{sum(f.status is s for f in findings)} {s.value}" for s in ORDER)
     out.print(f"{len(findings)} checks: {counts}.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import socket
+import os
 import sqlite3
 import sys
 from collections.abc import Iterable
@@ -63,46 +63,80 @@ def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[st
 
 
 def recover_node(args: argparse.Namespace) -> None:
-    """What every command does first: sessions of dead processes are closed
-    as interrupted, and the temporary lever changes they left are put back,
-    saying so. A database that cannot be opened is left to the command."""
-    path, _ = db.resolve_path(getattr(args, "db", None))
-    if not path.is_file():
-        return
+    """What every command does first: the temporary knob changes that ended
+    quietcore processes left in the node journal are put back, saying so;
+    sessions of dead processes in the results database are closed as
+    interrupted. Nothing in a results database is ever replayed: open
+    entries of an older quietcore's journal there are moved to the node
+    journal only from a database that root alone can write (see legacy)."""
     from quietcore.levers.journal import recover
-    from quietcore.store import sessions
+    from quietcore.statedir import StateError
+    from quietcore.store import journal as node
+    from quietcore.store import legacy, sessions
 
+    path, _ = db.resolve_path(getattr(args, "db", None))
+    if path.is_file() and not _survey_rank_above_0(args):
+        try:
+            conn = db.open_db(path, create=False, write=db.why_untrusted(path) is None or os.geteuid() != 0)
+        except StoreError:
+            conn = None
+        if conn is not None:
+            try:
+                for line in legacy.move_open_entries(conn, path):
+                    print(f"quietcore: {line}", file=sys.stderr)
+                sessions.mark_stale(conn)
+            except (sqlite3.Error, StateError):
+                pass  # a locked or read-only database: the command will say what it can
+            finally:
+                conn.close()
     try:
-        conn = db.open_db(path, create=False)
-    except StoreError:
+        journal = node.open_node(create=False)
+    except (StateError, sqlite3.Error) as exc:
+        print(f"quietcore: {exc}", file=sys.stderr)
+        return
+    if journal is None:
         return
     try:
-        sessions.mark_stale(conn)
-        for line in recover(conn):
+        for line in recover(journal):
             print(f"quietcore: {line}", file=sys.stderr)
-    except sqlite3.Error:
-        pass  # a locked or read-only database: the command will say what it can
+    except sqlite3.Error as exc:
+        print(f"quietcore: cannot use the node journal: {exc}", file=sys.stderr)
     finally:
-        conn.close()
+        journal.close()
 
 
-def journal_of(root: Root, db_option: str | None) -> tuple[list[dict[str, object]] | None, str]:
+def _survey_rank_above_0(args: argparse.Namespace) -> bool:
+    """A survey's ranks other than 0 never open a results database (on a
+    cluster the default one is often $HOME on NFS, and rank 0 writes)."""
+    if getattr(args, "command", None) != "survey":
+        return False
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value) != 0
+    return False
+
+
+def journal_of(root: Root) -> tuple[list[dict[str, object]] | None, str]:
     """quietcore's changes still in force on `root`, and where they were
-    read: the journal of the results database on a live node, the manifest
-    of a snapshot (None when it has none)."""
+    read: the node journal on a live node, the manifest of a snapshot
+    (None when it has none)."""
     if not root.is_live:
         entries = root.manifest().get("journal")
         return (entries if isinstance(entries, list) else None), "quietcore-snapshot.json journal"
-    path, _ = db.resolve_path(db_option)
-    if not path.is_file():
-        return [], str(path)
-    from quietcore.store import journal as journal_rows
+    from quietcore.statedir import StateError, default_path
+    from quietcore.store import journal as node
 
+    where = str(default_path() / node.FILE)
     try:
-        conn = db.open_db(path, create=False)
-        try:
-            return journal_rows.outstanding(conn, socket.gethostname()), str(path)
-        finally:
-            conn.close()
-    except (StoreError, sqlite3.Error):
-        return None, str(path)
+        conn = node.open_node(create=False)
+    except (StateError, sqlite3.Error):
+        return None, where
+    if conn is None:
+        return [], where
+    try:
+        return node.outstanding(conn), where
+    except sqlite3.Error:
+        return None, where
+    finally:
+        conn.close()

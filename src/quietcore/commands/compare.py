@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from quietcore.report.experiment import fmt, shown_unit
 
     path, chosen = common.db_path(args)
-    conn = db.open_db(path, create=False, chosen=chosen)
+    conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         a, b = resolve(conn, args.a), resolve(conn, args.b)
         result = compare_sessions(conn, a, b)

@@ -102,7 +102,7 @@ def record_audit(session: Session, root: Root) -> None:
     """The audit of the node as it was measured, for the report."""
 
     started = sessions.now_iso()
-    journal, source = common.journal_of(root, str(session.db_path))
+    journal, source = common.journal_of(root)
     from quietcore.audit import run_checks
     from quietcore.audit.context import AuditContext
 

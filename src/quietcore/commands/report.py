@@ -64,6 +64,8 @@ def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, f
         document.prepare(out, force)
     except FileExistsError as exc:
         raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it") from exc
+    except NotADirectoryError as exc:
+        raise UsageError(f"invalid --out: {exc} (valid: a new directory, or one quietcore wrote)") from exc
     except OSError as exc:
         raise UsageError(f"cannot create --out {out}: {exc.strerror}") from exc
     from quietcore.report.progress import progress_bar
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it")
-    conn = db.open_db(path, create=False, chosen=chosen)
+    conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         rows = select(conn, args.sessions, args.tag)
         written = write_report(conn, rows, out, FORMATS[args.format], args.force)

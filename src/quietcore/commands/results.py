@@ -17,6 +17,7 @@ from pathlib import Path
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.safe import plain, write_atomic
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(export.SCHEMA.read_text(encoding="utf-8"), end="")
         return 0
     path, chosen = common.db_path(args)
-    conn = db.open_db(path, create=args.action == "import", chosen=chosen)
+    conn = db.open_db(path, create=args.action == "import", chosen=chosen, write=args.action == "import")
     try:
         if args.action == "list":
             list_(conn)
@@ -138,7 +139,7 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
         if isinstance(data, bytes):
             out.write_bytes(data)
         else:
-            out.write_text(data, encoding="utf-8")
+            write_atomic(out, data)
     except OSError as exc:
         raise UsageError(f"cannot write --out {out}: {exc.strerror}") from exc
 
@@ -152,8 +153,14 @@ def import_(conn: sqlite3.Connection, path: Path) -> None:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path} is not JSON: {exc}") from exc
+    problems = export.schema_problems(data)
+    if problems:
+        shown = "\n".join(f"quietcore: error: {path}: {p}" for p in problems[:20])
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise UsageError(f"{path} is not a valid quietcore results export ({len(problems)} bad field"
+                         f"{'s' if len(problems) > 1 else ''}, nothing imported):\n{shown}{more}")  # fmt: skip
     try:
         session_id = export.import_json(conn, data)
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path} is a malformed quietcore export (missing or wrong {exc})") from exc
-    print(f"Imported {path} as session {session_id}.")
+    print(plain(f"Imported {path} as session {session_id}."))

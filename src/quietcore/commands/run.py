@@ -26,17 +26,20 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 from pathlib import Path
 from typing import Any
+
+from rich.markup import escape
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.node import Node
-from quietcore.options import int_in_range
+from quietcore.options import int_in_range, positive_float
 from quietcore.sched import check_priority
 from quietcore.store import sessions
 
@@ -54,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cmd", metavar="CMD", help="custom: the command to measure (no shell)")
     parser.add_argument("--factor", action="append", metavar="NAME=V1,V2", help="custom with --cmd: a factor")
     parser.add_argument("--file", metavar="TOML", help="custom: an experiment file")
+    parser.add_argument(
+        "--timeout", metavar="S", help="custom: end a run of the command (its process group) after S s (1-86400)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_wait(parser)
     common.add_db(parser)
@@ -84,8 +90,11 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
             seed = seed if seed is not None else file_seed
         else:
             exp = custom.from_cmd(args.cmd, args.factor or [], node, reps or 10, 1 if warmup is None else warmup)
+        if args.timeout is not None:
+            limit = positive_float(args.timeout, "--timeout", 1, 86400)
+            exp.cells = [dataclasses.replace(c, timeout_s=limit) if c.command == "exec" else c for c in exp.cells]
     else:
-        for option in ("cmd", "file", "factor"):
+        for option in ("cmd", "file", "factor", "timeout"):
             if getattr(args, option):
                 raise UsageError(f"--{option} is only for `run custom`")
         exp = BUILTIN[name](node, args.quick, priority)
@@ -139,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     for sentence in ([line] if line else []) + analysis["notes"]:
         out.print(sentence)
     for warning in analysis["warnings"]:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
+        out.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True)
     out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "
               f"Next: quietcore compare {session.id} OTHER_SESSION")  # fmt: skip
     return 0

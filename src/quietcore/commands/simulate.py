@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.safe import write_atomic
 
 if TYPE_CHECKING:  # numpy: only when a study runs
     from quietcore.simulate.noise import Noise
@@ -149,5 +150,5 @@ def export(noise: Noise, out: Path) -> None:
     from quietcore.report.nodes import trace_text
 
     for k, tl in enumerate(noise.timelines()):
-        (out / f"simulated-{k}.trace").write_text(trace_text(tl.starts, tl.lengths), encoding="utf-8")
+        write_atomic(out / f"simulated-{k}.trace", trace_text(tl.starts, tl.lengths))
     print(f"wrote {len(noise.traces)} traces in {out}", file=sys.stderr)

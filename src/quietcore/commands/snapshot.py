@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     root = Root("/")
-    manifest = write(root, out, args.force, common.journal_of(root, args.db)[0])
+    manifest = write(root, out, args.force, common.journal_of(root)[0])
     unreadable = manifest["unreadable"]
     print(f"Wrote {manifest['files']} files to {out}.")
     if unreadable:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
+from quietcore.safe import write_atomic
 
 if TYPE_CHECKING:
     from quietcore.tune.plan import Plan
@@ -151,14 +152,15 @@ def _apply(args: argparse.Namespace) -> int:
     import os
 
     from quietcore.facts.root import Root
+    from quietcore.levers.journal import node_journal
     from quietcore.levers.registry import NAMES
-    from quietcore.store import db
     from quietcore.tune import state
 
     if args.plan and (args.cpus or args.housekeeping):
         raise UsageError("give --plan FILE or --cpus/--housekeeping, not both")
     plan = _load(args.plan) if args.plan else _make(args, "/")
     actions = plan.actions
+    state.check(Root("/"), actions)  # a plan file's kinds, targets and values: refused before anything is shown
     if args.dry_run:
         for action in actions:
             print(action.text())
@@ -170,17 +172,12 @@ def _apply(args: argparse.Namespace) -> int:
         print("Nothing to change: the run-time part is already in force.")
         return 0
     if not args.yes and sys.stdin.isatty():
-        show_plan(plan)
+        show_plan(plan) if not args.plan else show_targets(actions)
         if input(f"Apply these {len(actions)} changes? [y/N] ").strip().lower() not in ("y", "yes"):
             print("Nothing changed.")
             return 1
-    path, chosen = common.db_path(args)
-    conn = db.open_db(path, chosen=chosen)
-    try:
-        with common.node_lock(args, (), (*NAMES, state.LEVER)):
-            outcomes = state.apply(conn, Root("/"), actions)
-    finally:
-        conn.close()
+    with common.node_lock(args, (), (*NAMES, state.LEVER)), node_journal() as conn:
+        outcomes = state.apply(conn, Root("/"), actions)
     if args.json:
         print(json.dumps([o.__dict__ for o in outcomes], indent=2))
     else:
@@ -190,6 +187,15 @@ def _apply(args: argparse.Namespace) -> int:
         print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
               "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
     return 0
+
+
+def show_targets(actions: list[Any]) -> None:
+    """What a plan file will really write: each kind, target and value as
+    quietcore reads them, not the file's own labels."""
+    from quietcore.safe import plain
+
+    print("The plan file writes:")
+    print("\n".join(_table([(a.kind, plain(a.target), plain(a.value)) for a in actions], ("kind", "target", "value"))))
 
 
 def _load(path: str) -> Plan:
@@ -221,21 +227,20 @@ def _load(path: str) -> Plan:
 
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection | None:
-    from quietcore.store import db
+    """The node journal, where tuning is recorded; None when there is none."""
+    from quietcore.store import journal
 
-    path, chosen = common.db_path(args)
-    if not path.is_file():
-        return None
-    return db.open_db(path, create=False, chosen=chosen)
+    return journal.open_node(create=False)
 
 
 def _verify(args: argparse.Namespace) -> int:
     from quietcore.facts.root import Root
+    from quietcore.safe import plain
     from quietcore.tune import state
 
     conn = _open(args)
     if conn is None:
-        print("Nothing tuned: no results database yet.")
+        print("Nothing tuned: no node journal yet.")
         return 0
     try:
         checked, drifts, new_irqs = state.verify(conn, Root("/"))
@@ -245,7 +250,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(json.dumps({"checked": checked, "drifted": [d.__dict__ for d in drifts], "untuned_irqs": new_irqs}))
     else:
         for d in drifts:
-            print(f"DRIFTED {d.target}: set to {d.wanted}, now {d.now} ({d.blame})")
+            print(plain(f"DRIFTED {d.target}: set to {d.wanted}, now {d.now} ({d.blame})"))
         for line in new_irqs:
             print(f"NEW {line}")
         print(f"{checked - len(drifts)} of {checked} tuned knobs still in force.")
@@ -262,7 +267,7 @@ def _revert(args: argparse.Namespace) -> int:
     to = int_in_range(args.to, "--to", 0, 2**62) if args.to is not None else None
     conn = _open(args)
     if conn is None:
-        print("Nothing to revert: no results database yet.")
+        print("Nothing to revert: no node journal yet.")
         return 0
     try:
         with common.node_lock(args, (), (*NAMES, state.LEVER)):
@@ -282,13 +287,12 @@ def _prove(args: argparse.Namespace) -> int:
     from quietcore.facts.cpulist import format_cpulist
     from quietcore.facts.memory import available_bytes
     from quietcore.facts.root import Root
-    from quietcore.levers.journal import Journal
+    from quietcore.levers.journal import Journal, node_journal
     from quietcore.levers.registry import NAMES
     from quietcore.options import duration_option, int_in_range
     from quietcore.probes.noise import NoiseOptions, event_cap
     from quietcore.runs.kinds import prove as shown
     from quietcore.session import Session
-    from quietcore.store import db
     from quietcore.store.sessions import now_iso
     from quietcore.tune import prove, state
 
@@ -309,7 +313,8 @@ def _prove(args: argparse.Namespace) -> int:
     with (
         common.node_lock(args, plan.targets, (*NAMES, state.LEVER)),
         Session("tune prove", path, chosen, {**common.tags(args), "seed": str(seed)}, root) as session,
-        Journal(session.conn, session.id) as journal,
+        node_journal() as journal_conn,
+        Journal(journal_conn, session.id) as journal,
     ):
 
         def measure(which: str, round_: int) -> prove.Figures:
@@ -334,11 +339,8 @@ def _prove(args: argparse.Namespace) -> int:
         session.record("tune-prove", {"seed": seed, "rounds": rounds, "duration_s": duration}, started, {}, analysis)
         session_id = session.id
     if args.keep:
-        conn = db.open_db(path, chosen=chosen)
-        try:
+        with node_journal() as conn:
             state.apply(conn, root, plan.actions)
-        finally:
-            conn.close()
     if args.json:
         print(json.dumps({"session": session_id, "seed": seed, "rows": [r.to_json() for r in rows],
                           "refused": refusals}, indent=2))  # fmt: skip
@@ -393,7 +395,7 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
         if target.exists():
             raise UsageError(f"invalid --export tuned {dest}: {target} exists (valid: a new or empty directory)")
         path.mkdir(parents=True, exist_ok=True)
-        target.write_text(tuned_profile(plan, socket.gethostname()))
+        write_atomic(target, tuned_profile(plan, socket.gethostname()))
         print(f"Wrote {target}: copy {path} to /etc/tuned/NAME/ and run `tuned-adm profile NAME` (then reboot).")
         return 0
     if kind == "script":
@@ -403,7 +405,7 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
                 raise UsageError(f"invalid --export script {dest}: {p} exists (valid: a new file name)")
         apply_text, revert_text = scripts(plan)
         for p, text in ((path, apply_text), (revert, revert_text)):
-            p.write_text(text)
+            write_atomic(p, text)
             p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         print(f"Wrote {path} (applies the run-time part) and {revert} (puts back the values read now).")
         return 0

@@ -6,9 +6,13 @@ shlex, so pipes need an explicit `sh -c`."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.model import Cell
 from quietcore.facts.interrupts import parse_interrupts
+from quietcore.safe import plain
 from quietcore.sched import POLICIES
 from quietcore.session import Session
 from quietcore.store import sessions
@@ -41,10 +46,81 @@ def _irq_totals(cpus: frozenset[int]) -> dict[int, int]:
     return out
 
 
+STDERR_KEPT = 64 * 1024  # the tail of the command's stderr kept for its error message
+GRACE_S = 1.0  # between SIGTERM and SIGKILL of the command's process group
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def _drain(fd: int, tail: bytearray) -> None:
+    """Read the command's stderr as it comes (a full pipe would stop it,
+    levers still set), keeping the last STDERR_KEPT bytes."""
+    with contextlib.suppress(OSError):  # closed under it: a grandchild kept the pipe open
+        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+            tail += chunk
+            del tail[: max(0, len(tail) - STDERR_KEPT)]
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    """End the command and everything it started in its process group:
+    SIGTERM, then SIGKILL after a grace."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + GRACE_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            return
+    proc.wait()
+
+
+def _expire(pgid: int, done: threading.Event) -> None:
+    """--timeout: SIGTERM the group, SIGKILL after a grace (the main thread,
+    blocked in wait4, reaps the command)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        if done.wait(GRACE_S):
+            return
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> Any:
+    """wait4 for the command (blocking: the wall time is exact), ending its
+    group on Ctrl-C, SIGTERM (which cli turns into KeyboardInterrupt) or
+    after `timeout_s`."""
+    done, expired = threading.Event(), threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _expire(proc.pid, done)
+
+    timer = threading.Timer(timeout_s, expire) if timeout_s else None
+    if timer:
+        timer.daemon = True
+        timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except KeyboardInterrupt:
+        end_group(proc)
+        raise
+    finally:
+        done.set()
+        if timer:
+            timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if expired.is_set():
+        raise CommandError(f"{proc.args[0]!r} ran over --timeout {timeout_s:g} s: ended with its "  # type: ignore[index]
+                           "process group")  # fmt: skip
+    return usage
+
+
 def run_command(session: Session, cell: Cell, params: dict[str, Any]) -> dict[str, Any]:
     cpus, policy, priority = cell.cpus, POLICIES[cell.policy], cell.priority
 
     def setup() -> None:  # in the child, before exec
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # ends with quietcore, even a kill -9 of it
         if cpus:
             os.sched_setaffinity(0, cpus)
         if policy != os.SCHED_OTHER or priority:
@@ -54,24 +130,25 @@ def run_command(session: Session, cell: Cell, params: dict[str, Any]) -> dict[st
     before = _irq_totals(cpus)
     t0 = time.perf_counter_ns()
     try:
+        # its own process group, so that Ctrl-C, SIGTERM and --timeout end all it started
         proc = subprocess.Popen(list(cell.argv), preexec_fn=setup, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         raise CommandError(f"cannot start {cell.argv[0]!r} with policy {cell.policy}: {exc}", exit_code=3) from exc
+    tail = bytearray()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=_drain, args=(proc.stderr.fileno(), tail), daemon=True)
+    reader.start()
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    except KeyboardInterrupt:
-        proc.kill()
-        proc.wait()
-        raise
+        usage = _wait(proc, cell.timeout_s)
+    finally:
+        reader.join(timeout=GRACE_S)
+        proc.stderr.close()
     wall = time.perf_counter_ns() - t0
     after = _irq_totals(cpus)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
+    err = tail.decode(errors="replace").strip()
     if proc.returncode != 0:
-        last = err.splitlines()[-1] if err else "no message"
+        last = plain(err.splitlines()[-1][:300]) if err else "no message"
         raise CommandError(f"{cell.argv[0]} exited with {proc.returncode}: {last}")
     result = {
         "workload": "exec",

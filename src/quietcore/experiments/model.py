@@ -33,6 +33,7 @@ class Cell:
     # (as options, see probe_args) and user commands (before exec) alike.
     policy: str = "other"
     priority: int = 0
+    timeout_s: float = 0.0  # for "exec": --timeout, 0 for none
 
     def probe_args(self) -> list[str]:
         extra = [] if self.policy == "other" else ["--policy", self.policy]

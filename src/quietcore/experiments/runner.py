@@ -10,6 +10,7 @@ import os
 import random
 import resource
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,9 +20,9 @@ from typing import Any
 from quietcore.errors import CommandError, Interrupted, UsageError
 from quietcore.experiments.custom_exec import run_command
 from quietcore.experiments.model import Cell, Experiment, Load
-from quietcore.levers.journal import Journal
+from quietcore.levers.journal import Journal, node_journal
 from quietcore.levers.registry import in_order, lever
-from quietcore.probes.runner import probe_path
+from quietcore.probes.runner import child_env, probe_path
 from quietcore.sched import DEADLINE, is_rt
 from quietcore.session import Session
 
@@ -84,7 +85,10 @@ def order(exp: Experiment, seed: int) -> list[tuple[Cell, int]]:
 
 def _start(load: Load) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(probe_path()), load.command, *load.args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [str(probe_path()), load.command, *load.args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
     )
 
 
@@ -106,6 +110,12 @@ def run_experiment(
     on_run: Callable[[int, int, Cell], None] | None = None,
 ) -> list[Outcome]:
     """`cpus`: where CPU-wide levers (the governor) apply."""
+    with node_journal() as journal_conn:
+        return _run_all(session, exp, seed, cpus, journal_conn, on_run)
+
+
+def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int], journal_conn: sqlite3.Connection,
+             on_run: Callable[[int, int, Cell], None] | None) -> list[Outcome]:  # fmt: skip
     outcomes = {cell.label: Outcome(cell) for cell in exp.cells}
     plan = order(exp, seed)
     for index, (cell, rep) in enumerate(plan):
@@ -117,7 +127,7 @@ def run_experiment(
         params = {"experiment": exp.name, **cell.params(), "rep": rep, "warmup": rep < 0, "order": index, "seed": seed}
         loads: list[subprocess.Popen[bytes]] = []
         try:
-            with Journal(session.conn, session.id) as journal:
+            with Journal(journal_conn, session.id) as journal:
                 for name, value in in_order(cell.levers):
                     lever(name, cpus).apply(value, journal)
                 loads = [_start(load) for load in cell.loads]

@@ -4,7 +4,6 @@ model, and the options that decide noise, from /proc/config.gz or
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from dataclasses import dataclass
@@ -33,6 +32,16 @@ class KernelIdentity:
     release: str | None
     version: str | None
     machine: str | None
+
+
+def gunzip_bounded(packed: bytes, limit: int = 16 << 20) -> bytes:
+    """gzip.decompress, but never more than `limit` bytes out (a kernel
+    config is ~300 KB): a gzip bomb in a snapshot raises OSError."""
+    stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = stream.decompress(packed, limit)
+    if stream.unconsumed_tail:
+        raise OSError(f"config.gz unpacks to more than {limit >> 20} MiB")
+    return out
 
 
 def parse_kernel_config(text: str) -> dict[str, str]:
@@ -64,7 +73,7 @@ def read_config(root: Root, release: str | None) -> tuple[dict[str, str], str | 
     packed = root.read_bytes("proc/config.gz")
     if packed is not None:
         try:
-            return parse_kernel_config(gzip.decompress(packed).decode("utf-8", "replace")), "/proc/config.gz"
+            return parse_kernel_config(gunzip_bounded(packed).decode("utf-8", "replace")), "/proc/config.gz"
         except (OSError, EOFError, zlib.error):
             pass
     if release:

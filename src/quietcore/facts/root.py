@@ -4,16 +4,25 @@ can be tested against real machines' files."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
+
+#: The most quietcore reads of one file: a kernel config is ~300 KB, the
+#: largest /proc file it reads (interrupts of a 512-CPU node) a few MB. A
+#: snapshot or a fixture tree is another machine's input, and may hold a
+#: file of any size.
+MAX_FILE = 32 << 20
 
 
 class Root:
     def __init__(self, path: str | os.PathLike[str] = "/") -> None:
         self.path = Path(path)
         self._manifest: dict[str, Any] | None = None
+        self._real = os.path.realpath(self.path)
 
     def __repr__(self) -> str:
         return f"Root({str(self.path)!r})"
@@ -21,7 +30,36 @@ class Root:
     @property
     def is_live(self) -> bool:
         """True when this root is the running node itself."""
-        return self.path.resolve() == Path("/")
+        return self._real == "/"
+
+    def _open(self, rel: str) -> int:
+        """A descriptor on a regular file of this root. In a root that is
+        not the node (a snapshot, a fixture tree), a link may not lead out
+        of it; a FIFO or a device is refused everywhere (a read would block
+        or never end)."""
+        path = self.resolve(rel)
+        if not self.is_live:
+            real = os.path.realpath(path)
+            if real != self._real and not real.startswith(self._real.rstrip("/") + "/"):
+                raise OSError(errno.EXDEV, "a link that leads out of the root")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
+        return fd
+
+    def _read(self, rel: str) -> bytes:
+        fd = self._open(rel)
+        try:
+            chunks, size = [], 0
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_FILE:
+                    raise OSError(errno.EFBIG, f"larger than {MAX_FILE >> 20} MiB")
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def resolve(self, rel: str) -> Path:
         return self.path / rel.lstrip("/")
@@ -35,7 +73,7 @@ class Root:
         (needs root)", or the system's words for other failures. In a
         snapshot, a file that could not be read when it was taken says so."""
         try:
-            return self.resolve(rel).read_text(encoding="utf-8", errors="replace"), None
+            return self._read(rel).decode("utf-8", errors="replace"), None
         except FileNotFoundError:
             why = self._unreadable().get("/" + rel.lstrip("/"))
             return None, f"unreadable when the snapshot was taken: {why}" if why else "missing"
@@ -48,7 +86,7 @@ class Root:
         """The snapshot manifest when this root is a snapshot, else {}."""
         if self._manifest is None:
             try:
-                data = json.loads((self.path / "quietcore-snapshot.json").read_text())
+                data = json.loads(self._read("quietcore-snapshot.json"))
                 self._manifest = data if isinstance(data, dict) else {}
             except (OSError, ValueError):
                 self._manifest = {}
@@ -64,7 +102,7 @@ class Root:
 
     def read_bytes(self, rel: str) -> bytes | None:
         try:
-            return self.resolve(rel).read_bytes()
+            return self._read(rel)
         except OSError:
             return None
 

@@ -12,6 +12,7 @@ import shutil
 import socket
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import Any
 from quietcore._version import __version__
 from quietcore.errors import UsageError
 from quietcore.facts.perf import hardware_counters
-from quietcore.facts.root import Root
+from quietcore.facts.root import MAX_FILE, Root
+from quietcore.safe import write_atomic
 
 MANIFEST = "quietcore-snapshot.json"
 
@@ -121,12 +123,18 @@ def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] |
     with tempfile.TemporaryDirectory(prefix="quietcore-snapshot-") as tmp:
         staged = Path(tmp) / "root"
         manifest = take(root, staged, journal)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
         if out.name.endswith((".tar.gz", ".tgz")):
-            with tarfile.open(out, "w:gz") as tar:
+            packed = Path(tmp) / "snapshot.tar.gz"
+            with tarfile.open(packed, "w:gz") as tar:
                 tar.add(staged, arcname=".")
+            write_atomic(out, packed.read_bytes())  # over a file only with --force: a new one, then a rename
         else:
+            if out.is_dir() and not out.is_symlink():
+                if not (out / MANIFEST).is_file():  # --force replaces a snapshot, never someone's directory
+                    raise UsageError(f"invalid --out {out}: not a snapshot quietcore wrote (no {MANIFEST} in it)")
+                shutil.rmtree(out)
+            elif out.exists() or out.is_symlink():
+                out.unlink()
             shutil.copytree(staged, out)
     return manifest
 
@@ -141,7 +149,7 @@ def open_root(path: str) -> Iterator[Root]:
             try:
                 with tarfile.open(p) as tar:
                     _extract(tar, tmp)
-            except (tarfile.TarError, OSError) as exc:
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
                 raise UsageError(f"invalid --root {path}: cannot unpack ({exc})") from exc
             yield _checked(Path(tmp), path)
         return
@@ -150,9 +158,29 @@ def open_root(path: str) -> Iterator[Root]:
     yield _checked(p, path)
 
 
+MAX_MEMBERS = 200_000  # a snapshot of a 512-CPU node holds about 60,000
+MAX_UNPACKED = 1 << 30
+
+
+def _bounded(tar: tarfile.TarFile) -> None:
+    """Walk the members' headers first, stopping at the first bound crossed:
+    too many members, one larger than a file quietcore reads, or too much
+    in all (a tarball that unpacks without end)."""
+    total = 0
+    for count, member in enumerate(tar, start=1):
+        total += member.size
+        if count > MAX_MEMBERS:
+            raise tarfile.TarError(f"more than {MAX_MEMBERS:,} members")
+        if member.size > MAX_FILE:
+            raise tarfile.TarError(f"member {member.name!r} is larger than {MAX_FILE >> 20} MiB")
+        if total > MAX_UNPACKED:
+            raise tarfile.TarError(f"it unpacks to more than {MAX_UNPACKED >> 30} GiB")
+
+
 def _extract(tar: tarfile.TarFile, dest: str) -> None:
     """Unpack regular files and directories only, inside dest: a snapshot from
     another machine is untrusted input."""
+    _bounded(tar)
     if hasattr(tarfile, "data_filter"):
         tar.extractall(dest, filter="data")
         return

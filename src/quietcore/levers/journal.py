@@ -12,19 +12,19 @@ import contextlib
 import errno
 import os
 import signal
-import socket
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from types import TracebackType
 
-from quietcore.actions import FILE_KINDS, Action
+from quietcore import knobs
+from quietcore.actions import Action
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
-from quietcore.levers import cpuset, pmqos, service, task
+from quietcore.knobs import THREAD_KINDS, Gone
 from quietcore.owner import Owner, alive
+from quietcore.safe import plain
 from quietcore.store import journal as rows
 
 LASTING = ("temporary", "kept")
@@ -56,61 +56,39 @@ def held_signals() -> Iterator[None]:
             signal.raise_signal(caught[0])  # to the handler it was sent to, now that the knob is settled
 
 
-def _write(path: Path, value: str) -> None:
-    try:
-        path.write_text(value)
-    except PermissionError as exc:
-        if os.geteuid() == 0:  # root was refused: the kernel made the file read-only (a managed IRQ, say)
-            raise CommandError(f"cannot write {value!r} to {path}: the kernel does not allow it ({_errno(exc)})",
-                               exit_code=3) from exc  # fmt: skip
-        raise CommandError(f"cannot write {path}: needs root", exit_code=3) from exc
-    except OSError as exc:
-        raise CommandError(f"cannot write {value!r} to {path}: {exc.strerror} ({_errno(exc)})", exit_code=1) from exc
-
-
 def _errno(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
-#: Knobs that are not a file's content, each read and written by its lever
-#: on the live node: kind -> (read: target -> value or None when gone,
-#: write: target, value -> None, raising OSError or task.Gone).
-OWN: dict[str, tuple[Callable[[str], str | None], Callable[[str, str], None]]] = {
-    "task-affinity": (task.read, task.write),  # target "TID@START"
-    "cpuset-task": (cpuset.read_task, cpuset.write_task),  # target "TID@START"
-    "cpuset-dir": (cpuset.read_dir, cpuset.write_dir),
-    "cgroup-controller": (cpuset.read_controller, cpuset.write_controller),
-    pmqos.KIND: (pmqos.read, pmqos.write),
-    service.KIND: (service.read, service.write),
-}
-OWN_KINDS = tuple(OWN)
-THREAD_KINDS = ("task-affinity", "cpuset-task")
-
-
-def put(kind: str, target: str, value: str) -> None:
-    """Set one knob: a file, or a knob of OWN (a thread, a cpuset, a
-    controller, a PM QoS hold, a service)."""
-    if kind not in OWN:
-        _write(Path(target), value)
-        return
+def put(kind: str, root: Root, target: str, value: str) -> None:
+    """Set one knob through its kind, which refuses a target or value
+    outside its patterns (TargetError, exit 2) before anything is written."""
+    knob = knobs.kind(kind)
+    knob.check(root, target)
+    knob.check_value(root, target, value)
     try:
-        OWN[kind][1](target, value)
-    except task.Gone as exc:
+        knob.write(root, target, value)
+    except Gone as exc:
         raise CommandError(f"thread {target.partition('@')[0]} has exited", exit_code=1) from exc
+    except PermissionError as exc:
+        if os.geteuid() == 0:  # root was refused: the kernel made the file read-only (a managed IRQ, say)
+            raise CommandError(f"cannot write {value!r} to {target}: the kernel does not allow it ({_errno(exc)})",
+                               exit_code=3) from exc  # fmt: skip
+        raise CommandError(f"cannot write {target}: needs root", exit_code=3) from exc
     except OSError as exc:
         what = f"thread {target.partition('@')[0]} to CPUs {value}" if kind in THREAD_KINDS else f"{target} {value}"
         why = f"{exc.strerror} ({_errno(exc)})" if exc.errno else str(exc)
         raise CommandError(f"cannot set {what}: {why}", exit_code=1) from exc
 
 
-def get(kind: str, target: str) -> str | None:
-    """A knob's value now; None when it is gone."""
-    if kind in OWN:
-        return OWN[kind][0](target)
+def get(kind: str, root: Root, target: str) -> str | None:
+    """A knob's value now; None when it is gone (or outside its kind's patterns)."""
+    knob = knobs.kind(kind)
     try:
-        return Path(target).read_text().strip()
-    except OSError:
+        knob.check(root, target)
+    except knobs.TargetError:
         return None
+    return knob.read(root, target)
 
 
 def offered_or_why(value: str, offered: list[str]) -> str | None:
@@ -130,10 +108,21 @@ def _refusal(kind: str, exc: CommandError) -> bool:
     other knobs, and a missing permission, stop the work."""
     cause = exc.__cause__
     if kind in THREAD_KINDS:  # a thread that exited, or a kthread bound to its CPU
-        return isinstance(cause, (OSError, task.Gone))
+        return isinstance(cause, (OSError, Gone))
     if kind != "irq-affinity" or not isinstance(cause, OSError):
         return False
     return not isinstance(cause, PermissionError) or os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def node_journal() -> Iterator[sqlite3.Connection]:
+    """The node journal's connection, in the state directory (made if need be)."""
+    conn = rows.open_node()
+    assert conn is not None
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 class Journal:
@@ -147,34 +136,30 @@ class Journal:
         self.open: list[int] = []  # temporary entries of this journal, in the order applied
 
     def apply(self, lever: str, action: Action, root: Root, old: str | None = None) -> str | None:
-        """Carry out one file action of `root` (the node's, or a fixture
-        tree's), its old value recorded first: `old` as the lever reads it
-        (the selected word of a selector file), else the file's content.
-        Returns None, or the kernel's refusal of an IRQ (recorded as failed)."""
-        if action.kind not in (*FILE_KINDS, *OWN_KINDS):
-            raise ValueError(f"the journal writes files, threads and cpusets, not {action.kind!r} actions")
-        if action.kind in OWN:  # the live node's: the target as it is ("TID@START", a unit, a path)
-            path = Path(action.target)
-            old = get(action.kind, action.target)
-            if old is None and action.kind in THREAD_KINDS:
-                return f"thread {action.target.partition('@')[0]} has exited"
-            if old is None:
-                raise CommandError(f"cannot read {action.target} ({action.kind})", exit_code=3)
-        else:
-            path = root.resolve(action.target)
-            old = old if old is not None else root.read_line(action.target)
-            if old is None:
-                raise CommandError(f"cannot read {path}: {root.read(action.target)[1]}", exit_code=3)
+        """Carry out one action on `root` (the node's, or a fixture tree's),
+        its old value recorded first: `old` as the lever reads it (the
+        selected word of a selector file), else as its kind reads it back.
+        Returns None, or the kernel's refusal of an IRQ or a thread
+        (recorded as failed). A target outside its kind's patterns is
+        refused before anything is read or written."""
+        knob = knobs.kind(action.kind)
+        target = knob.check(root, action.target)
+        knob.check_value(root, target, action.value)
+        old = old if old is not None else knob.restorable(root, target)
+        if old is None and action.kind in THREAD_KINDS:
+            return f"thread {target.partition('@')[0]} has exited"
+        if old is None:
+            raise CommandError(f"cannot read {target} ({action.kind})", exit_code=3)
         with held_signals():  # a Ctrl-C, SIGTERM or SIGHUP waits until the knob and its entry agree
             try:
                 entry = rows.add(self.conn, self.session_id, self.owner,
-                                 {"lever": lever, "kind": action.kind, "target": str(path), "old_value": old,
-                                  "new_value": action.value, "lasting": self.lasting})  # fmt: skip
+                                 {"lever": lever, "kind": action.kind, "root": str(root.path), "target": target,
+                                  "old_value": old, "new_value": action.value, "lasting": self.lasting})  # fmt: skip
             except sqlite3.Error as exc:  # a full disk, a read-only or locked database: change nothing unrecorded
-                raise CommandError(f"cannot record the old value of {path} in the journal ({exc}): "
+                raise CommandError(f"cannot record the old value of {target} in the journal ({exc}): "
                                    "not changed", exit_code=1) from exc  # fmt: skip
             try:
-                put(action.kind, str(path), action.value)
+                put(action.kind, root, target, action.value)
             except CommandError as exc:
                 with contextlib.suppress(sqlite3.Error):  # pending stays pending: a revert tries it
                     rows.mark(self.conn, entry, "failed", str(exc))
@@ -186,7 +171,7 @@ class Journal:
             try:
                 rows.mark(self.conn, entry, self.lasting)
             except sqlite3.Error as exc:
-                raise CommandError(f"{path} was changed, but the journal could not say so ({exc}): it stays "
+                raise CommandError(f"{target} was changed, but the journal could not say so ({exc}): it stays "
                                    "recorded as pending, and `quietcore tune revert` (or the next command, for "
                                    "a temporary change) puts it back", exit_code=1) from exc  # fmt: skip
         return None
@@ -203,7 +188,7 @@ class Journal:
             for entry in reversed(self.open):
                 row = rows.get(self.conn, entry)
                 try:
-                    put(row["kind"], row["target"], row["old_value"])
+                    put(row["kind"], Root(row["root"]), row["target"], row["old_value"])
                     with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
                         rows.mark(self.conn, entry, "reverted")
                 except CommandError as exc:
@@ -221,19 +206,50 @@ class Journal:
 
 def recover(conn: sqlite3.Connection) -> list[str]:
     """Revert the temporary changes (and pending ones: the write may have
-    happened) that dead quietcore processes of this host left. Kept changes
-    stay. Returns one line per change put back or not."""
+    happened) that dead quietcore processes left, under the locks of their
+    levers (a lever a live quietcore holds is left for later). Kept changes
+    stay. Entries of an earlier boot are closed, never replayed; a target
+    that is gone is closed as gone. Returns one line per entry settled."""
+    from quietcore.lock import NodeLock
+
     lines = []
-    for row in rows.open_entries(conn, socket.gethostname(), ("pending", "temporary")):
-        if row["lasting"] == "kept" or alive(int(row["pid"]), row["pid_start"]):
-            continue  # meant to last, or still running: its own undo will do it
-        who = f"pid {row['pid']}" + (f" (`{row['command']}`)" if row["command"] else "")
-        try:
-            put(row["kind"], row["target"], row["old_value"])
-        except CommandError as exc:
-            lines.append(f"could not put back {row['lever']} ({row['target']}), left by {who} which ended: {exc}")
-            continue
-        rows.mark(conn, int(row["id"]), "reverted", f"put back by the next command ({who} had ended)")
-        restored = f"put back {row['lever']} to {row['old_value']!r} ({row['target']})"
-        lines.append(f"{restored}: {who} ended without undoing it")
+    ended = rows.close_other_boots(conn)
+    if ended:
+        lines.append(f"closed {ended} journal entr{'ies' if ended > 1 else 'y'} of an earlier boot: the reboot reset "
+                     "those knobs")  # fmt: skip
+    dead = [row for row in rows.open_entries(conn, ("pending", "temporary"))
+            if row["lasting"] != "kept" and not alive(int(row["pid"]), row["pid_start"])]  # fmt: skip
+    if not dead:
+        return lines
+    lock = NodeLock((), {row["lever"] for row in dead})
+    if not lock.try_take():
+        return [*lines, "left the changes of an ended quietcore for later: another quietcore holds their levers"]
+    try:
+        with held_signals():
+            for row in dead:
+                lines.append(_put_back(conn, row))
+    finally:
+        lock.release()
     return lines
+
+
+def _put_back(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+    who = f"pid {row['pid']}" + (f" (`{plain(row['command'])}`)" if row["command"] else "")
+    root, target, kind = Root(row["root"]), row["target"], row["kind"]
+    name = f"{row['lever']} ({plain(target)})"
+    try:
+        knob = knobs.kind(kind)
+        knob.check(root, target)
+        knob.check_value(root, target, row["old_value"])
+    except knobs.TargetError as exc:
+        rows.mark(conn, int(row["id"]), "failed", str(exc))
+        return f"did not put back {name}, left by {who}: {exc}"
+    if knob.gone(root, target):
+        rows.mark(conn, int(row["id"]), "gone", "its target no longer exists")
+        return f"{name}, left by {who} which ended, is gone: nothing to put back"
+    try:
+        put(kind, root, target, row["old_value"])
+    except CommandError as exc:
+        return f"could not put back {name}, left by {who} which ended: {exc}"
+    rows.mark(conn, int(row["id"]), "reverted", f"put back by the next command ({who} had ended)")
+    return f"put back {row['lever']} to {plain(row['old_value'])!r} ({plain(target)}): {who} ended without undoing it"

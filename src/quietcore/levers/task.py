@@ -1,69 +1,19 @@
-"""A thread's CPU affinity as a journaled knob (sched_setaffinity, as
-`taskset -p`). Its target is "TID@START", the thread id with its start
-time: a revert must never move another thread that got the id since. A
-process is moved thread by thread, each thread its own entry, so that a
-thread pinned on purpose gets its own affinity back."""
+"""The threads `tune` may move off the targets, each by its own journal
+entry (the task-affinity or cpuset-task knob, target "TID@START"), so that
+a thread pinned on purpose gets its own affinity back."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.root import Root
 from quietcore.owner import start_time
-
-
-class Gone(Exception):
-    """The thread exited (or its id now names another thread)."""
 
 
 def target(tid: int) -> str | None:
     started = start_time(tid)
     return f"{tid}@{started}" if started else None
-
-
-def _tid(target: str) -> tuple[int, str]:
-    tid, _, started = target.partition("@")
-    return int(tid), started
-
-
-def zombie(tid: int) -> bool:
-    """Exited, not yet reaped (by init, here, which is slow to): the kernel
-    has already moved it to the root cgroup, and nothing can set it."""
-    try:
-        with open(f"/proc/{tid}/stat", encoding="utf-8") as handle:
-            stat = handle.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
-
-
-def read(target: str) -> str | None:
-    """Its allowed CPUs now, or None when it is gone (or a zombie)."""
-    tid, started = _tid(target)
-    if start_time(tid) != started or zombie(tid):
-        return None
-    try:
-        with open(f"/proc/{tid}/status", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("Cpus_allowed_list:"):
-                    return format_cpulist(parse_cpulist(line.split(":", 1)[1].strip()))
-    except OSError:
-        return None
-    return None
-
-
-def write(target: str, value: str) -> None:
-    """Raises Gone, or OSError with the kernel's refusal (EINVAL for a
-    kthread bound to its CPU)."""
-    tid, started = _tid(target)
-    if start_time(tid) != started:
-        raise Gone(target)
-    try:
-        os.sched_setaffinity(tid, parse_cpulist(value))
-    except ProcessLookupError as exc:
-        raise Gone(target) from exc
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -45,13 +46,45 @@ class ProbeResult:
 
 
 def probe_path() -> Path:
-    """$QUIETCORE_PROBE, else the executable installed inside the package."""
+    """$QUIETCORE_PROBE, else the executable installed inside the package.
+    As root, $QUIETCORE_PROBE is honoured only for a binary that root owns
+    and no one else can write, reached through directories no one else can
+    write: anything else would run another user's program as root."""
     env = os.environ.get(ENV_VAR)
     path = Path(env) if env else Path(__file__).resolve().parent.parent / "bin" / "quietcore-probe"
+    if env and os.geteuid() == 0:
+        why = _untrusted(Path(os.path.abspath(env)))
+        if why:
+            raise CommandError(f"refusing ${ENV_VAR}={env} as root: {why} (valid: a binary that root owns and no one "
+                               "else can write; unset it to use the installed probe)", exit_code=3)  # fmt: skip
     if not os.access(path, os.X_OK):
         where = f"${ENV_VAR} points to {path}" if env else f"{path} is missing"
         raise CommandError(f"the native core is not installed ({where}): reinstall with `pip install .`")
     return path
+
+
+def _untrusted(path: Path) -> str | None:
+    from quietcore.statedir import why_unsafe
+
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"cannot inspect it ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a link or something else)"
+    if st.st_uid != 0:
+        return f"owned by uid {st.st_uid}"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {st.st_mode & 0o7777:o})"
+    why = why_unsafe(path.parent, 0)
+    return f"its directory is not root's alone: {why}" if why else None
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a probe: this process's, and its pid, so that the
+    probe ends with it (PR_SET_PDEATHSIG): a kill -9 of quietcore leaves no
+    spinner or competing load behind."""
+    return {**os.environ, "QUIETCORE_PARENT": str(os.getpid())}
 
 
 def parse_envelope(text: str) -> dict[str, Any]:
@@ -85,7 +118,7 @@ def run_probe(
     argv = [str(probe_path()), command, *args]
     limit = expected_s * 1.5 + 30
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     try:
         out, err, interrupted = _wait(proc, command, start, limit, on_tick)
     finally:

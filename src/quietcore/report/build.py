@@ -18,6 +18,7 @@ from quietcore.report import figures, text
 from quietcore.report.render import Grid, Rendered, render
 from quietcore.runs.kinds import kind_of
 from quietcore.runs.model import Run
+from quietcore.safe import ident
 from quietcore.store import sessions
 
 
@@ -64,7 +65,7 @@ class Builder:
         if fig is None:
             return
         self.count += 1
-        full = f"f{self.count:02d}-{name}"
+        full = ident(f"f{self.count:02d}-{name}")  # an id and a file name: the name may hold stored text
         if self.workers < 2:
             section.figures.append(render(fig, full, caption, self.out))
             return

@@ -13,6 +13,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from quietcore._version import __version__
 from quietcore.report.build import Report
 from quietcore.report.render import Grid
+from quietcore.safe import write_atomic
 
 
 def html(report: Report) -> str:
@@ -49,18 +50,28 @@ def markdown(report: Report) -> str:
 def write(report: Report, out: Path, formats: tuple[str, ...]) -> list[Path]:
     written = []
     if "html" in formats:
-        (out / "index.html").write_text(html(report), encoding="utf-8")
+        write_atomic(out / "index.html", html(report))
         written.append(out / "index.html")
     if "md" in formats:
-        (out / "report.md").write_text(markdown(report), encoding="utf-8")
+        write_atomic(out / "report.md", markdown(report))
         written.append(out / "report.md")
     return written
 
 
+MARKER = ".quietcore-report"
+
+
 def prepare(out: Path, force: bool) -> None:
-    """An empty output directory; an existing one only with force."""
+    """An empty output directory; an existing one only with force, and only
+    one quietcore wrote (its marker file is there): --force never deletes a
+    directory of someone else's."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise NotADirectoryError(f"{out} is not a directory quietcore wrote")
     if out.exists():
         if not force:
             raise FileExistsError(out)
+        if not (out / MARKER).is_file() and any(out.iterdir()):
+            raise NotADirectoryError(f"{out} was not written by quietcore (no {MARKER} in it): not replaced")
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    (out / MARKER).write_text("written by quietcore report; `--force` replaces only a directory with this file\n")

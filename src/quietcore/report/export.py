@@ -15,6 +15,7 @@ from typing import Any
 from quietcore.errors import CommandError, UsageError
 from quietcore.runs.kinds import cell, kind_of
 from quietcore.runs.kinds.base import MEASURED, METRIC, RUN_COLUMNS, RUN_JSON
+from quietcore.safe import csv_cell, plain
 from quietcore.store import sessions
 
 FORMAT = "quietcore-results"
@@ -71,7 +72,7 @@ def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: csv_cell(v) for k, v in r.items()} for r in rows)  # no cell a spreadsheet would run
     return out.getvalue()
 
 
@@ -91,6 +92,16 @@ def session_to_parquet(conn: sqlite3.Connection, row: sqlite3.Row) -> bytes:
 
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "results-v1.schema.json"
+
+
+def schema_problems(data: Any) -> list[str]:
+    """Every way `data` breaks the shipped schema, one line each (where,
+    and what): an imported file is another machine's text."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    found = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {plain(e.message[:200])}" for e in found]
 
 
 def import_json(conn: sqlite3.Connection, data: Any) -> int:

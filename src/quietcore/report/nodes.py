@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from quietcore.errors import UsageError
 from quietcore.runs.model import Run
+from quietcore.safe import ident, write_atomic
 from quietcore.store import sessions
 
 
@@ -50,10 +51,10 @@ def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: b
     for host, rank, run in runs:
         assert run.trace is not None
         for cpu in run.trace.cpus:
-            path = out / f"{host}-rank{rank}-cpu{cpu.cpu}.trace"
+            path = out / f"{ident(host)}-rank{rank}-cpu{cpu.cpu}.trace"  # the host is stored text
             if path.exists() and not force:
                 raise UsageError(f"{path} exists, will not overwrite without --force")
-            path.write_text(trace_text(cpu.start_ns - cpu.span_start_ns, cpu.duration_ns), encoding="utf-8")
+            write_atomic(path, trace_text(cpu.start_ns - cpu.span_start_ns, cpu.duration_ns))
             written.append(path)
     return written
 

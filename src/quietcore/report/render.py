@@ -12,6 +12,8 @@ import matplotlib
 from matplotlib.figure import Figure
 from rich.table import Table
 
+from quietcore.safe import ident, write_atomic
+
 # Fonts as paths and a fixed hash salt: the SVG needs no font on the reader's
 # machine and is the same bytes for the same data.
 matplotlib.rcParams["svg.fonttype"] = "path"
@@ -27,6 +29,9 @@ class Rendered:
 
 
 def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
+    """`name` becomes an id and a file name: reduced to [A-Za-z0-9_-], since
+    it may be built from stored text (an experiment's name)."""
+    name = ident(name)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
@@ -37,7 +42,7 @@ def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
     svg = re.sub(r'(url\(#|xlink:href="#|href="#)([^")]+)', lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
     figures = out / "figures"
     figures.mkdir(exist_ok=True)
-    (figures / f"{name}.svg").write_text(buffer.getvalue(), encoding="utf-8")
+    write_atomic(figures / f"{name}.svg", buffer.getvalue())
     # The layout the SVG was drawn with is kept for the PNG: laying it out
     # again takes a third of the PNG's time and gives the same positions.
     fig.set_layout_engine("none")

@@ -9,15 +9,30 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from quietcore.facts.virt import Virtualization
+from quietcore.safe import plain
 
 
-def console() -> Console:
+class SafeConsole(Console):
+    """A console for text that may come from outside (a process or IRQ
+    name, a stored experiment name): no markup unless a print asks for it
+    with markup=True (its own words escaped), and control characters shown
+    as \\xNN, never sent to the terminal."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(markup=False, highlight=False, **options)
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(plain(text), **options)
+
+
+def console(**options: Any) -> Console:
     """stdout; when it is not a terminal, wide enough that tables do not wrap
     (rich would assume 80 columns) and sentences stay on one line."""
-    out = Console(highlight=False, soft_wrap=True)
-    return out if out.is_terminal else Console(highlight=False, soft_wrap=True, width=140)
+    out = SafeConsole(soft_wrap=True, **options)
+    return out if out.is_terminal else SafeConsole(soft_wrap=True, width=140, **options)
 
 
 def _us(ns: float | None) -> str:

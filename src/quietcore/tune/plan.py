@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore import knobs
 from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.cmdline import parse_cmdline
@@ -203,10 +204,10 @@ def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str
     current = root.read_line(rel)
     if current is None:
         return None
-    kind = "procfs" if rel.startswith("proc/") else "sysfs"
-    action = None if same(rel, current, planned) else Action(kind, f"/{rel}", planned, fixes=fixes, note=knob)
-    return Item(knob, shown(rel, current), shown(rel, planned) or planned, reason, action,
-                raw=restorable(root, kind, rel))  # fmt: skip
+    kind, target = "procfs" if rel.startswith("proc/") else "sysfs", f"/{rel}"
+    action = None if same(kind, target, current, planned) else Action(kind, target, planned, fixes=fixes, note=knob)
+    return Item(knob, shown(kind, target, current), shown(kind, target, planned) or planned, reason, action,
+                raw=restorable(root, kind, target))  # fmt: skip
 
 
 def _dir_items(root: Root, rel: str, files: list[tuple[str, str, str]], why: str) -> list[Item]:
@@ -451,7 +452,7 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
             cpus = format_cpulist(t.allowed & keep or keep)
             now = cpuset.read_task(tid_target)
             value = f"{housekeeping_dir} {cpus}"
-            if now is not None and same(tid_target, now, value):
+            if now is not None and same("cpuset-task", tid_target, now, value):
                 continue
             action = Action("cpuset-task", tid_target, value, fixes="task.placement", note=knob)
             items.append(Item(knob, now, value, "into the housekeeping cpuset", action, raw=now))
@@ -483,10 +484,10 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         wanted.append(("THP", THP, "madvise", "khugepaged and compaction stalls only for who asks for huge pages",
                        "mem.thp"))  # fmt: skip
     if profile == "latency" and root.exists("dev/cpu_dma_latency"):
-        from quietcore.levers import pmqos
+        from quietcore.knobs import pmqos
 
-        now = pmqos.read() if root.is_live else "none"
-        hold = None if now == "0" else Action("pm-qos", f"/{pmqos.DEVICE.lstrip('/')}", "0", fixes="cpu.cstates",
+        now = pmqos.KIND.read(root) if root.is_live else "none"
+        hold = None if now == "0" else Action("pm-qos", pmqos.DEVICE, "0", fixes="cpu.cstates",
                                                 note="C-state limit")  # fmt: skip
         items.append(Item("C-state limit (PM QoS)", now, "0", "idle CPUs stay in the shallowest state: no deep "
                           "C-state exit on a wake-up", hold, raw=now))  # fmt: skip
@@ -563,35 +564,4 @@ def scripts(plan: Plan) -> tuple[str, str]:
 
 
 def _line(action: Action, value: str, knob: str) -> str:
-    import shlex
-
-    if action.kind == "task-affinity":  # by thread id: a script cannot check the start time
-        tid = action.target.partition("@")[0]
-        return f"taskset -pc {shlex.quote(value)} {tid} >/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2"
-    target = action.target
-    if action.kind == "cpuset-dir":  # a revert's rmdir first hands what was born there since to the parent
-        where = shlex.quote(target)
-        if value == "present":
-            return f"mkdir -p {where}"
-        return (f"for t in $(cat {where}/tasks); do echo $t > {where}/../tasks; done 2>/dev/null; "
-                f"rmdir {where} || echo {shlex.quote(f'refused: {knob}')} >&2")  # fmt: skip
-    if action.kind == "cpuset-task":
-        tid = target.partition("@")[0]
-        directory, _, cpus = value.rpartition(" ")
-        return (f"{{ echo {tid} > {shlex.quote(directory + '/tasks')} && taskset -pc {shlex.quote(cpus)} {tid} "
-                f">/dev/null; }} 2>/dev/null || echo {shlex.quote(f'refused: {knob}')} >&2")  # fmt: skip
-    if action.kind == "service-state":
-        verb = "start" if value == "active" else "stop"
-        return f"systemctl {verb} {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob}')} >&2"
-    if action.kind == "pm-qos":  # held by a sleeping shell while its descriptor is open
-        pid = "/run/quietcore-cpu_dma_latency.pid"
-        if value == "none":
-            return f"kill $(cat {pid}) 2>/dev/null; rm -f {pid}"
-        raw = "".join(f"\\{b:03o}" for b in int(value).to_bytes(4, "little", signed=True))
-        return (f"(exec 3>{shlex.quote(target)}; printf '{raw}' >&3; exec sleep infinity) </dev/null >/dev/null 2>&1 & "
-                f"echo $! > {pid}")  # fmt: skip
-    if action.kind == "cgroup-controller":
-        path, _, name = target.partition("#")
-        word = f"{'+' if value == 'on' else '-'}{name}"
-        return f"echo {word} > {shlex.quote(path)} || echo {shlex.quote(f'refused: {knob}')} >&2"
-    return f"echo {shlex.quote(value)} > {shlex.quote(target)} || echo {shlex.quote(f'refused: {knob} ({target})')} >&2"
+    return knobs.kind(action.kind).export_line(action.target, value, knob)

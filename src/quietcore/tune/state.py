@@ -8,19 +8,20 @@ revert` restores exactly what was there, also after a crash."""
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 from dataclasses import dataclass
 
-from quietcore.actions import Action
+from quietcore import knobs
+from quietcore.actions import FILE_KINDS, Action
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist, parse_cpumask
-from quietcore.facts.fingerprint import selected
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
-from quietcore.levers.cpuset import parse_task_value, partition_refused
-from quietcore.levers.journal import OWN_KINDS, THREAD_KINDS, Journal, get, held_signals, put
+from quietcore.knobs import THREAD_KINDS
+from quietcore.levers.cpuset import partition_refused
+from quietcore.levers.journal import Journal, get, held_signals, put
+from quietcore.safe import plain
 from quietcore.store import journal as rows
 
 LEVER = "tune"
@@ -34,54 +35,19 @@ class Outcome:
     result: str  # "set", "refused: ...", "pending: ..." (written, not yet in effect)
 
 
-def _mask_file(target: str) -> bool:
-    return target.endswith(("smp_affinity", "cpumask", "default_smp_affinity"))
-
-
-def shown(target: str, value: str | None) -> str | None:
+def shown(kind: str, target: str, value: str | None) -> str | None:
     """A value as a person reads it: masks as CPU lists, selectors as the word."""
-    if value is None:
-        return None
-    if _mask_file(target):
-        try:
-            return format_cpulist(parse_cpumask(value))
-        except ValueError:
-            return value
-    return selected(value) or value
+    return knobs.kind(kind).shown(target, value)
 
 
-def same(target: str, now: str | None, wanted: str) -> bool:
-    """The kernel's value against the one written: masks as CPU sets
-    ("3" and "00000003" are one mask), CPU lists as sets, selector files by
-    the selected word."""
-    if now is None:
-        return False
-    if "@" in target and " " in wanted:  # a thread's cpuset and CPUs: "DIR CPULIST"
-        try:
-            return parse_task_value(now) == parse_task_value(wanted)
-        except ValueError:
-            return False
-    if "@" in target:  # a thread: "TID@START", its allowed CPUs as a list
-        try:
-            return parse_cpulist(now) == parse_cpulist(wanted)
-        except ValueError:
-            return False
-    if _mask_file(target):
-        try:
-            return parse_cpumask(now) == parse_cpumask(wanted)
-        except ValueError:
-            return False
-    return (selected(now) or now) == wanted
+def same(kind: str, target: str, now: str | None, wanted: str) -> bool:
+    """The kernel's value against the one written, as its kind compares them."""
+    return knobs.kind(kind).same(target, now, wanted)
 
 
 def restorable(root: Root, kind: str, target: str) -> str | None:
-    """A knob's value now, as a revert writes it back: a thread's allowed
-    CPUs, a selector file's selected word (the file takes one word), else
-    the file's content."""
-    if kind in OWN_KINDS:
-        return get(kind, target)
-    value = root.read_line(target)
-    return selected(value) or value if value is not None and ("[" in value or "(" in value) else value
+    """A knob's value now, as a revert writes it back."""
+    return knobs.kind(kind).restorable(root, target)
 
 
 def _effective(root: Root, action: Action) -> str | None:
@@ -106,11 +72,20 @@ def missing(root: Root, actions: list[Action]) -> list[str]:
     made = {a.target for a in actions if a.kind == "cpuset-dir" and a.value == "present"}
     gone = []
     for a in actions:
-        if a.kind in OWN_KINDS or a.target.rsplit("/", 1)[0] in made:
+        if a.kind not in FILE_KINDS or a.target.rsplit("/", 1)[0] in made:
             continue
-        if root.read_line(a.target) is None:
+        if get(a.kind, root, a.target) is None:
             gone.append(f"{a.target} ({root.read(a.target)[1] or 'unreadable'})")
     return gone
+
+
+def check(root: Root, actions: list[Action]) -> None:
+    """Every action's kind, target and value allowed (TargetError, exit 2,
+    naming the first that is not): before anything is written."""
+    for a in actions:
+        knob = knobs.kind(a.kind)
+        knob.check(root, a.target)
+        knob.check_value(root, a.target, a.value)
 
 
 def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[Outcome]:
@@ -119,6 +94,7 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
     write that fails for another reason than a per-IRQ or per-thread
     refusal (a read-only file system) stops there, the changes before it
     kept for revert."""
+    check(root, actions)
     gone = missing(root, actions)
     if gone:
         raise CommandError(f"this node lacks {len(gone)} of the plan's files, first {gone[0]}: nothing changed "
@@ -139,20 +115,21 @@ def apply(conn: sqlite3.Connection, root: Root, actions: list[Action]) -> list[O
             why = refusal.rsplit(": ", 1)[-1]
             if action.kind == "irq-affinity" and ("EIO" in why or "EPERM" in why):
                 why += ": a managed IRQ, placed by the kernel itself (EIO before 6.12, EPERM since)"
-            outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value,
-                                    f"refused: {why}"))  # fmt: skip
+            new = shown(action.kind, rel, action.value) or action.value
+            outcomes.append(Outcome(knob, shown(action.kind, rel, old), new, f"refused: {why}"))
             continue
-        now = get(action.kind, rel) if action.kind in OWN_KINDS else root.read_line(rel)
+        now = get(action.kind, root, rel)
         refused = partition_refused(rel, now)
         if refused:
             result = refused
-        elif not same(rel, now, action.value):
-            result = f"drifted at once: reads {shown(rel, now)!r}"
+        elif not same(action.kind, rel, now, action.value):
+            result = f"drifted at once: reads {shown(action.kind, rel, now)!r}"
         elif action.kind == "irq-affinity":
             result = _effective(root, action) or "set"
         else:
             result = "set"
-        outcomes.append(Outcome(knob, shown(rel, old), shown(rel, action.value) or action.value, result))
+        new = shown(action.kind, rel, action.value) or action.value
+        outcomes.append(Outcome(knob, shown(action.kind, rel, old), new, result))
     return outcomes
 
 
@@ -178,8 +155,8 @@ def _blame(root: Root, kind: str, target: str) -> str:
 
 
 def kept(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-    """This host's tuning still in force (or maybe: pending), newest first."""
-    return [r for r in rows.open_entries(conn, socket.gethostname(), ("pending", "kept")) if r["lasting"] == "kept"]
+    """The tuning still in force (or maybe: pending), newest first."""
+    return [r for r in rows.open_entries(conn, ("pending", "kept")) if r["lasting"] == "kept"]
 
 
 def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list[str]]:
@@ -188,13 +165,14 @@ def verify(conn: sqlite3.Connection, root: Root) -> tuple[int, list[Drift], list
     entries = [r for r in kept(conn) if r["state"] == "kept"]
     drifts = []
     for row in entries:
-        target = row["target"]
-        now = get(row["kind"], target)
-        if now is None and row["kind"] in THREAD_KINDS:
+        target, kind = row["target"], row["kind"]
+        now = get(kind, Root(row["root"]), target)
+        if now is None and kind in THREAD_KINDS:
             continue  # a thread that exited took its affinity with it: nothing drifted
-        if not same(target, now, row["new_value"]):
-            blame = "it no longer exists" if now is None else _blame(root, row["kind"], target)
-            drifts.append(Drift(int(row["id"]), target, shown(target, row["new_value"]), shown(target, now), blame))
+        if not same(kind, target, now, row["new_value"]):
+            blame = "it no longer exists" if now is None else _blame(root, kind, target)
+            drifts.append(Drift(int(row["id"]), target, shown(kind, target, row["new_value"]), shown(kind, target, now),
+                                blame))  # fmt: skip
     tuned_irqs = {r["target"] for r in entries if r["kind"] == "irq-affinity"}
     masks = [parse_cpumask(r["new_value"]) for r in entries if r["kind"] == "irq-affinity"]
     new_irqs = []
@@ -219,20 +197,20 @@ def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
     for row in kept(conn):
         if to is not None and int(row["id"]) <= to:
             continue
-        target, old, kind = row["target"], row["old_value"], row["kind"]
-        name = f"thread {target.partition('@')[0]}" if kind in THREAD_KINDS else target
-        if get(kind, target) is None:
-            rows.mark(conn, int(row["id"]), "reverted", "its target no longer exists")
+        target, old, kind, where = row["target"], row["old_value"], row["kind"], Root(row["root"])
+        name = f"thread {target.partition('@')[0]}" if kind in THREAD_KINDS else plain(target)
+        if knobs.kind(kind).gone(where, target):
+            rows.mark(conn, int(row["id"]), "gone", "its target no longer exists")
             lines.append(f"{name}: gone, nothing to put back")
             continue
         with held_signals():  # the knob and its entry agree before a signal ends the revert
             try:
-                put(kind, target, old)
+                put(kind, where, target, old)
             except CommandError as exc:
                 if row["state"] == "pending":  # never written: the kernel refused it then too
                     rows.mark(conn, int(row["id"]), "failed", f"not written before: {exc}")
                     continue
                 raise CommandError(f"cannot put back {old!r} to {name}: {exc}", exit_code=1) from exc
             rows.mark(conn, int(row["id"]), "reverted", "put back by quietcore tune revert")
-        lines.append(f"{name}: back to {shown(target, old)}")
+        lines.append(f"{name}: back to {plain(shown(kind, target, old) or '')}")
     return lines

@@ -97,7 +97,10 @@ def costliest(study: dict[str, Any]) -> list[str]:
 
 
 def show(study: dict[str, Any], params: dict[str, Any], out: Console | None = None) -> None:
-    out = out or Console()
+    if out is None:
+        from quietcore.report.text import console
+
+        out = console()
     out.print(heading(study, params))
     out.print(curves_table(study))
     if study["by_source"]:
