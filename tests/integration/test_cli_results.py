@@ -113,5 +113,8 @@ def test_import_of_malformed_files(cli: CliRunner, tmp_path: Path) -> None:
     assert "is not JSON" in cli("results", "import", str(bad)).stderr
     bad.write_text('{"format": "quietcore-results", "format_version": 1, "session": {}}')
     proc = cli("results", "import", str(bad))
-    assert proc.returncode == 2 and "malformed quietcore export" in proc.stderr
+    # checked against the shipped schema: one line per bad field, nothing imported
+    assert proc.returncode == 2 and "is not a valid quietcore results export" in proc.stderr, proc.stderr
+    assert "nothing imported" in proc.stderr and "(top): 'runs' is a required property" in proc.stderr
+    assert "session: 'uuid' is a required property" in proc.stderr
     assert "no sessions yet" in cli("results", "show", "1").stderr

@@ -136,10 +136,7 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists, will not overwrite without --force")
     try:
-        if isinstance(data, bytes):
-            out.write_bytes(data)
-        else:
-            write_atomic(out, data)
+        write_atomic(out, data)
     except OSError as exc:
         raise UsageError(f"cannot write --out {out}: {exc.strerror}") from exc
 

@@ -32,14 +32,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.node import Node
 from quietcore.options import int_in_range, positive_float
+from quietcore.safe import markup
 from quietcore.sched import check_priority
 from quietcore.store import sessions
 
@@ -148,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     for sentence in ([line] if line else []) + analysis["notes"]:
         out.print(sentence)
     for warning in analysis["warnings"]:
-        out.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True)
+        out.print(f"[yellow]warning:[/yellow] {markup(warning)}", markup=True)
     out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "
               f"Next: quietcore compare {session.id} OTHER_SESSION")  # fmt: skip
     return 0

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from quietcore.commands import common
+from quietcore.errors import UsageError
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import write
 
@@ -28,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     root = Root("/")
-    manifest = write(root, out, args.force, common.journal_of(root)[0])
+    try:
+        manifest = write(root, out, args.force, common.journal_of(root)[0])
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from exc
     unreadable = manifest["unreadable"]
     print(f"Wrote {manifest['files']} files to {out}.")
     if unreadable:

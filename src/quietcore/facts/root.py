@@ -56,7 +56,7 @@ class Root:
                 chunks.append(chunk)
                 size += len(chunk)
                 if size > MAX_FILE:
-                    raise OSError(errno.EFBIG, f"larger than {MAX_FILE >> 20} MiB")
+                    raise OSError(errno.EFBIG, f"larger than {MAX_FILE:,} bytes: not read")
             return b"".join(chunks)
         finally:
             os.close(fd)

@@ -120,7 +120,8 @@ def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] |
         raise UsageError(f"{out} exists, will not overwrite without --force")
     if not out.parent.is_dir():
         raise UsageError(f"invalid --out {out}: directory {out.parent} does not exist")
-    with tempfile.TemporaryDirectory(prefix="quietcore-snapshot-") as tmp:
+    # Staged beside `out`, so that the last step is one rename: a reader never sees half a snapshot.
+    with tempfile.TemporaryDirectory(prefix=".quietcore-snapshot-", dir=out.parent) as tmp:
         staged = Path(tmp) / "root"
         manifest = take(root, staged, journal)
         if out.name.endswith((".tar.gz", ".tgz")):
@@ -135,7 +136,8 @@ def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] |
                 shutil.rmtree(out)
             elif out.exists() or out.is_symlink():
                 out.unlink()
-            shutil.copytree(staged, out)
+            staged.chmod(0o755)
+            staged.rename(out)
     return manifest
 
 

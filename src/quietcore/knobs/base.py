@@ -111,6 +111,12 @@ class Kind(ABC):
     def same(self, target: str, now: str | None, wanted: str) -> bool:
         return now == wanted
 
+    def describe(self, target: str) -> str:
+        """The knob as a person names it in a message."""
+        from quietcore.safe import plain
+
+        return plain(target)
+
     def gone(self, root: Root, target: str) -> bool:
         """The target no longer exists: an entry for it is closed as gone."""
         return self.read(root, target) is None

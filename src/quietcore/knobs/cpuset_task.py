@@ -40,6 +40,9 @@ class CpusetTask(Kind):
         ThreadTarget.parse(target, self.name)
         return target
 
+    def describe(self, target: str) -> str:
+        return f"thread {ThreadTarget.parse(target, self.name).tid}"
+
     def check_value(self, root: Root, target: str, value: str) -> None:
         place = Place.parse(value, self.name)
         cgroup_dir(root, place.directory, self.name)
@@ -82,9 +85,8 @@ class CpusetTask(Kind):
             return False
 
     def render(self, target: str, value: str) -> str:
-        directory, _, cpus = value.rpartition(" ")
-        tid = target.partition("@")[0]
-        return f"echo {tid} > {directory}/tasks; taskset -pc {cpus} {tid}"
+        place, tid = value.rpartition(" "), ThreadTarget.parse(target, self.name).tid
+        return f"echo {tid} > {place[0]}/tasks; taskset -pc {place[2]} {tid}"
 
     def export_line(self, target: str, value: str, knob: str) -> str:
         tid = ThreadTarget.parse(target, self.name).tid

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
+from quietcore.facts.cgroup import find
 from quietcore.facts.root import Root
+from quietcore.knobs.cgroups import HOUSEKEEPING, SHIELD
 from quietcore.knobs.files import FileKind
 
 _FIXED = (
@@ -22,13 +24,11 @@ CPUSET_FILES = r"(cpuset\.)?(cpus|mems|cpu_exclusive|sched_load_balance|cpus\.ex
 
 
 def cpuset_patterns(root: Root) -> tuple[re.Pattern[str], ...]:
-    from quietcore.levers import cpuset
-
-    found = cpuset.find(root)
+    found = find(root)
     if found is None:
         return ()
     mount = "/" + found.mount
-    shield = f"({re.escape(cpuset.SHIELD)}|{re.escape(cpuset.HOUSEKEEPING)})"
+    shield = f"({re.escape(SHIELD)}|{re.escape(HOUSEKEEPING)})"
     return (re.compile(f"{re.escape(mount)}(/{shield})?/{CPUSET_FILES}"),)
 
 

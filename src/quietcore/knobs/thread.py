@@ -66,6 +66,9 @@ class TaskAffinity(Kind):
         ThreadTarget.parse(target, self.name)
         return target
 
+    def describe(self, target: str) -> str:
+        return f"thread {ThreadTarget.parse(target, self.name).tid}"
+
     def check_value(self, root: Root, target: str, value: str) -> None:
         cpulist_value(value, self.name)
 
@@ -76,7 +79,7 @@ class TaskAffinity(Kind):
         set_cpus(ThreadTarget.parse(target, self.name), cpulist_value(value, self.name))
 
     def render(self, target: str, value: str) -> str:
-        return f"taskset -pc {value} {target.partition('@')[0]}"
+        return f"taskset -pc {value} {ThreadTarget.parse(target, self.name).tid}"
 
     def export_line(self, target: str, value: str, knob: str) -> str:
         # by thread id: a script cannot check the start time

@@ -69,14 +69,14 @@ def put(kind: str, root: Root, target: str, value: str) -> None:
     try:
         knob.write(root, target, value)
     except Gone as exc:
-        raise CommandError(f"thread {target.partition('@')[0]} has exited", exit_code=1) from exc
+        raise CommandError(f"{knob.describe(target)} has exited", exit_code=1) from exc
     except PermissionError as exc:
         if os.geteuid() == 0:  # root was refused: the kernel made the file read-only (a managed IRQ, say)
             raise CommandError(f"cannot write {value!r} to {target}: the kernel does not allow it ({_errno(exc)})",
                                exit_code=3) from exc  # fmt: skip
         raise CommandError(f"cannot write {target}: needs root", exit_code=3) from exc
     except OSError as exc:
-        what = f"thread {target.partition('@')[0]} to CPUs {value}" if kind in THREAD_KINDS else f"{target} {value}"
+        what = f"{knob.describe(target)} to CPUs {value}" if kind in THREAD_KINDS else f"{target} {value}"
         why = f"{exc.strerror} ({_errno(exc)})" if exc.errno else str(exc)
         raise CommandError(f"cannot set {what}: {why}", exit_code=1) from exc
 
@@ -147,7 +147,7 @@ class Journal:
         knob.check_value(root, target, action.value)
         old = old if old is not None else knob.restorable(root, target)
         if old is None and action.kind in THREAD_KINDS:
-            return f"thread {target.partition('@')[0]} has exited"
+            return f"{knob.describe(target)} has exited"
         if old is None:
             raise CommandError(f"cannot read {target} ({action.kind})", exit_code=3)
         with held_signals():  # a Ctrl-C, SIGTERM or SIGHUP waits until the knob and its entry agree

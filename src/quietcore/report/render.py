@@ -46,7 +46,9 @@ def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
     # The layout the SVG was drawn with is kept for the PNG: laying it out
     # again takes a third of the PNG's time and gives the same positions.
     fig.set_layout_engine("none")
-    fig.savefig(figures / f"{name}.png", format="png", dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    write_atomic(figures / f"{name}.png", png.getvalue())
     return Rendered(name, caption, svg, (f"figures/{name}.svg", f"figures/{name}.png"))
 
 

@@ -198,7 +198,7 @@ def revert(conn: sqlite3.Connection, to: int | None = None) -> list[str]:
         if to is not None and int(row["id"]) <= to:
             continue
         target, old, kind, where = row["target"], row["old_value"], row["kind"], Root(row["root"])
-        name = f"thread {target.partition('@')[0]}" if kind in THREAD_KINDS else plain(target)
+        name = knobs.kind(kind).describe(target)
         if knobs.kind(kind).gone(where, target):
             rows.mark(conn, int(row["id"]), "gone", "its target no longer exists")
             lines.append(f"{name}: gone, nothing to put back")
