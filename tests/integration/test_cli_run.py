@@ -128,7 +128,7 @@ def test_interrupt_restores_thp_and_leaves_no_workload(
             proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert thp_now() == thp_guard
+    assert thp_now() == thp_guard, err
     assert not _probes_of(proc.pid)
     assert {s for (s,) in sqlite3.connect(journal_file).execute("SELECT state FROM journal")} == {"reverted"}
     conn = sqlite3.connect(db_file)

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from quietcore.attribution import tracer
 from quietcore.attribution.tracer import Interval, converter, intervals, match_gaps
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "trace" / "x86-tsc.txt").read_text()
@@ -40,3 +44,22 @@ def test_spans_explain_only_what_they_overlap() -> None:
     assert "other" not in by  # another CPU's span
     # untraced: the rest of the first two gaps, and all of the third
     assert out["unmatched"] == {"gaps": 1, "ns": 10 + 100 + 50}
+
+
+def test_a_setup_that_fails_half_way_leaves_no_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instance is made, then a write fails (a kernel without a clock,
+    say): the instance (and a tracefs mount made for it) is gone after."""
+    ok, why = tracer.usable()
+    if not ok or os.geteuid() != 0:
+        pytest.skip(f"needs root and tracefs: {why or 'not root'}")
+    write = tracer.TraceSession._write
+
+    def failing(self: tracer.TraceSession, name: str, value: str) -> None:
+        if name == "buffer_size_kb":
+            raise OSError(errno.ENOMEM, "injected")
+        write(self, name, value)
+
+    monkeypatch.setattr(tracer.TraceSession, "_write", failing)
+    with pytest.raises(OSError, match="injected"), tracer.TraceSession(frozenset({0})):
+        pass
+    assert not any((m / "instances" / f"{tracer.PREFIX}{os.getpid()}").exists() for m in tracer.MOUNTS)

@@ -120,3 +120,14 @@ class Kind(ABC):
     def gone(self, root: Root, target: str) -> bool:
         """The target no longer exists: an entry for it is closed as gone."""
         return self.read(root, target) is None
+
+
+class ThreadKind(Kind, ABC):
+    """A kind whose target is a thread, "TID@START"."""
+
+    def check(self, root: Root, target: str) -> str:
+        ThreadTarget.parse(target, self.name)
+        return target
+
+    def describe(self, target: str) -> str:
+        return f"thread {ThreadTarget.parse(target, self.name).tid}"

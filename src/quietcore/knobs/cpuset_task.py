@@ -13,7 +13,7 @@ from pathlib import Path
 
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.root import Root
-from quietcore.knobs.base import Gone, Kind, TargetError, ThreadTarget
+from quietcore.knobs.base import Gone, TargetError, ThreadKind, ThreadTarget
 from quietcore.knobs.cgroups import cgroup_dir, mount, open_file, tasks_name
 from quietcore.knobs.thread import allowed_cpus, cpulist_value, set_cpus
 
@@ -32,16 +32,9 @@ class Place:
             raise TargetError(f"refused {kind} value {value!r} (valid: DIR CPULIST)") from None
 
 
-class CpusetTask(Kind):
+class CpusetTask(ThreadKind):
     name = "cpuset-task"
     allowed = "TID@START, with a value DIR CPULIST whose DIR is under the cpuset mount"
-
-    def check(self, root: Root, target: str) -> str:
-        ThreadTarget.parse(target, self.name)
-        return target
-
-    def describe(self, target: str) -> str:
-        return f"thread {ThreadTarget.parse(target, self.name).tid}"
 
     def check_value(self, root: Root, target: str, value: str) -> None:
         place = Place.parse(value, self.name)

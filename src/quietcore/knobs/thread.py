@@ -10,7 +10,7 @@ import shlex
 
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.root import Root
-from quietcore.knobs.base import Gone, Kind, TargetError, ThreadTarget
+from quietcore.knobs.base import Gone, TargetError, ThreadKind, ThreadTarget
 from quietcore.owner import start_time
 
 
@@ -58,16 +58,9 @@ def cpulist_value(value: str, kind: str) -> str:
     return value
 
 
-class TaskAffinity(Kind):
+class TaskAffinity(ThreadKind):
     name = "task-affinity"
     allowed = "TID@START, a live thread"
-
-    def check(self, root: Root, target: str) -> str:
-        ThreadTarget.parse(target, self.name)
-        return target
-
-    def describe(self, target: str) -> str:
-        return f"thread {ThreadTarget.parse(target, self.name).tid}"
 
     def check_value(self, root: Root, target: str, value: str) -> None:
         cpulist_value(value, self.name)

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Any
 
 from quietcore import knobs
 from quietcore.actions import Action
@@ -46,12 +47,22 @@ def held_signals() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in HELD}
+    previous: dict[signal.Signals, Any] = {}
+    try:
+        for held in HELD:
+            previous[held] = signal.signal(held, lambda signum, frame: caught.append(signum))
+    except BaseException:
+        # A signal came while the handlers were being swapped, and its own
+        # handler ran: put back those already swapped, so that none stays
+        # noting signals for good, and let it end the work (nothing is held yet).
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        raise
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         if caught:
             signal.raise_signal(caught[0])  # to the handler it was sent to, now that the knob is settled
 
@@ -180,6 +191,20 @@ class Journal:
         """Put back every temporary change of this journal, newest first;
         returns the problems met (a lever that could not be restored is
         reported, and stays temporary so that `recover` tries again)."""
+        stopped: BaseException | None = None
+        while True:
+            try:
+                problems = self._undo_held()
+                break
+            except KeyboardInterrupt as exc:
+                if not self.open:  # everything is back: the signal came as the hold ended
+                    raise
+                stopped = exc  # it came as the hold began, before any knob: undo all the same, then end
+        if stopped is not None:
+            raise stopped
+        return problems
+
+    def _undo_held(self) -> list[str]:
         problems = []
         # Held over the whole undo, not each knob: a Ctrl-C that lands
         # between two knobs (or as a probe ends and the undo begins) waits
@@ -221,7 +246,12 @@ def recover(conn: sqlite3.Connection) -> list[str]:
             if row["lasting"] != "kept" and not alive(int(row["pid"]), row["pid_start"])]  # fmt: skip
     if not dead:
         return lines
-    lock = NodeLock((), {row["lever"] for row in dead})
+    from quietcore.levers.registry import NAMES
+
+    # Every lever's lock, as `run` and `tune` take them by name: a live
+    # quietcore that writes any knob now may have set one of these since,
+    # and putting back the old value under it would undo its work.
+    lock = NodeLock((), (*NAMES, "tune"))
     if not lock.try_take():
         return [*lines, "left the changes of an ended quietcore for later: another quietcore holds their levers"]
     try:
