@@ -4,6 +4,7 @@ exported timelines, and the round trip against `survey --coupled`."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -112,6 +113,20 @@ def test_a_measured_trace_names_its_sources_and_exports_its_timelines(cli: CliRu
     lines = [line.split("\t") for line in trace.read_text().splitlines()]
     assert lines and all(len(f) == 2 and float(f[1]) > 0 for f in lines)
     assert [float(f[0]) for f in lines] == sorted(float(f[0]) for f in lines)
+    # On an 80-column terminal each source is a short label, a row of at most two lines, its full name below
+    from rich.console import Console
+
+    from quietcore.runs.kinds.simulate import source_legend, sources_table
+
+    screen = io.StringIO()
+    Console(file=screen, width=80, force_terminal=False).print(sources_table(study))
+    table = screen.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in table)
+    rows = len(study["sources"]) + 1  # and the baseline's
+    assert len(table) <= 6 + 2 * rows, "\n".join(table)
+    legend = source_legend(study)
+    assert len(legend) == len(study["sources"]) and legend[0].startswith("S1: ")
+    assert {line.split(": ", 1)[1] for line in legend} == set(study["sources"])
 
 
 @pytest.mark.slow

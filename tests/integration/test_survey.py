@@ -109,16 +109,17 @@ def disturbed(cpu: int, seconds: float) -> Iterator[None]:
 @NEEDS_MPI
 @TWO_CPUS
 @pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
-def test_a_planted_odd_node_is_named_with_its_source(cli_env: dict[str, str], db_file: Path) -> None:
-    """The injector on rank 1's CPU stands for a bad node: rank 1 is odd,
-    and the reason names the planted 100 Hz source."""
+def test_a_planted_bad_node_is_named_with_its_source(cli_env: dict[str, str], db_file: Path) -> None:
+    """The injector on rank 1's CPU stands for a bad node. Two ranks are
+    too few to call one odd: rank 1 is said to differ, the reason names the
+    planted 100 Hz source, and rank 0 does not differ."""
     with disturbed(1, 8.0):
         proc = mpirun(cli_env, 2, "--duration", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     nodes = {n["cpus"]: n for n in json.loads(proc.stdout)["nodes"]}
-    assert nodes["1"]["odd"], nodes["1"]
+    assert nodes["1"]["differs"] and not nodes["1"]["odd"], nodes["1"]
     assert any(r.startswith("periodic source 100 Hz") for r in nodes["1"]["reasons"]), nodes["1"]["reasons"]
-    assert not any("100 Hz" in r for r in nodes["0"]["reasons"])
+    assert not nodes["0"]["odd"] and not any("100 Hz" in r for r in nodes["0"]["reasons"])
 
 
 def test_without_a_launcher_it_is_a_one_rank_survey(cli_env: dict[str, str], db_file: Path) -> None:
@@ -326,7 +327,7 @@ def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Pat
                             capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert report.returncode == 0, report.stderr
     body, names, errors = in_chromium(out / "index.html", "survey-report.png")
-    assert "Survey of 2 ranks" in body and "odd: " in body and "periodic source 100 Hz" in body
+    assert "Survey of 2 ranks" in body and "differs: " in body and "periodic source 100 Hz" in body
     assert "How the nodes differ in configuration" in body
     assert "Coupled: a work quantum W then an Allreduce" in body
     assert any(n.endswith("-nodes") for n in names) and any(n.endswith("-amplification") for n in names), names

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from quietcore.survey.odd import NodeSummary, config_diff, odd_nodes
+from quietcore.survey.odd import NodeSummary, config_diff, odd_count, odd_nodes
 
 CONFIG = {"kernel": "6.8.0", "thp": "madvise", "irqbalance": "stopped", "virtualization": "none"}
 
@@ -51,12 +51,26 @@ def test_gap_metrics_can_be_left_out_of_the_verdict() -> None:
 
 
 def test_two_nodes_a_quiet_and_a_disturbed_one() -> None:
-    """With two nodes there is no majority: the one that loses twice the
-    other's time, by more than the floor, is odd; the quiet one is not."""
+    """With two nodes there is no majority: neither is odd, and the one that
+    loses twice the other's time, by more than the floor, is said to differ,
+    with the figures; the quiet one does not."""
     quiet, loud = job(2)
     loud.figures["noise fraction"] = 3.4
     verdicts = {v.name: v for v in odd_nodes([quiet, loud])}
-    assert verdicts[loud.name].odd and not verdicts[quiet.name].odd
+    assert not verdicts[loud.name].odd and not verdicts[quiet.name].odd
+    assert verdicts[loud.name].differs and not verdicts[quiet.name].differs
+    assert verdicts[loud.name].reasons[0].startswith("noise fraction 3.40 % (others' median 0.")
+    nodes = [{"rank": 0, "odd": False, "differs": False}, {"rank": 1, "odd": False, "differs": True}]
+    assert odd_count({"ranks": 2, "nodes": nodes}) == (
+        "2 ranks: too few to call one odd (3 needed); rank 1 stands above the other"
+    )
+
+
+def test_three_nodes_are_enough_to_call_one_odd() -> None:
+    nodes = job(3)
+    nodes[2].figures["noise fraction"] = 3.4
+    verdicts = odd_nodes(nodes)
+    assert [v.name for v in verdicts if v.odd] == ["node2"] and not any(v.differs for v in verdicts)
 
 
 def test_config_ties_name_every_value() -> None:

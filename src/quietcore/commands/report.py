@@ -6,8 +6,13 @@ figure is also in DIR/figures/ as SVG and PNG. Sections: the node and its
 fingerprint, the audit (when one is stored), every probe and experiment of
 the sessions with its figures, and each later session against the first.
 
+Without --out it writes to the reports folder beside the database
+(DATA/reports/session-N, as `lab` does), replacing a report quietcore
+wrote there before, and prints where.
+
 examples:
-  quietcore report --out report            (the latest session)
+  quietcore report                         (the latest session, in the data folder)
+  quietcore report --out report            (the latest session, into ./report)
   quietcore report 4 7 --out before-after
   quietcore report --tag boot=after --out after --format md
 """
@@ -31,7 +36,11 @@ FORMATS = {"html": ("html",), "md": ("md",), "both": ("html", "md")}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sessions", nargs="*", metavar="SESSION", help="session IDs (default: the latest)")
     parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="every session with this tag")
-    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write (must not exist)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="directory to write (must not exist; default: reports/session-N beside the database)",
+    )
     parser.add_argument("--format", choices=tuple(FORMATS), default="both", help="html, md or both (default both)")
     parser.add_argument("--force", action="store_true", help="replace DIR if it exists")
     common.add_db(parser)
@@ -85,15 +94,25 @@ def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, f
         return document.write(report, out, formats)
 
 
+def default_out(db_path: Path, rows: list[sqlite3.Row]) -> Path:
+    """reports/session-4 (or session-4-7 for several) beside the database."""
+    return (
+        db_path.parent / "reports" / ("session-" + "-".join(str(r["id"]) for r in sorted(rows, key=lambda r: r["id"])))
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     path, chosen = common.db_path(args)
-    out = Path(args.out)
-    if out.exists() and not args.force:
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not args.force:
         raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it")
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         rows = select(conn, args.sessions, args.tag)
-        written = write_report(conn, rows, out, FORMATS[args.format], args.force)
+        # the default folder is quietcore's own: a report written there before is replaced (marker checked)
+        force = args.force or out is None
+        out = out or default_out(path, rows)
+        written = write_report(conn, rows, out, FORMATS[args.format], force)
     finally:
         conn.close()
     for file in written:

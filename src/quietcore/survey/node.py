@@ -18,9 +18,17 @@ import numpy as np
 from quietcore.errors import QuietcoreError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
+from quietcore.runs.kinds.survey import verdict_text
 from quietcore.survey import clock
 from quietcore.survey.gather import gather_arrays
-from quietcore.survey.odd import NodeSummary, audit_diff, config_diff, odd_nodes, summary_of
+from quietcore.survey.odd import (
+    NodeSummary,
+    audit_diff,
+    config_diff,
+    odd_count,
+    odd_nodes,
+    summary_of,
+)
 
 SLURM = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NODEID")
 
@@ -210,7 +218,7 @@ def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]
         verdicts = {v.name: v for v in odd_nodes(summaries, gaps=not virtual)}
         for n in nodes:
             v = verdicts.get(n["name"])
-            n["odd"], n["reasons"] = (v.odd, v.reasons) if v else (False, [])
+            n["odd"], n["differs"], n["reasons"] = (v.odd, v.differs, v.reasons) if v else (False, False, [])
         audits = {f"{p['place']['host']}:{p['place']['rank']}": p["audit"] for p in got.payloads if "audit" in p}
         survey = {"ranks": len(got.payloads), "nodes": nodes, "config_diff": config_diff(summaries),
                   "audit": audit_diff(audits) if audits else None,
@@ -235,7 +243,7 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
             rows.append((str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", f"failed: {n['error']}"))
             continue
         f = n["figures"]
-        badge = "ODD: " + "; ".join(n["reasons"]) if n["odd"] else "ok"
+        badge = verdict_text(n)
         rows.append((str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
                      f"{f['max gap']:,.1f} µs", f"{f['events']:,.0f}", badge))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -260,6 +268,5 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
         for r in survey["coupled"]:
             print(f"  {r['work_us']:>5}  {r['ranks']:>5}  {r['iterations']:>10,}  {r['ideal_ns'] / 1e3:>8.1f}  "
                   f"{r['slowdown']:>8.3f}  {r['predicted']:>9.3f}")  # fmt: skip
-    odd = sum(n.get("odd", False) for n in survey["nodes"])
-    print(f"{survey['ranks']} ranks, {odd} odd; clock offsets to rank 0 by ping-pong (± half the best round trip). "
+    print(f"{odd_count(survey)}; clock offsets to rank 0 by ping-pong (± half the best round trip). "
           f"Saved as session {session_id}.")  # fmt: skip

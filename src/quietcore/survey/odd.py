@@ -9,7 +9,10 @@ The rule, per metric, for each node against the others:
 - with MIN_FOR_Z nodes or more, also its robust z-score (0.6745 * (x -
   median) / MAD, Iglewicz and Hoaglin) is over Z_LIMIT, so that one node in
   a noisy but uniform job is not called odd for the spread all share.
-Only the high side is odd: a node quieter than the rest is not a problem."""
+Only the high side is odd: a node quieter than the rest is not a problem.
+With fewer than MIN_NODES nodes there is no majority to stand out from:
+no node is called odd, and the same rule says instead how they differ
+(`Verdict.differs`)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any
 
 Z_LIMIT = 3.5
 MIN_FOR_Z = 5
+MIN_NODES = 3  # below this no node can be called odd: two nodes that differ are just different
 #: metric -> (unit, floor, ratio): a node must exceed the others' median by
 #: the floor and by the ratio. A single gap (the max, the p99.9) moves far
 #: from run to run on a VM whose host stalls it for milliseconds, so those
@@ -51,7 +55,8 @@ class NodeSummary:
 class Verdict:
     name: str
     odd: bool
-    reasons: list[str]
+    reasons: list[str]  # why it is odd; with fewer than MIN_NODES nodes, how it differs from the others
+    differs: bool = False  # fewer than MIN_NODES nodes, and this one stands above the others
 
 
 def _others_medians(values: list[float]) -> list[float]:
@@ -94,22 +99,25 @@ def odd_nodes(nodes: list[NodeSummary], gaps: bool = True) -> list[Verdict]:
     """gaps=False leaves the single-gap metrics out of the verdict: on
     virtual machines the host stalls any vCPU for milliseconds at random."""
     verdicts = [Verdict(n.name, False, []) for n in nodes]
+    few = len(nodes) < MIN_NODES
+
+    def flag(i: int, reason: str) -> None:
+        verdicts[i].reasons.append(reason)
+        verdicts[i].odd, verdicts[i].differs = not few, few
+
     for metric, (unit, floor, ratio) in METRICS.items():
         if not gaps and metric in GAP_METRICS:
             continue
         values = [n.figures.get(metric, 0.0) for n in nodes]
         for i, (x, (odd, base)) in enumerate(zip(values, _flags(values, floor, ratio), strict=True)):
             if odd:
-                verdicts[i].odd = True
-                verdicts[i].reasons.append(f"{metric} {x:,.2f} {unit} (others' median {base:,.2f})")
+                flag(i, f"{metric} {x:,.2f} {unit} (others' median {base:,.2f})")
     names = sorted({s for n in nodes for s in n.sources})
     for source in names:
         values = [n.sources.get(source, 0.0) for n in nodes]
         for i, (x, (odd, base)) in enumerate(zip(values, _flags(values, SOURCE_FLOOR, SOURCE_RATIO), strict=True)):
             if odd:
-                verdicts[i].odd = True
-                verdicts[i].reasons.append(f"periodic source {source}: {x:.2f} % of the time lost (others' median "
-                                           f"{base:.2f} %)")  # fmt: skip
+                flag(i, f"periodic source {source}: {x:.2f} % of the time lost (others' median {base:.2f} %)")
     return verdicts
 
 
@@ -168,3 +176,13 @@ def audit_diff(audits: dict[str, dict[str, tuple[str, str]]]) -> list[dict[str, 
             out.append({"id": finding, "statuses": {k: sorted(v) for k, v in sorted(by_status.items())},
                         "summaries": summaries})  # fmt: skip
     return out
+
+
+def odd_count(survey: dict[str, Any]) -> str:
+    """ "8 ranks, 1 odd"; below MIN_NODES, that none can be, and whether they differ."""
+    ranks = survey["ranks"]
+    if len(survey["nodes"]) >= MIN_NODES:
+        return f"{ranks} ranks, {sum(bool(n.get('odd')) for n in survey['nodes'])} odd"
+    differ = [str(n["rank"]) for n in survey["nodes"] if n.get("differs")]
+    how = f"rank {', '.join(differ)} stands above the other" if differ else "they do not differ by the rule's margins"
+    return f"{ranks} rank{'s' if ranks != 1 else ''}: too few to call one odd ({MIN_NODES} needed); {how}"

@@ -51,6 +51,29 @@ def _by_g(rows: list[dict[str, Any]], key: str) -> tuple[list[float], dict[str, 
     return gs, table
 
 
+SHORT = 22  # a source's label in a table: the full name is listed below it
+
+
+def short_label(index: int, name: str) -> str:
+    """ "S1 the host", for "the host: aperiodic gaps >= 100 µs (vCPU
+    preempted)": a key and the name's first words, so that an 80-column
+    terminal does not wrap the name into a tall cell."""
+    head = name.split(":")[0].split("(")[0].strip()
+    head = head if len(head) <= SHORT else head[: SHORT - 1].rstrip() + "…"
+    return f"S{index} {head}"
+
+
+def _sources(study: dict[str, Any]) -> list[tuple[str, dict[float, dict[str, Any]]]]:
+    """The sources, costliest first, with their cells per granularity."""
+    _, table = _by_g(study["by_source"], "source")
+    return sorted(table.items(), key=lambda kv: -max(r["cost"] for r in kv[1].values()))
+
+
+def source_legend(study: dict[str, Any]) -> list[str]:
+    """The full name of each source of the table, by its key."""
+    return [f"S{i}: {name}" for i, (name, _) in enumerate(_sources(study), start=1)]
+
+
 def sources_table(study: dict[str, Any]) -> Table:
     gs, table = _by_g(study["by_source"], "source")
     out = Table(title=f"Each source at N = {study['focus_ranks']:,}: the slowdown without it (its share of the "
@@ -62,8 +85,9 @@ def sources_table(study: dict[str, Any]) -> Table:
     baseline = {g: next(iter(table.values()))[g]["baseline"] for g in gs}
     out.add_row("(baseline)", "", *[f"{baseline[g]:.3f}" for g in gs])
     lost = dict(zip(study["sources"], study["lost_by_source"], strict=True))
-    for name, cells in sorted(table.items(), key=lambda kv: -max(r["cost"] for r in kv[1].values())):
-        out.add_row(name, f"{lost[name] * 100:.0f} %", *[_shown(cells[g]) + _share(cells[g]) for g in gs])
+    for i, (name, cells) in enumerate(_sources(study), start=1):
+        out.add_row(short_label(i, name), f"{lost[name] * 100:.0f} %",
+                    *[_shown(cells[g]) + _share(cells[g]) for g in gs])  # fmt: skip
     return out
 
 
@@ -105,6 +129,8 @@ def show(study: dict[str, Any], params: dict[str, Any], out: Console | None = No
     out.print(curves_table(study))
     if study["by_source"]:
         out.print(sources_table(study))
+        for line in source_legend(study):
+            out.print(line)
     out.print(whatif_table(study))
     for line in costliest(study) + study.get("notes", []):
         out.print(line)
@@ -130,6 +156,7 @@ class SimulateKind(Kind):
                  "the 95 % interval over seeds, the dashed line the 10 % that sets the scale limit.")  # fmt: skip
         if run.analysis["by_source"]:
             s.grids.append(grid(sources_table(run.analysis)))
+            s.paragraphs += source_legend(run.analysis)
         s.grids.append(grid(whatif_table(run.analysis)))
         s.paragraphs += costliest(run.analysis) + run.analysis.get("notes", [])
 

@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from quietcore.report.build import Builder, Section
 
 
+def verdict_text(node: dict[str, Any]) -> str:
+    """A node's badge: "odd: ...", "differs: ..." (too few nodes to call
+    one odd: see survey.odd) or "ok"."""
+    if node.get("odd"):
+        return "odd: " + "; ".join(node["reasons"])
+    if node.get("differs"):
+        return "differs: " + "; ".join(node["reasons"])
+    return "ok"
+
+
 def nodes_table(analysis: dict[str, Any]) -> Table:
     out = Table(title=f"{analysis['ranks']} ranks: each node against the others")
     for header in ("rank", "host", "CPUs", "clock offset to rank 0", "noise", "max gap", "p99.9 gap", "events/s",
@@ -29,7 +39,7 @@ def nodes_table(analysis: dict[str, Any]) -> Table:
             out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", "-", f"failed: {n['error']}")
             continue
         f = n["figures"]
-        verdict = "odd: " + "; ".join(n["reasons"]) if n["odd"] else "ok"
+        verdict = verdict_text(n)
         out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
                     f"{f['max gap']:,.1f} µs", f"{f['p99.9 gap']:,.1f} µs", f"{f['events']:,.0f}", verdict)  # fmt: skip
     return out
