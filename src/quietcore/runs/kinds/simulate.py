@@ -51,14 +51,14 @@ def _by_g(rows: list[dict[str, Any]], key: str) -> tuple[list[float], dict[str, 
     return gs, table
 
 
-SHORT = 22  # a source's label in a table: the full name is listed below it
+SHORT = 28  # a source's label in a table: the full name is listed below it
 
 
 def short_label(index: int, name: str) -> str:
     """ "S1 the host", for "the host: aperiodic gaps >= 100 µs (vCPU
     preempted)": a key and the name's first words, so that an 80-column
     terminal does not wrap the name into a tall cell."""
-    head = name.split(":")[0].split("(")[0].strip()
+    head = name.split(":")[0].split("(")[0].split(",")[0].strip()
     head = head if len(head) <= SHORT else head[: SHORT - 1].rstrip() + "…"
     return f"S{index} {head}"
 
