@@ -24,6 +24,7 @@ from quietcore.actions import Action
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
 from quietcore.knobs import THREAD_KINDS, Gone
+from quietcore.levers.names import NAMES
 from quietcore.owner import Owner, alive
 from quietcore.safe import plain
 from quietcore.store import journal as rows
@@ -246,8 +247,6 @@ def recover(conn: sqlite3.Connection) -> list[str]:
             if row["lasting"] != "kept" and not alive(int(row["pid"]), row["pid_start"])]  # fmt: skip
     if not dead:
         return lines
-    from quietcore.levers.registry import NAMES
-
     # Every lever's lock, as `run` and `tune` take them by name: a live
     # quietcore that writes any knob now may have set one of these since,
     # and putting back the old value under it would undo its work.

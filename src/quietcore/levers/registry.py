@@ -20,6 +20,7 @@ from quietcore.facts.root import Root
 from quietcore.levers.governor import GovernorLever
 from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal
+from quietcore.levers.names import NAMES
 from quietcore.levers.preempt import PreemptLever
 from quietcore.levers.shield import ShieldLever
 from quietcore.levers.thp import ThpLever
@@ -41,7 +42,7 @@ class Lever(Protocol):
     def apply(self, value: str, journal: Journal) -> None: ...
 
 
-NAMES = ("thp", "thp_defrag", "governor", "irq_affinity", "shield", "preempt")
+__all__ = ["NAMES", "Lever", "in_order", "lever"]
 
 
 def lever(name: str, cpus: frozenset[int], root: Root | None = None) -> Lever:
