@@ -14,10 +14,11 @@ build:  ## compile the native core alone, warnings as errors (build/native/quiet
 install:  ## install the package with its test dependencies
 	$(PYTHON) -m pip install ".[test,mpi]"
 
-lint: build  ## ruff, ruff format, mypy --strict, and the C build with -Werror
+lint: build  ## ruff, ruff format, mypy --strict, the layer contracts, and the C build with -Werror
 	$(PYTHON) -m ruff check src tests
 	$(PYTHON) -m ruff format --check src tests
 	$(PYTHON) -m mypy
+	PYTHONPATH=src lint-imports  # the layers (pyproject.toml [tool.importlinter]): no import up a layer, no circle
 
 test:  ## the whole test suite against the installed package
 	$(PYTHON) -m pytest

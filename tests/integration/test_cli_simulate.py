@@ -116,7 +116,7 @@ def test_a_measured_trace_names_its_sources_and_exports_its_timelines(cli: CliRu
     # On an 80-column terminal each source is a short label, a row of at most two lines, its full name below
     from rich.console import Console
 
-    from quietcore.runs.kinds.simulate import source_legend, sources_table
+    from quietcore.report.kinds.simulate import source_legend, sources_table
 
     screen = io.StringIO()
     Console(file=screen, width=80, force_terminal=False).print(sources_table(study))

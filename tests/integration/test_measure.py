@@ -13,7 +13,7 @@ import pytest
 from quietcore.facts.root import Root
 from quietcore.measure import Measurer
 from quietcore.probes.noise import NoiseOptions
-from quietcore.runs.kinds import kind_of
+from quietcore.report.kinds import kind_of
 from quietcore.runs.model import Run
 from quietcore.session import Session
 from quietcore.store import db, sessions

@@ -92,13 +92,13 @@ def test_each_rank_sends_its_longest_events_up_to_the_cap(cli_env: dict[str, str
 
 
 @contextlib.contextmanager
-def disturbed(cpu: int, seconds: float) -> Iterator[None]:
-    """quietcore's own injector on `cpu`: every 10 ms, 200 µs at FIFO 50."""
+def disturbed(cpu: int, seconds: float, burst_us: int = 200) -> Iterator[None]:
+    """quietcore's own injector on `cpu`: every 10 ms, 200 µs (or `burst_us`) at FIFO 50."""
     from quietcore.probes.runner import probe_path
 
-    child = subprocess.Popen([str(probe_path()), "disturb", "--cpus", str(cpu), "--duration", f"{seconds:g}",
-                              "--period-us", "10000", "--burst-us", "200", "--policy", "fifo", "--priority", "50"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    argv = [str(probe_path()), "disturb", "--cpus", str(cpu), "--duration", f"{seconds:g}", "--period-us", "10000",
+            "--burst-us", str(burst_us), "--policy", "fifo", "--priority", "50"]  # fmt: skip
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield
     finally:
@@ -319,7 +319,9 @@ def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Pat
     curve, offline and without errors."""
     from tests.integration.test_report_browser import in_chromium
 
-    with disturbed(1, 8.0):
+    # 4 % on rank 1: what is tested here is the report; the 2 % of the test above is the rule's edge on this VM,
+    # where host noise on rank 0 (the single-node Slurm's daemons, a build beside it) can reach half of it
+    with disturbed(1, 8.0, burst_us=400):
         proc = mpirun(cli_env, 2, "--duration", "2", "--coupled", "--work-us", "100,1000")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "survey-report"
@@ -327,7 +329,8 @@ def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Pat
                             capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert report.returncode == 0, report.stderr
     body, names, errors = in_chromium(out / "index.html", "survey-report.png")
-    assert "Survey of 2 ranks" in body and "differs: " in body and "periodic source 100 Hz" in body
+    table = body[body.find("Survey of") :][:1500]
+    assert "Survey of 2 ranks" in body and "differs: " in body and "periodic source 100 Hz" in body, table
     assert "How the nodes differ in configuration" in body
     assert "Coupled: a work quantum W then an Allreduce" in body
     assert any(n.endswith("-nodes") for n in names) and any(n.endswith("-amplification") for n in names), names

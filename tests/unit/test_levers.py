@@ -16,10 +16,10 @@ import pytest
 
 from quietcore import knobs
 from quietcore.errors import UsageError
+from quietcore.experiments.levers import NAMES, in_order
 from quietcore.facts.root import Root
 from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal, recover
-from quietcore.levers.registry import NAMES, in_order
 from quietcore.levers.thp import BASE, ThpLever
 from quietcore.store import journal as journal_rows
 

@@ -58,3 +58,15 @@ def test_histogram_quantile_of_unit_buckets_brackets_the_exact_one(values: list[
     buckets = [[float(v), float(v + 1), c] for v, c in sorted(counts.items())]
     got = histogram_quantile(buckets, q)
     assert min(values) <= got <= max(values) + 1
+
+
+def test_tail_refuses_a_p999_of_fewer_than_1000_values_and_agrees_with_quantile() -> None:
+    import numpy as np
+
+    from quietcore.stats.percentiles import tail
+
+    rng = np.random.default_rng(5)
+    assert tail(rng.exponential(size=999), 0.999) is None
+    values = rng.exponential(size=5000)
+    assert tail(values, 0.999) == pytest.approx(quantile(sorted(values.tolist()), 0.999), rel=1e-12)
+    assert tail(list(values[:1000]), 0.999) is not None

@@ -107,10 +107,10 @@ def test_unknown_id_names_the_valid_range(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"valid: 1-1"):
         sessions.get_session(conn, "7")
     row = sessions.get_session(conn, "1")
-    assert sessions.get_session(conn, row["uuid"][:8])["id"] == 1
+    assert sessions.get_session(conn, row.uuid[:8]).id == 1
     # A UUID whose prefix is all digits (one in about 40 is) is still found by that prefix.
-    conn.execute("UPDATE sessions SET uuid = ? WHERE id = 1", ("90394997-" + row["uuid"][9:],))
-    assert sessions.get_session(conn, "90394997")["id"] == 1
+    conn.execute("UPDATE sessions SET uuid = ? WHERE id = 1", ("90394997-" + row.uuid[9:],))
+    assert sessions.get_session(conn, "90394997").id == 1
 
 
 def test_stale_running_session_of_a_dead_process_is_marked_interrupted(tmp_path: Path) -> None:
@@ -124,12 +124,14 @@ def test_stale_running_session_of_a_dead_process_is_marked_interrupted(tmp_path:
     conn.commit()
     live = _session(conn)
     sessions.mark_stale(conn)
-    statuses = {r["id"]: r["status"] for r in sessions.list_sessions(conn)}
+    statuses = {r.id: r.status for r in sessions.list_sessions(conn)}
     assert statuses == {sid: "interrupted", live: "running"}
 
 
-def test_tags_and_facts_are_json(tmp_path: Path) -> None:
+def test_tags_and_facts_are_json_decoded_once_by_the_store(tmp_path: Path) -> None:
     conn = db.open_db(tmp_path / "r.db")
     sid = _session(conn)
+    stored = conn.execute("SELECT tags, facts FROM sessions WHERE id = ?", (sid,)).fetchone()
+    assert json.loads(stored[0]) == {"k": "v"} and json.loads(stored[1]) == {"a": 1}
     row = sessions.get_session(conn, sid)
-    assert json.loads(row["tags"]) == {"k": "v"} and json.loads(row["facts"]) == {"a": 1}
+    assert row.tags == {"k": "v"} and row.facts == {"a": 1} and row.argv == ["quietcore", "noise"]

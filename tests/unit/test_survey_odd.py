@@ -106,3 +106,13 @@ def test_audit_findings_that_differ_are_listed_once_with_their_nodes() -> None:
     assert differ["mem.thp"]["statuses"] == {"fail": ["node2"], "pass": ["node0", "node1", "node3"]}
     assert differ["mem.thp"]["summaries"]["fail"] == "THP always"
     assert differ["irq.irqbalance"]["statuses"]["absent"] == ["node3"]
+
+
+def test_a_node_without_a_p999_is_not_judged_on_it() -> None:
+    """A node with fewer than 1,000 gaps has no p99.9 (stats.percentiles):
+    the others are not compared against a made-up zero."""
+    nodes = job(5)
+    del nodes[0].figures["p99.9 gap"]
+    assert not any(v.odd for v in odd_nodes(nodes))
+    nodes[3].figures["p99.9 gap"] = 9000.0
+    assert [v.name for v in odd_nodes(nodes) if v.odd] == ["node3"]

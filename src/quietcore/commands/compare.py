@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, as in every command: `quietcore --help` loads no statistics or tables.
     from rich.table import Table
 
-    from quietcore.experiments.crosscheck import compare_sessions, resolve
     from quietcore.report import text
+    from quietcore.report.crosscheck import compare_sessions, resolve
     from quietcore.report.experiment import fmt, shown_unit
 
     path, chosen = common.db_path(args)
@@ -46,10 +46,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, default=str))
         return 0
     out = text.console()
-    out.print(f"A = session {a['id']} ({a['command']}, {a['started_at'][:19]}), "
-              f"B = session {b['id']} ({b['command']}, {b['started_at'][:19]})")  # fmt: skip
+    out.print(f"A = session {a.id} ({a.command}, {a.started_at[:19]}), "
+              f"B = session {b.id} ({b.command}, {b.started_at[:19]})")  # fmt: skip
     if result["same_fingerprint"]:
-        out.print(f"Same node configuration (fingerprint {a['fingerprint']}).")
+        out.print(f"Same node configuration (fingerprint {a.fingerprint}).")
     else:
         changes = Table(title="What changed in the node", title_justify="left")
         for name in ("fact", "A", "B"):

@@ -80,8 +80,8 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 
 def run(args: argparse.Namespace) -> int:
     from quietcore.report import text
+    from quietcore.report.kinds import kind_of
     from quietcore.report.progress import progress_bar
-    from quietcore.runs.kinds import kind_of
     from quietcore.session import Session
 
     options = options_from(args)

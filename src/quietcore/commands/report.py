@@ -27,6 +27,7 @@ from pathlib import Path
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import tags_option
+from quietcore.runs.model import SessionRecord
 from quietcore.store import db, sessions
 
 NAME = "report"
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
 
 
-def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None) -> list[sqlite3.Row]:
+def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None) -> list[SessionRecord]:
     rows = [sessions.get_session(conn, i) for i in ids]
     for key, value in tags_option(tag_items).items():
         tagged = sessions.tagged(conn, key, value)
@@ -58,14 +59,14 @@ def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None
         if last is None:
             raise UsageError("the database has no sessions yet: run `quietcore lab` first")
         rows = [sessions.get_session(conn, last)]
-    unique = {r["id"]: r for r in rows}
+    unique = {r.id: r for r in rows}
     for row in unique.values():
-        if not sessions.runs_of(conn, row["id"]):
-            raise UsageError(f"session {row['id']} has no runs to report (status {row['status']})")
+        if not sessions.runs_of(conn, row.id):
+            raise UsageError(f"session {row.id} has no runs to report (status {row.status})")
     return list(unique.values())
 
 
-def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, formats: tuple[str, ...],
+def write_report(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path, formats: tuple[str, ...],
                  force: bool) -> list[Path]:  # fmt: skip
     from quietcore.report import build, document  # matplotlib and jinja2: only for a report
 
@@ -94,11 +95,10 @@ def write_report(conn: sqlite3.Connection, rows: list[sqlite3.Row], out: Path, f
         return document.write(report, out, formats)
 
 
-def default_out(db_path: Path, rows: list[sqlite3.Row]) -> Path:
+def default_out(db_path: Path, rows: list[SessionRecord]) -> Path:
     """reports/session-4 (or session-4-7 for several) beside the database."""
-    return (
-        db_path.parent / "reports" / ("session-" + "-".join(str(r["id"]) for r in sorted(rows, key=lambda r: r["id"])))
-    )
+    ids = "-".join(str(r.id) for r in sorted(rows, key=lambda r: r.id))
+    return db_path.parent / "reports" / f"session-{ids}"
 
 
 def run(args: argparse.Namespace) -> int:

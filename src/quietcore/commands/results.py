@@ -77,28 +77,28 @@ def list_(conn: sqlite3.Connection) -> None:
     for name in ("ID", "started (UTC)", "command", "host", "runs", "status", "fingerprint", "tags"):
         table.add_column(name)
     for row in rows:
-        tags = ", ".join(f"{k}={v}" for k, v in sorted(json.loads(row["tags"]).items()))
-        table.add_row(str(row["id"]), row["started_at"][:19], row["command"], row["host"], str(row["n_runs"]),
-                      row["status"], row["fingerprint"], tags)  # fmt: skip
+        tags = ", ".join(f"{k}={v}" for k, v in sorted(row.tags.items()))
+        table.add_row(str(row.id), row.started_at[:19], row.command, row.host, str(row.n_runs), row.status,
+                      row.fingerprint, tags)  # fmt: skip
     out.print(table)
 
 
 def show(conn: sqlite3.Connection, ident: str) -> None:
     from quietcore.report import text
-    from quietcore.runs.kinds import kind_of
+    from quietcore.report.kinds import kind_of
 
     row = sessions.get_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
-    runs = sessions.runs_of(conn, row["id"])
+    runs = sessions.runs_of(conn, row.id)
     # An experiment's table stands for its cells' runs.
     summaries = [run for run in runs if run.kind == "experiment"]
     for run in summaries or runs:
         out.print(run.title())
         kind_of(run).terminal(out, run)
     if summaries:
-        out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row['id']}` lists them all.")
-    warning = text.virt_warning(json.loads(row["facts"]))
+        out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row.id}` lists them all.")
+    warning = text.virt_warning(row.facts)
     if warning:
         out.print(warning)
 

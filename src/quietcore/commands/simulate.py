@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool) -> int:
+    from quietcore.report.kinds import simulate as kind
     from quietcore.report.progress import progress_bar
-    from quietcore.runs.kinds import simulate as kind
     from quietcore.session import Session
     from quietcore.simulate.study import study
     from quietcore.store.sessions import now_iso

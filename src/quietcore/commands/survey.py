@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if rank != 0:
         return 0 if mine.error is None else 1
     assert out is not None
-    session_id, survey = node.store(args, out)
+    session_id, survey = node.store(common.db_path(args), common.tags(args), out)
     if args.json:
         print(json.dumps({"session": session_id, **survey}, indent=2))
     else:

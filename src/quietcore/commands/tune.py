@@ -153,7 +153,7 @@ def _apply(args: argparse.Namespace) -> int:
 
     from quietcore.facts.root import Root
     from quietcore.levers.journal import node_journal
-    from quietcore.levers.registry import NAMES
+    from quietcore.levers.names import NAMES
     from quietcore.tune import state
 
     if args.plan and (args.cpus or args.housekeeping):
@@ -258,7 +258,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _revert(args: argparse.Namespace) -> int:
-    from quietcore.levers.registry import NAMES
+    from quietcore.levers.names import NAMES
     from quietcore.options import int_in_range
     from quietcore.tune import state
 
@@ -288,10 +288,10 @@ def _prove(args: argparse.Namespace) -> int:
     from quietcore.facts.memory import available_bytes
     from quietcore.facts.root import Root
     from quietcore.levers.journal import Journal, node_journal
-    from quietcore.levers.registry import NAMES
+    from quietcore.levers.names import NAMES
     from quietcore.options import duration_option, int_in_range
     from quietcore.probes.noise import NoiseOptions, event_cap
-    from quietcore.runs.kinds import prove as shown
+    from quietcore.report.kinds import prove as shown
     from quietcore.session import Session
     from quietcore.store.sessions import now_iso
     from quietcore.tune import prove, state

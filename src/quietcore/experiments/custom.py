@@ -30,10 +30,10 @@ from typing import Any
 
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
+from quietcore.experiments.levers import NAMES as LEVERS
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
-from quietcore.levers.registry import NAMES as LEVERS
 from quietcore.options import cpus_option
 from quietcore.sched import PRIORITY_MIN, check_policy, check_priority, is_rt
 

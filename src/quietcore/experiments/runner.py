@@ -19,9 +19,9 @@ from typing import Any
 
 from quietcore.errors import CommandError, Interrupted, UsageError
 from quietcore.experiments.custom_exec import run_command
+from quietcore.experiments.levers import in_order, lever
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.levers.journal import Journal, node_journal
-from quietcore.levers.registry import in_order, lever
 from quietcore.probes.runner import child_env, probe_path
 from quietcore.sched import DEADLINE, is_rt
 from quietcore.session import Session

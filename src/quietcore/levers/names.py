@@ -1,5 +1,5 @@
 """The run-time levers' names, in the order they are applied (the reasons
-are in levers.registry). Kept apart from the registry, which imports every
+are in experiments.levers). Kept apart from the registry, which imports every
 lever, so that the journal can lock them all without importing them."""
 
 NAMES = ("thp", "thp_defrag", "governor", "irq_affinity", "shield", "preempt")

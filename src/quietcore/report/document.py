@@ -11,7 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from quietcore._version import __version__
-from quietcore.report.build import Report
+from quietcore.report.builder import Report
 from quietcore.report.render import Grid
 from quietcore.safe import write_atomic
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from quietcore.errors import CommandError, UsageError
-from quietcore.runs.kinds import cell, kind_of
-from quietcore.runs.kinds.base import MEASURED, METRIC, RUN_COLUMNS, RUN_JSON
+from quietcore.report.kinds import cell, kind_of
+from quietcore.report.kinds.base import MEASURED, METRIC, RUN_COLUMNS, RUN_JSON
+from quietcore.runs.model import SessionRecord
 from quietcore.safe import csv_cell, plain
 from quietcore.store import sessions
 
@@ -30,34 +31,31 @@ CSV_SESSION = ("session_id", "session_uuid", "host", "rank", "fingerprint", "ker
                "hypervisor")  # fmt: skip
 
 
-def session_to_json(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
-    session = {k: row[k] for k in SESSION_FIELDS}
-    for key in JSON_FIELDS:
-        session[key] = json.loads(session[key])
-    session["id"] = row["id"]
-    runs = [kind_of(run).to_json(run) for run in sessions.runs_of(conn, row["id"])]
+def session_to_json(conn: sqlite3.Connection, row: SessionRecord) -> dict[str, Any]:
+    session = row.exported()
+    runs = [kind_of(run).to_json(run) for run in sessions.runs_of(conn, row.id)]
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "session": session, "runs": runs}
 
 
-def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], list[dict[str, Any]]]:
+def table_rows(conn: sqlite3.Connection, row: SessionRecord) -> tuple[list[str], list[dict[str, Any]]]:
     """The flat table of a session: the rows each run's kind gives (one per
     run; per run and CPU for noise), each after the session's columns.
     Columns (documented in the README): session, run, the experiment's cell
     and every factor as factor_NAME, the workload's metric, its measured
     region, and the noise summary of a CPU."""
-    facts = json.loads(row["facts"])
+    facts = row.facts
     fixed = {
-        "session_id": row["id"],
-        "session_uuid": row["uuid"],
-        "host": row["host"],
-        "fingerprint": row["fingerprint"],
+        "session_id": row.id,
+        "session_uuid": row.uuid,
+        "host": row.host,
+        "fingerprint": row.fingerprint,
         "kernel_release": facts["kernel"]["release"],
         "virtualized": facts["virtualization"]["virtualized"],
         "hypervisor": facts["virtualization"]["hypervisor"],
     }
     out: list[dict[str, Any]] = []
     factors: list[str] = []
-    for run in sessions.runs_of(conn, row["id"]):
+    for run in sessions.runs_of(conn, row.id):
         place = run.params.get("survey") or {}  # a survey's run is of its node: its host and rank
         where = {"host": place["host"], "rank": place["rank"]} if place else {"rank": None}
         for item in kind_of(run).rows(run):
@@ -67,7 +65,7 @@ def table_rows(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[list[str], l
     return columns, [{c: r.get(c) for c in columns} for r in out]
 
 
-def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+def session_to_csv(conn: sqlite3.Connection, row: SessionRecord) -> str:
     columns, rows = table_rows(conn, row)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
@@ -76,7 +74,7 @@ def session_to_csv(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     return out.getvalue()
 
 
-def session_to_parquet(conn: sqlite3.Connection, row: sqlite3.Row) -> bytes:
+def session_to_parquet(conn: sqlite3.Connection, row: SessionRecord) -> bytes:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq

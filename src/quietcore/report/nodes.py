@@ -18,20 +18,20 @@ import numpy as np
 import numpy.typing as npt
 
 from quietcore.errors import UsageError
-from quietcore.runs.model import Run
+from quietcore.runs.model import Run, SessionRecord
 from quietcore.safe import ident, write_atomic
 from quietcore.store import sessions
 
 
-def _noise_runs(conn: sqlite3.Connection, row: sqlite3.Row) -> list[tuple[str, int, Run]]:
+def _noise_runs(conn: sqlite3.Connection, row: SessionRecord) -> list[tuple[str, int, Run]]:
     out = []
-    for run in sessions.runs_of(conn, row["id"]):
+    for run in sessions.runs_of(conn, row.id):
         if run.kind != "noise" or run.trace is None:
             continue
         place = run.params.get("survey") or {}
-        out.append((str(place.get("host", row["host"])), int(place.get("rank", 0)), run))
+        out.append((str(place.get("host", row.host)), int(place.get("rank", 0)), run))
     if not out:
-        raise UsageError(f"session {row['id']} has no noise runs to export as node traces (valid: a noise, lab or "
+        raise UsageError(f"session {row.id} has no noise runs to export as node traces (valid: a noise, lab or "
                          "survey session)")  # fmt: skip
     return out
 
@@ -41,7 +41,7 @@ def trace_text(starts: npt.NDArray[np.float64], durations: npt.NDArray[np.float6
     return "".join(f"{s:.0f}\t{d:.0f}\n" for s, d in zip(starts.tolist(), durations.tolist(), strict=True))
 
 
-def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: bool) -> list[Path]:
+def write_traces(conn: sqlite3.Connection, row: SessionRecord, out: Path, force: bool) -> list[Path]:
     """Into directory `out`: HOST-rankR-cpuC.trace per node and CPU."""
     runs = _noise_runs(conn, row)
     if out.exists() and not out.is_dir():
@@ -59,7 +59,7 @@ def write_traces(conn: sqlite3.Connection, row: sqlite3.Row, out: Path, force: b
     return written
 
 
-def psnap(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+def psnap(conn: sqlite3.Connection, row: SessionRecord) -> str:
     lines = []
     for host, rank, run in _noise_runs(conn, row):
         assert run.trace is not None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quietcore.facts.virt import Virtualization
+from quietcore.runs.model import SessionRecord
 from quietcore.safe import plain
 
 
@@ -87,25 +86,25 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return notes
 
 
-def session_header(row: sqlite3.Row) -> Table:
-    facts = json.loads(row["facts"])
+def session_header(row: SessionRecord) -> Table:
+    facts = row.facts
     virt = facts.get("virtualization", {})
     kernel = facts.get("kernel", {})
     cpu = facts.get("cpu", {})
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("session", f"{row['id']}  ({row['uuid']})")
-    table.add_row("command", " ".join(json.loads(row["argv"])))
-    table.add_row("status", row["status"] + (f": {row['error']}" if row["error"] else ""))
-    table.add_row("host", f"{row['host']}  started {row['started_at']}  ended {row['ended_at'] or '-'}")
+    table.add_row("session", f"{row.id}  ({row.uuid})")
+    table.add_row("command", " ".join(row.argv))
+    table.add_row("status", row.status + (f": {row.error}" if row.error else ""))
+    table.add_row("host", f"{row.host}  started {row.started_at}  ended {row.ended_at or '-'}")
     table.add_row(
         "node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}"
     )
-    table.add_row("fingerprint", row["fingerprint"])
+    table.add_row("fingerprint", row.fingerprint)
     hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
     table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")
-    tags = json.loads(row["tags"])
+    tags = row.tags
     if tags:
         table.add_row("tags", ", ".join(f"{k}={v}" for k, v in sorted(tags.items())))
     return table

@@ -1,12 +1,13 @@
 """A run: one measurement (a probe, a workload, a user's command, an
 experiment's table, an audit), as measured and as stored. Measuring makes
 one without a database; the store gives it its id and number in a session.
-Its kind says which module of quietcore.runs.kinds prints, reports and
+Its kind says which module of quietcore.report.kinds prints, reports and
 exports it."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -96,3 +97,45 @@ class Run:
             seq=row["seq"],
             session_id=row["session_id"],
         )
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A stored session, its JSON columns (argv, facts, tags) decoded once,
+    by the store, as Run.from_row decodes a run's."""
+
+    id: int
+    uuid: str
+    command: str
+    argv: list[str]
+    host: str
+    user: str | None
+    pid: int | None
+    started_at: str
+    ended_at: str | None
+    status: str
+    tool_version: str
+    fingerprint: str
+    facts: dict[str, Any]
+    tags: dict[str, str]
+    error: str | None
+    n_runs: int | None = None  # when the query counted them (results list)
+
+    #: the fields of an export's "session" object, in its order
+    EXPORTED = ("uuid", "command", "argv", "host", "user", "started_at", "ended_at", "status", "tool_version",
+                "fingerprint", "facts", "tags", "error")  # fmt: skip
+
+    @staticmethod
+    def from_row(row: sqlite3.Row) -> SessionRecord:
+        names = row.keys()
+        return SessionRecord(
+            id=int(row["id"]), uuid=row["uuid"], command=row["command"], argv=json.loads(row["argv"]),
+            host=row["host"], user=row["user"], pid=row["pid"], started_at=row["started_at"],
+            ended_at=row["ended_at"], status=row["status"], tool_version=row["tool_version"],
+            fingerprint=row["fingerprint"], facts=json.loads(row["facts"]), tags=json.loads(row["tags"]),
+            error=row["error"], n_runs=int(row["n_runs"]) if "n_runs" in names else None,
+        )  # fmt: skip
+
+    def exported(self) -> dict[str, Any]:
+        """The export's "session" object (schemas/results-v1)."""
+        return {**{k: getattr(self, k) for k in self.EXPORTED}, "id": self.id}

@@ -129,19 +129,18 @@ def parse_trace(text: str) -> tuple[str, int | None]:
 
 def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     """Every spin-mode noise run of the session (or its CPU's trace)."""
-    import json
 
     from quietcore.store import sessions
 
     spec, cpu = parse_trace(text)
     row = sessions.get_session(conn, spec)
-    facts = json.loads(row["facts"])
+    facts = row.facts
     hz = facts["kernel"]["config"].get("CONFIG_HZ")
     hints = (float(hz),) if hz and str(hz).isdigit() else ()
     virtual = bool(facts["virtualization"]["virtualized"])
     labeller = _Labeller(virtual)
     traces, dropped, seen = [], 0, set()
-    for run in sessions.runs_of(conn, int(row["id"])):
+    for run in sessions.runs_of(conn, row.id):
         trace = run.trace
         if trace is None:
             continue
@@ -158,14 +157,14 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     valid = f"valid CPUs: {', '.join(map(str, sorted(seen)))}" if seen else "a session of `noise`, `lab` or `survey`"
     if not traces:
         what = f"no noise trace of CPU {cpu}" if seen else "no spin-mode noise run"
-        raise UsageError(f"invalid --trace {text!r}: session {row['id']} has {what} ({valid})")
+        raise UsageError(f"invalid --trace {text!r}: session {row.id} has {what} ({valid})")
     if not any(t.starts.size for t in traces):
-        raise UsageError(f"invalid --trace {text!r}: session {row['id']}'s noise trace is empty (no gap over its "
+        raise UsageError(f"invalid --trace {text!r}: session {row.id}'s noise trace is empty (no gap over its "
                          "threshold): nothing to simulate")  # fmt: skip
     notes = (f"{dropped:,} gaps over the probe's --max-events were counted but not recorded; the simulation replays "
              "the recorded ones",) if dropped else ()  # fmt: skip
     cpus = f"CPU {cpu}" if cpu is not None else f"{len(traces)} CPU trace{'s' * (len(traces) > 1)}"
-    return Noise(tuple(traces), tuple(labeller.names), f"session {row['id']} ({row['command']}), {cpus}", notes)
+    return Noise(tuple(traces), tuple(labeller.names), f"session {row.id} ({row.command}), {cpus}", notes)
 
 
 class _Labeller:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: The percentiles quietcore reports for durations.
 REPORTED = (0.5, 0.9, 0.99, 0.999)
@@ -43,6 +47,17 @@ def duration_summary(values: Sequence[float]) -> dict[str, float | int | None]:
         key = "p" + f"{q * 100:g}".replace(".", "")
         out[key] = quantile(ordered, q) if len(ordered) >= min_samples(q) else None
     return out
+
+
+def tail(values: Sequence[float] | npt.NDArray[Any], q: float) -> float | None:
+    """Quantile q of `values` (a sequence or an array, in any order), or
+    None when there are fewer than min_samples(q): the one rule every p99.9
+    of quietcore goes through. The same interpolation as quantile()."""
+    if len(values) < min_samples(q):
+        return None
+    import numpy as np
+
+    return float(np.quantile(np.asarray(values, dtype=np.float64), q))  # numpy's default is definition 7 too
 
 
 def histogram_quantile(buckets: Sequence[Sequence[float]], q: float) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 from quietcore._version import __version__
 from quietcore.errors import UsageError
-from quietcore.runs.model import Run
+from quietcore.runs.model import Run, SessionRecord
 
 NOISE_COLUMNS = (
     "cpu",
@@ -159,18 +159,19 @@ def last_id(conn: sqlite3.Connection) -> int | None:
     return int(value) if value is not None else None
 
 
-def list_sessions(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-    return conn.execute(
+def list_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
+    rows = conn.execute(
         "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs FROM sessions s ORDER BY s.id"
     ).fetchall()
+    return [SessionRecord.from_row(row) for row in rows]
 
 
-def tagged(conn: sqlite3.Connection, key: str, value: str) -> list[sqlite3.Row]:
+def tagged(conn: sqlite3.Connection, key: str, value: str) -> list[SessionRecord]:
     """The sessions tagged key=value, oldest first."""
-    return [r for r in list_sessions(conn) if json.loads(r["tags"]).get(key) == value]
+    return [r for r in list_sessions(conn) if r.tags.get(key) == value]
 
 
-def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
+def get_session(conn: sqlite3.Connection, session_id: str | int) -> SessionRecord:
     """A session by number or (a unique prefix of) its UUID; UsageError if none."""
     text = str(session_id).strip()
     row: sqlite3.Row | None = None
@@ -184,7 +185,7 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> sqlite3.Row:
         last = last_id(conn)
         valid = f"valid: 1-{last}" if last else "the database has no sessions yet"
         raise UsageError(f"no result with ID {text!r} ({valid}; see `quietcore results list`)")
-    return row
+    return SessionRecord.from_row(row)
 
 
 def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:

@@ -11,8 +11,11 @@ that rank maps to rank 0's by interpolating between them."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from quietcore.runs.clock import Offset, to_rank0
+
+__all__ = ["Offset", "estimate", "now_ns", "to_rank0"]
 
 STALE = 100
 MAX_TRIES = 5000
@@ -21,14 +24,6 @@ TAG = 77
 
 def now_ns() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
-
-
-@dataclass(frozen=True)
-class Offset:
-    at_ns: int  # rank 0's time of the estimate
-    offset_ns: float  # the rank's clock minus rank 0's
-    uncertainty_ns: float  # half the best round trip
-    tries: int
 
 
 def estimate(comm: Any) -> list[Offset]:
@@ -60,16 +55,3 @@ def estimate(comm: Any) -> list[Offset]:
     for peer in range(1, size):
         comm.send(None, dest=peer, tag=TAG)
     return out
-
-
-def to_rank0(t_ns: Any, start: Offset, end: Offset) -> Any:
-    """Times of the rank's clock (a number or a numpy array) on rank 0's,
-    the offset interpolated linearly between the two estimates (drift)."""
-    import numpy as np
-
-    span = end.at_ns - start.at_ns
-    if span <= 0:
-        return t_ns - start.offset_ns
-    weight = np.clip((np.asarray(t_ns, dtype=np.float64) - start.offset_ns - start.at_ns) / span, 0.0, 1.0)
-    moved = t_ns - (start.offset_ns + weight * (end.offset_ns - start.offset_ns))
-    return float(moved) if np.ndim(moved) == 0 else moved

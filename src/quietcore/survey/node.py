@@ -5,12 +5,12 @@ which alone writes the database."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,8 @@ import numpy as np
 from quietcore.errors import QuietcoreError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
-from quietcore.runs.kinds.survey import verdict_text
+from quietcore.report.kinds.survey import verdict_text
+from quietcore.stats.percentiles import tail
 from quietcore.survey import clock
 from quietcore.survey.gather import gather_arrays
 from quietcore.survey.odd import (
@@ -142,7 +143,8 @@ def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -
     envelope = json.loads(run.text)
     flat, gaps = _strip_events(envelope, send)
     data = run.to_dict() | {"envelope": json.dumps(envelope)}
-    p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps else 0.0
+    p999 = tail(gaps, 0.999)  # None from fewer than 1,000 gaps (stats.percentiles)
+    p999 = p999 / 1e3 if p999 is not None else None
     payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
                "p999_us": p999}  # fmt: skip
     return Mine(payload, flat, None, (start, end), trace)
@@ -180,19 +182,19 @@ def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
     return data | {"envelope": json.dumps(envelope)}
 
 
-def store(args: argparse.Namespace, got: Gathered) -> tuple[int, dict[str, Any]]:
-    """Rank 0: one session, a run per rank, and the survey's own run."""
-    from quietcore.commands import common
+def store(where: tuple[Path, bool], tags: dict[str, str], got: Gathered) -> tuple[int, dict[str, Any]]:
+    """Rank 0: one session, a run per rank, and the survey's own run, in the
+    database `where` (its path, and whether the user chose it)."""
     from quietcore.runs.model import Run
     from quietcore.session import Session
     from quietcore.store.sessions import now_iso
 
-    path, chosen = common.db_path(args)
+    path, chosen = where
     started = now_iso()
     nodes: list[dict[str, Any]] = []
     summaries: list[NodeSummary] = []
     failed = []
-    with Session("survey", path, chosen, common.tags(args), Root("/")) as session:
+    with Session("survey", path, chosen, tags, Root("/")) as session:
         for payload, flat, s, e in zip(got.payloads, got.events, got.start, got.end, strict=True):
             place = payload["place"]
             name = f"{place['host']}:{place['rank']}"

@@ -108,8 +108,11 @@ def odd_nodes(nodes: list[NodeSummary], gaps: bool = True) -> list[Verdict]:
     for metric, (unit, floor, ratio) in METRICS.items():
         if not gaps and metric in GAP_METRICS:
             continue
-        values = [n.figures.get(metric, 0.0) for n in nodes]
-        for i, (x, (odd, base)) in enumerate(zip(values, _flags(values, floor, ratio), strict=True)):
+        having = [i for i, n in enumerate(nodes) if metric in n.figures]  # a p99.9 needs 1,000 gaps
+        if len(having) < 2:
+            continue
+        values = [nodes[i].figures[metric] for i in having]
+        for i, x, (odd, base) in zip(having, values, _flags(values, floor, ratio), strict=True):
             if odd:
                 flag(i, f"{metric} {x:,.2f} {unit} (others' median {base:,.2f})")
     names = sorted({s for n in nodes for s in n.sources})
@@ -141,7 +144,7 @@ def config_diff(nodes: list[NodeSummary]) -> dict[str, list[str]]:
 
 
 def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: dict[str, Any],
-               p999_us: float, config: dict[str, str]) -> NodeSummary:  # fmt: skip
+               p999_us: float | None, config: dict[str, str]) -> NodeSummary:  # fmt: skip
     """A node's summary from its noise run: the sum over its CPUs (a rank
     may hold several) of the lost time and events, the worst gap."""
     measured = sum(float(r["measured_ns"]) for r in run_summary) or 1.0
@@ -153,8 +156,9 @@ def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: dict[str,
         for s in cpu.get("periodic") or []:
             key = f"{s['frequency_hz']:.0f} Hz"
             sources[key] = sources.get(key, 0.0) + 100.0 * float(s.get("lost_ns") or 0.0) / measured
-    figures = {"noise fraction": 100.0 * lost / measured, "max gap": worst / 1e3, "p99.9 gap": p999_us,
-               "events": events}  # fmt: skip
+    figures = {"noise fraction": 100.0 * lost / measured, "max gap": worst / 1e3, "events": events}
+    if p999_us is not None:  # none from fewer than 1,000 gaps: that node is then not judged on it
+        figures["p99.9 gap"] = p999_us
     return NodeSummary(name, figures, sources, config)
 
 

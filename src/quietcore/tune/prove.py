@@ -40,7 +40,7 @@ def figures(run: Run) -> Figures:
     """Each metric per CPU of one noise run, per second where it is a count:
     the gaps from the run's events, the counts by source from the kernel's
     counters (the attribution)."""
-    import numpy as np
+    from quietcore.stats.percentiles import tail
 
     attribution = {int(c["cpu"]): c.get("attribution", {}) for c in run.analysis.get("cpus", [])}
     trace = run.trace
@@ -52,11 +52,12 @@ def figures(run: Run) -> Figures:
         counts = {name: sum(int(s.get("count") or 0) for s in sources if s.get("kind") == kind) / seconds
                   for name, kind in KINDS.items()}  # fmt: skip
         gaps = trace.cpu(cpu).duration_ns if trace is not None and cpu in {c.cpu for c in trace.cpus} else None
-        p999 = float(np.percentile(gaps, 99.9)) / 1e3 if gaps is not None and len(gaps) else 0.0
+        # no p99.9 from fewer than 1,000 gaps (stats.percentiles): the round then has no such figure
+        p999 = tail(gaps, 0.999) if gaps is not None else None
         out[f"CPU {cpu}"] = {
             "lost time": float(row["lost_ns"]) / 1e6 / seconds,
             "max gap": float(row["max_gap_ns"]) / 1e3,
-            "p99.9 gap": p999,
+            **({"p99.9 gap": p999 / 1e3} if p999 is not None else {}),
             "events": float(row["events_per_s"]),
             **counts,
         }

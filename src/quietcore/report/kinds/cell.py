@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from quietcore.runs.kinds.base import Kind, run_row
+from quietcore.report.kinds.base import Kind, run_row
 from quietcore.runs.model import Run
 
 #: The cell's columns in the flat table; its factors follow as factor_NAME.

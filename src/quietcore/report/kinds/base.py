@@ -9,7 +9,7 @@ from rich.console import Console
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 #: Columns of the flat table every run row has (after the session's).
 RUN_COLUMNS = ("run_id", "seq", "kind", "run_status", "started_at")

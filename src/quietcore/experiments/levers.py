@@ -22,8 +22,8 @@ from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal
 from quietcore.levers.names import NAMES
 from quietcore.levers.preempt import PreemptLever
-from quietcore.levers.shield import ShieldLever
 from quietcore.levers.thp import ThpLever
+from quietcore.tune.shield import ShieldLever
 
 
 class Lever(Protocol):

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 
 def verdict_text(node: dict[str, Any]) -> str:
@@ -39,9 +39,9 @@ def nodes_table(analysis: dict[str, Any]) -> Table:
             out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", "-", f"failed: {n['error']}")
             continue
         f = n["figures"]
-        verdict = verdict_text(n)
+        p999 = f"{f['p99.9 gap']:,.1f} µs" if "p99.9 gap" in f else "n < 1,000"  # the percentiles' rule
         out.add_row(str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
-                    f"{f['max gap']:,.1f} µs", f"{f['p99.9 gap']:,.1f} µs", f"{f['events']:,.0f}", verdict)  # fmt: skip
+                    f"{f['max gap']:,.1f} µs", p999, f"{f['events']:,.0f}", verdict_text(n))  # fmt: skip
     return out
 
 
@@ -77,8 +77,8 @@ def diff_lines(analysis: dict[str, Any]) -> list[str]:
 def _on_common_clock(b: Builder, run: Run) -> list[tuple[str, float, float, Any, Any]]:
     """Each node's noise run moved to rank 0's clock: the probe's origin is
     in CLOCK_MONOTONIC_RAW, less the rank's offset."""
+    from quietcore.runs.clock import Offset, to_rank0
     from quietcore.store import sessions
-    from quietcore.survey.clock import Offset, to_rank0
 
     assert run.session_id is not None
     out = []

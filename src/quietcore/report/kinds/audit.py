@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from quietcore.audit.finding import rank
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 
 def _counts(run: Run) -> str:

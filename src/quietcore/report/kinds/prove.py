@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 HEADERS = ("where", "figure", "before", "after", "after/before [95% CI]", "p", "verdict")
 

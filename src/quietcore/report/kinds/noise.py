@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from quietcore.report import tables, text
-from quietcore.runs.kinds.base import Kind, run_row
+from quietcore.report.kinds.base import Kind, run_row
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 WINDOW_MS = 50.0  # the short window of the noise timeline: a dozen ticks at 250 Hz
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from quietcore.report.experiment import experiment_table
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 #: Figures beyond the bars and the forest, per experiment.
 EXTRA = {"prefetch": "stride", "numa": "numa", "affinity": "normalised", "smt": "normalised"}

@@ -5,8 +5,19 @@ KINDS below, and test it; nothing else dispatches on kinds."""
 
 from __future__ import annotations
 
-from quietcore.runs.kinds import audit, calibrate, cell, ctxswitch, experiment, latency, noise, prove, simulate, survey
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds import (
+    audit,
+    calibrate,
+    cell,
+    ctxswitch,
+    experiment,
+    latency,
+    noise,
+    prove,
+    simulate,
+    survey,
+)
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,

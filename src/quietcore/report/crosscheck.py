@@ -3,19 +3,19 @@ fingerprint), then every cell both sessions measured, B against A."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import asdict
 from typing import Any
 
 from quietcore.errors import UsageError
+from quietcore.runs.model import SessionRecord
 from quietcore.stats.compare import compare_many, describe
 from quietcore.store import sessions
 
 DRIFTING = ("virtualization.evidence",)  # changes while the configuration does not
 
 
-def resolve(conn: sqlite3.Connection, ident: str) -> sqlite3.Row:
+def resolve(conn: sqlite3.Connection, ident: str) -> SessionRecord:
     """A session by ID or UUID prefix, or the latest with tag KEY=VALUE."""
     if "=" in ident:
         key, _, value = ident.partition("=")
@@ -35,8 +35,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-def fact_changes(a: sqlite3.Row, b: sqlite3.Row) -> list[tuple[str, Any, Any]]:
-    fa, fb = _flatten(json.loads(a["facts"])), _flatten(json.loads(b["facts"]))
+def fact_changes(a: SessionRecord, b: SessionRecord) -> list[tuple[str, Any, Any]]:
+    fa, fb = _flatten(a.facts), _flatten(b.facts)
     keys = sorted(set(fa) | set(fb))
     return [(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k) and k not in DRIFTING]
 
@@ -61,8 +61,8 @@ def cell_values(conn: sqlite3.Connection, session_id: int) -> dict[tuple[str, st
     return dict(sorted(out.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 
 
-def compare_sessions(conn: sqlite3.Connection, a: sqlite3.Row, b: sqlite3.Row) -> dict[str, Any]:
-    va, vb = cell_values(conn, a["id"]), cell_values(conn, b["id"])
+def compare_sessions(conn: sqlite3.Connection, a: SessionRecord, b: SessionRecord) -> dict[str, Any]:
+    va, vb = cell_values(conn, a.id), cell_values(conn, b.id)
     common = [key for key in va if key in vb]
     rows: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], list[float], list[float]]] = []
@@ -79,9 +79,9 @@ def compare_sessions(conn: sqlite3.Connection, a: sqlite3.Row, b: sqlite3.Row) -
         row["comparison"] = asdict(c)
     only = sorted({f"{e}: {c}" for (e, c) in set(va) ^ set(vb)})
     return {
-        "a": {"id": a["id"], "command": a["command"], "fingerprint": a["fingerprint"], "started_at": a["started_at"]},
-        "b": {"id": b["id"], "command": b["command"], "fingerprint": b["fingerprint"], "started_at": b["started_at"]},
-        "same_fingerprint": a["fingerprint"] == b["fingerprint"],
+        "a": {"id": a.id, "command": a.command, "fingerprint": a.fingerprint, "started_at": a.started_at},
+        "b": {"id": b.id, "command": b.command, "fingerprint": b.fingerprint, "started_at": b.started_at},
+        "same_fingerprint": a.fingerprint == b.fingerprint,
         "changes": [{"fact": k, "a": x, "b": y} for k, x, y in fact_changes(a, b)],
         "cells": rows,
         "unmatched": only,

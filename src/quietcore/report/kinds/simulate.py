@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from quietcore.runs.kinds.base import Kind
+from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
-    from quietcore.report.build import Builder, Section
+    from quietcore.report.builder import Builder, Section
 
 
 def _shown(point: dict[str, Any]) -> str:
