@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGHUP, _on_sigterm)  # a closed terminal or ssh session: the same orderly end
+    if os.geteuid() == 0:
+        # Root's temporary files (a report's staging, simulate's input) never go where $TMPDIR
+        # says: another user owning that directory could swap a file between its write and its read.
+        import tempfile
+
+        tempfile.tempdir = "/tmp"
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
