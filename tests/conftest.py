@@ -39,6 +39,22 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     return path
 
 
+@pytest.fixture(scope="session")
+def sched_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One `quietcore run sched --quick --seed 3` (about 30 s here), measured
+    once for the whole suite: its database (the session tagged try=1) and
+    the table it printed. The sched test reads the table; the report tests
+    draw the session."""
+    path = tmp_path_factory.mktemp("sched") / "results.db"
+    state = tmp_path_factory.mktemp("sched-state") / "quietcore"
+    state.mkdir(mode=0o755)
+    env = {**os.environ, "QUIETCORE_DB": str(path), "QUIETCORE_STATE_DIR": str(state)}
+    argv = [sys.executable, "-m", "quietcore", "run", "sched", "--quick", "--seed", "3", "--tag", "try=1", "--json"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return path, json.loads(proc.stdout)
+
+
 @pytest.fixture
 def journal_file(state_dir: Path) -> Path:
     """The node journal the commands of this test write."""

@@ -11,6 +11,7 @@ import re
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -24,18 +25,21 @@ SCHED = ("run", "sched", "--quick", "--reps", "3", "--warmup", "0")
 
 
 @pytest.fixture(scope="module")
-def two_sched_sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One database with two sessions of `run sched`, shared by the tests here."""
+def two_sched_sessions(tmp_path_factory: pytest.TempPathFactory, sched_quick: tuple[Path, Any]) -> Path:
+    """One database with two sessions of `run sched`, shared by the tests
+    here: the suite's `run sched --quick` (session 1, tagged try=1), copied,
+    and a shorter one after it (session 2, 3 runs a cell, try=2)."""
     import os
     import subprocess
     import sys
 
     path = tmp_path_factory.mktemp("report") / "results.db"
-    for tag in ("try=1", "try=2"):
-        proc = subprocess.run([sys.executable, "-m", "quietcore", *SCHED, "--tag", tag, "--json"],
-                              env={**os.environ, "QUIETCORE_DB": str(path)}, capture_output=True, text=True,
-                              timeout=300, check=False)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(sched_quick[0]) as source, sqlite3.connect(path) as copy:
+        source.backup(copy)
+    proc = subprocess.run([sys.executable, "-m", "quietcore", *SCHED, "--tag", "try=2", "--json"],
+                          env={**os.environ, "QUIETCORE_DB": str(path)}, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
     return path
 
 
@@ -81,7 +85,7 @@ def test_report_without_out_writes_beside_the_database(cli: CliRunner, two_sched
 @pytest.mark.slow
 def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Path, tmp_path: Path) -> None:
     env = {"QUIETCORE_DB": str(two_sched_sessions)}
-    data = json.loads(cli("results", "export", "1", env=env).stdout)
+    data = json.loads(cli("results", "export", "2", env=env).stdout)  # the session of 3 runs a cell
     schema = json.loads(cli("results", "schema").stdout)
     assert schema == json.loads(SCHEMA.read_text())
     jsonschema.validate(data, schema)
@@ -94,7 +98,7 @@ def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Pat
     assert [r["envelope"] for r in again["runs"]] == [r["envelope"] for r in data["runs"]]
     assert again["session"]["fingerprint"] == data["session"]["fingerprint"]
     # The flat table: one row per run, with the factors and the fingerprint.
-    rows = list(csv.DictReader(io.StringIO(cli("results", "export", "1", "--format", "csv", env=env).stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli("results", "export", "2", "--format", "csv", env=env).stdout)))
     measured = [r for r in data["runs"] if "cell" in r["params"]]
     assert len(rows) == len(measured) == 24 * 3
     first = next(r for r in rows if r["run_id"] == str(measured[0]["id"]))
@@ -103,7 +107,7 @@ def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Pat
     assert {r["fingerprint"] for r in rows} == {data["session"]["fingerprint"]}
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "s.parquet"
-    assert cli("results", "export", "1", "--format", "parquet", "--out", str(path), env=env).returncode == 0
+    assert cli("results", "export", "2", "--format", "parquet", "--out", str(path), env=env).returncode == 0
     table = pq.read_table(path).to_pylist()
     assert [r["run_id"] for r in table] == [int(r["run_id"]) for r in rows]
     assert [r["metric_value"] for r in table] == [float(r["metric_value"]) for r in rows]

@@ -55,13 +55,15 @@ def rows(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["tickless", "preempt", "affinity", "smt", "prefetch", "numa"])
 def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path, name: str) -> None:
+    """Each built-in experiment end to end, 3 runs a cell (the runner, its
+    workloads and levers; the statistics have tests of their own)."""
     started = time.monotonic()
-    data = run_json(cli, name, "--quick", "--seed", "7")
+    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "3")
     assert time.monotonic() - started < 90, "--quick should take about a minute at most"
     measured = [r for r in data["rows"] if r.get("stats")]
     assert measured, data["warnings"]
     for row in measured:
-        assert row["stats"]["n"] == 6 and len(row["values"]) == 6
+        assert row["stats"]["n"] == 3 and len(row["values"]) == 3
         assert row["median_ci"][0] <= row["stats"]["median"] <= row["median_ci"][1]
         if not row["baseline"] and "comparison" in row:
             assert row["comparison"]["verdict"]
@@ -70,15 +72,15 @@ def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path
     kinds = [k for (k,) in conn.execute("SELECT kind FROM runs ORDER BY seq")]
     assert (status, command) == ("complete", f"run {name}")
     assert kinds[-1] == "experiment"
-    # Every run is stored: warm-ups and measured ones.
-    assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * 7
+    # Every run is stored: warm-ups (one a cell) and measured ones.
+    assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * (3 + 1)
 
 
 @pytest.mark.slow
-def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(cli: CliRunner) -> None:
+def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(sched_quick: tuple[Path, dict[str, Any]]) -> None:
     if not ROOT:
         pytest.skip("fifo and rr need root or CAP_SYS_NICE")
-    cells = rows(run_json(cli, "sched", "--quick", "--seed", "3"))
+    cells = rows(sched_quick[1])  # `run sched --quick --seed 3`, measured once for the suite
     for workload in ("compute", "memory", "io", "mixed"):
         other = cells[f"{workload} other +load"]["comparison"]
         # SCHED_OTHER shares the CPU with the competitor: about twice the time.
