@@ -2,7 +2,7 @@
 PYTHON ?= python3
 BUILD := build/native
 
-.PHONY: help build install lint test check bench clean
+.PHONY: help build install lint test quick check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ lint: build  ## ruff, ruff format, mypy --strict, the layer contracts, and the C
 
 test:  ## the whole test suite against the installed package
 	$(PYTHON) -m pytest
+
+quick:  ## the quick loop: parsers, statistics, store, knobs, the native units (about 30 s; no root needed)
+	$(PYTHON) -m pytest tests/unit tests/native -q
 
 check: install lint test  ## everything CI checks
 
