@@ -2,7 +2,7 @@
 PYTHON ?= python3
 BUILD := build/native
 
-.PHONY: help build install lint test quick check bench clean
+.PHONY: help build install lint test quick docs check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -26,7 +26,10 @@ test:  ## the whole test suite against the installed package
 quick:  ## the quick loop: parsers, statistics, store, knobs, the native units (about 30 s; no root needed)
 	$(PYTHON) -m pytest tests/unit tests/native -q
 
-check: install lint test  ## everything CI checks
+docs:  ## build the docs site into site/, every warning an error (a broken link, a page not in the nav)
+	$(PYTHON) -m mkdocs build --strict
+
+check: install lint test docs  ## everything CI checks
 
 bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, cyclictest and perf bench
 	-$(PYTHON) bench/cli.py
@@ -37,4 +40,4 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	$(PYTHON) bench/compare_peers.py
 
 clean:  ## remove build output
-	rm -rf build dist *.egg-info
+	rm -rf build dist site *.egg-info

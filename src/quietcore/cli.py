@@ -8,6 +8,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from types import FrameType
 from typing import NoReturn
 
@@ -18,11 +19,17 @@ from quietcore.errors import QuietcoreError, UsageError
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse prints usage and exits; we want one line and our exit path.
-        raise UsageError(f"{self.prog}: {message}")
+        # A subcommand's parser names itself ("quietcore run custom: ..."); the top one
+        # would repeat the "quietcore: error:" prefix main prints.
+        raise UsageError(message if self.prog == "quietcore" else f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser. Only the commands in `load` (every one when None) get their
+    options: the others are named with their summary, so that `quietcore --help` and
+    a command's run import no module they do not need."""
     from quietcore.commands import COMMANDS
+    from quietcore.commands import load as load_command
 
     parser = _Parser(
         prog="quietcore",
@@ -31,11 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"quietcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in COMMANDS:
-        doc = (module.__doc__ or "").strip()
-        summary = doc.splitlines()[0] if doc else ""
+    wanted = set(COMMANDS) if load is None else set(load)
+    for name, summary in COMMANDS.items():
+        if name not in wanted:
+            sub.add_parser(name, help=summary)
+            continue
+        module = load_command(name)
         command = sub.add_parser(
-            module.NAME, help=summary, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=summary,
+            description=(module.__doc__ or "").strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(command)
         command.set_defaults(run=module.run)
@@ -61,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         import tempfile
 
         tempfile.tempdir = "/tmp"
-    parser = build_parser()
+    args_in = sys.argv[1:] if argv is None else argv
+    # The command is the first argument (the top level takes no option with a value).
+    parser = build_parser(load=args_in[:1])
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_in)
         if not getattr(args, "run", None):
             parser.print_help(sys.stderr)
             return 2

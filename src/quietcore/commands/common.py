@@ -19,10 +19,11 @@ if TYPE_CHECKING:
     from quietcore.lock import NodeLock
 
 
-def add_db(parser: argparse.ArgumentParser) -> None:
+def add_db(parser: argparse.ArgumentParser, default: object = None) -> None:
     parser.add_argument(
         "--db",
         metavar="PATH",
+        default=default,
         help=f"results database (default: ${db.ENV_VAR}, else $XDG_DATA_HOME/quietcore/results.db)",
     )
 

@@ -2,8 +2,11 @@
 
   quietcore results list
   quietcore results show ID
-  quietcore results export ID --format json|csv [--out FILE]
+  quietcore results export ID [--format json|csv|parquet|trace|psnap] [--out FILE|DIR [--force]]
   quietcore results import FILE
+  quietcore results schema
+
+--db PATH goes before or after the action.
 
 ID is a session number from `results list`, or the start of its UUID.
 """
@@ -26,10 +29,14 @@ NAME = "results"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
-    sub.add_parser("list", help="one line per stored session")
+    ls = sub.add_parser("list", help="one line per stored session")
     show = sub.add_parser("show", help="a session's node, runs and per-CPU results")
     show.add_argument("id", metavar="ID")
-    exp = sub.add_parser("export", help="write a session as JSON (everything) or CSV (one row per run and CPU)")
+    exp = sub.add_parser(
+        "export",
+        help="write a session as JSON (everything), CSV or Parquet (a row per run and CPU), "
+        "noise traces or PSNAP histograms",
+    )
     exp.add_argument("id", metavar="ID")
     exp.add_argument("--format", choices=("json", "csv", "parquet", "trace", "psnap"), default="json",
                      help="json, csv, parquet; trace (a directory of start_ns<TAB>duration_ns files per node and "
@@ -39,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("schema", help="print the JSON schema of the export (its path is in the package)")
     imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say)")
     imp.add_argument("file", metavar="FILE")
+    for action in (ls, show, exp, imp):
+        # `results list --db X` as well as `results --db X list`: SUPPRESS keeps the
+        # action's missing --db from hiding the one given before it.
+        common.add_db(action, default=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,165 @@
+"""The docs site and the command line agree: every command has its page and
+every page its command, each page names its command's options and offers no
+option the command lacks, the site builds strict, the layers page draws the
+import contract, and the README stays short and links only inside the tree."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quietcore.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+COMMANDS = DOCS / "commands"
+
+# A synopsis or an example line in a code block: `quietcore CMD ...`, maybe after
+# `$ ` or a launcher (`mpirun -n N quietcore survey ...`).
+_INVOCATION = re.compile(r"^(?:\$ )?(?:(?:mpirun|srun)\s.*?\s)?quietcore\s+([a-z]+)\b(.*)$")
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the parser has no subcommands")
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of a command, its actions' (`results export --format`) included."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options(sub)
+        else:
+            found.update(o for o in action.option_strings if o.startswith("--") and o != "--help")
+    return found
+
+
+def _nav_pages(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [p for item in node for p in _nav_pages(item)]
+    if isinstance(node, dict):
+        return [p for value in node.values() for p in _nav_pages(value)]
+    return []
+
+
+def _mkdocs() -> dict[str, object]:
+    # mkdocs.yml is plain YAML (no !!python tags), so the safe loader reads it.
+    config: dict[str, object] = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    return config
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of the page's fenced code blocks, a synopsis' continuation lines
+    joined to the line they continue."""
+    lines: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            continue
+        if not inside:
+            continue
+        if line[:1].isspace() and lines and _INVOCATION.match(lines[-1]):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
+def test_every_command_has_its_page_and_every_page_its_command() -> None:
+    commands = set(_subcommands())
+    pages = {p.stem for p in COMMANDS.glob("*.md")} - {"index"}
+    assert pages == commands, f"pages with no command: {pages - commands}; commands with no page: {commands - pages}"
+    overview = (COMMANDS / "index.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\]\(([a-z]+)\.md\)", overview))
+    assert listed == commands, f"the overview's table lists {sorted(listed)}"
+    nav = _nav_pages(_mkdocs()["nav"])
+    assert {p.removeprefix("commands/").removesuffix(".md") for p in nav if p.startswith("commands/")} - {
+        "index"
+    } == commands
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = set(_nav_pages(_mkdocs()["nav"]))
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert pages == nav, f"not in mkdocs.yml's nav: {pages - nav}; in the nav but missing: {nav - pages}"
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_a_command_page_names_every_option_and_offers_no_other(command: str) -> None:
+    parser = _subcommands()[command]
+    known = _options(parser)
+    text = (COMMANDS / f"{command}.md").read_text(encoding="utf-8")
+    mentioned = set(_OPTION.findall(text))
+    assert known <= mentioned, f"{command}'s page never names {sorted(known - mentioned)}"
+    for line in _code_lines(text):
+        m = _INVOCATION.match(line)
+        if not m or m.group(1) != command:
+            continue
+        offered = set(_OPTION.findall(m.group(2)))
+        assert offered <= known | {"--version"}, f"{command}'s page offers {sorted(offered - known)}: {line!r}"
+
+
+def test_the_overview_synopsis_offers_only_real_options() -> None:
+    subcommands = _subcommands()
+    for line in _code_lines((COMMANDS / "index.md").read_text(encoding="utf-8")):
+        m = _INVOCATION.match(line)
+        if m and m.group(1) in subcommands:
+            offered = set(_OPTION.findall(m.group(2)))
+            assert offered <= _options(subcommands[m.group(1)]), line
+
+
+def test_the_layers_page_draws_the_import_contract() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    want = [sorted(name.strip().removeprefix("quietcore.") for name in layer.split(":")) for layer in layers]
+    text = (DOCS / "layers.md").read_text(encoding="utf-8")
+    drawing = text.split("```text\n", 1)[1].split("```", 1)[0].splitlines()[2:]  # past the header and its rule
+    drawn = [sorted(n.strip() for n in line[:32].split("│")) for line in drawing if line[:32].strip()]
+    assert drawn == want
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed (the test extra has it)")
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    # --strict turns every warning into a failure: a broken link or anchor, a page left
+    # out of the nav (validation in mkdocs.yml makes those warnings).
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    # The site reads offline: no script or style from a CDN.
+    assert not re.search(r'(?:src|href)="https?://[^"]*\.(?:js|css)"', index)
+    assert (tmp_path / "site" / "commands" / "noise.html").is_file()
+
+
+def test_the_readme_is_short_and_its_links_stay_in_the_tree() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+        if target.startswith(("http://", "https://")):
+            continue
+        path = (ROOT / target).resolve()
+        assert path.is_relative_to(ROOT), f"the README links outside the repository: {target}"
+        assert path.exists(), f"the README links to a missing {target}"
