@@ -3,7 +3,6 @@
  * with "cpu MHz" from /proc/cpuinfo is wrong on any CPU that changes its
  * clock; this is the measurement that replaces it. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,36 +26,31 @@ typedef struct {
     int cpu;
 } cal_opts;
 
+/* --cpu N: one CPU this process may run on. */
+static int opt_one_cpu(probe_ctx *ctx, const char *arg, void *out)
+{
+    cpu_set_t set;
+    if (opt_cpus(ctx, "--cpu", arg, &set))
+        return ctx->exit_code;
+    if (CPU_COUNT(&set) != 1)
+        return probe_fail(ctx, EXIT_USAGE, "invalid --cpu '%s' (one CPU number)", arg);
+    int *cpu = out;
+    for (*cpu = 0; !CPU_ISSET(*cpu, &set); (*cpu)++) {}
+    return EXIT_OK;
+}
+
 static int parse(probe_ctx *ctx, int argc, char **argv, cal_opts *o)
 {
-    static const struct option longopts[] = {
-        {"trials", required_argument, 0, 't'}, {"trial-ms", required_argument, 0, 'm'},
-        {"cpu", required_argument, 0, 'c'},    {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    const probe_opt table[] = {
+        {.name = "trials", .type = OPT_U64, .out = &o->trials, .umin = 1, .umax = MAX_TRIALS},
+        {.name = "trial-ms", .type = OPT_U64, .out = &o->trial_ms, .umin = 1, .umax = 60000},
+        {.name = "cpu", .type = OPT_CALL, .out = &o->cpu, .call = opt_one_cpu},
+        {0},
+    };
     o->trials = 5;
     o->trial_ms = 100;
     o->cpu = sched_getcpu();
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        cpu_set_t set;
-        switch (c) {
-        case 't': if (opt_u64(ctx, "--trials", optarg, 1, MAX_TRIALS, &o->trials)) return ctx->exit_code; break;
-        case 'm': if (opt_u64(ctx, "--trial-ms", optarg, 1, 60000, &o->trial_ms)) return ctx->exit_code; break;
-        case 'c':
-            if (opt_cpus(ctx, "--cpu", optarg, &set)) return ctx->exit_code;
-            if (CPU_COUNT(&set) != 1)
-                return probe_fail(ctx, EXIT_USAGE, "invalid --cpu '%s' (one CPU number)", optarg);
-            for (o->cpu = 0; !CPU_ISSET(o->cpu, &set); o->cpu++) {}
-            break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], "--trials, --trial-ms, --cpu");
-        }
-    }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], "--trials, --trial-ms, --cpu");
-    return EXIT_OK;
+    return opts_parse(ctx, argc, argv, table, usage);
 }
 
 static void figure(json_t *j, const char *key, const freq_figure *f, double measured)

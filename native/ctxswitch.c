@@ -5,7 +5,6 @@
  *  cross: a byte over pipes, and a futex, between two CPUs: wake-up latency.
  *  slice: two spinners sharing one CPU; the run lengths each one gets. */
 #include <errno.h>
-#include <getopt.h>
 #include <linux/futex.h>
 #include <math.h>
 #include <signal.h>
@@ -52,8 +51,9 @@ static pid_t fork_child(void)
     return pid;
 }
 
-static int parse_tests(probe_ctx *ctx, const char *text, cs_opts *o)
+static int opt_tests(probe_ctx *ctx, const char *text, void *out)
 {
+    cs_opts *o = out;
     o->pipe = o->yield = o->cross = o->slice = false;
     char copy[128];
     snprintf(copy, sizeof copy, "%s", text);
@@ -67,53 +67,42 @@ static int parse_tests(probe_ctx *ctx, const char *text, cs_opts *o)
     return EXIT_OK;
 }
 
+/* --cpus A or A,B, in the order given: A is where the switches happen. */
+static int opt_pair(probe_ctx *ctx, const char *text, void *out)
+{
+    cs_opts *o = out;
+    cpu_set_t set;
+    if (opt_cpus(ctx, "--cpus", text, &set))
+        return ctx->exit_code;
+    if (CPU_COUNT(&set) > 2)
+        return probe_fail(ctx, EXIT_USAGE, "invalid --cpus '%s' (one CPU, or two: A,B)", text);
+    o->a = o->b = -1;
+    for (int k = 0; k < CPU_SETSIZE; k++)
+        if (CPU_ISSET(k, &set))
+            *(o->a < 0 ? &o->a : &o->b) = k;
+    if (o->b >= 0 && atoi(text) == o->b) {
+        int tmp = o->a;
+        o->a = o->b;
+        o->b = tmp;
+    }
+    return EXIT_OK;
+}
+
 static int parse(probe_ctx *ctx, int argc, char **argv, cs_opts *o)
 {
-    static const struct option longopts[] = {
-        {"cpus", required_argument, 0, 'c'},  {"iterations", required_argument, 0, 'n'},
-        {"reps", required_argument, 0, 'r'},  {"slice-ms", required_argument, 0, 's'},
-        {"tests", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-    static const char valid[] = "--cpus, --iterations, --reps, --slice-ms, --tests, --force";
+    const probe_opt table[] = {
+        {.name = "cpus", .type = OPT_CALL, .out = o, .call = opt_pair,
+         .missing = "A for same-CPU tests, A,B to add cross-CPU ones"},
+        {.name = "iterations", .type = OPT_U64, .out = &o->iterations, .umin = 100, .umax = 10000000},
+        {.name = "reps", .type = OPT_U64, .out = &o->reps, .umin = 2, .umax = MAX_REPS},
+        {.name = "slice-ms", .type = OPT_U64, .out = &o->slice_ms, .umin = 10, .umax = 60000},
+        {.name = "tests", .type = OPT_CALL, .out = o, .call = opt_tests},
+        {.name = "force", .type = OPT_FLAG, .out = &o->force},
+        {0},
+    };
     *o = (cs_opts){.a = -1, .b = -1, .iterations = 20000, .reps = 10, .slice_ms = 400,
                    .pipe = true, .yield = true, .cross = true, .slice = true};
-    cpu_set_t set;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'c':
-            rc = opt_cpus(ctx, "--cpus", optarg, &set);
-            if (!rc && CPU_COUNT(&set) > 2)
-                rc = probe_fail(ctx, EXIT_USAGE, "invalid --cpus '%s' (one CPU, or two: A,B)", optarg);
-            for (int k = 0; !rc && k < CPU_SETSIZE; k++)
-                if (CPU_ISSET(k, &set))
-                    *(o->a < 0 ? &o->a : &o->b) = k;
-            /* Keep the order given: A is where the switches happen. */
-            if (!rc && o->b >= 0 && atoi(optarg) == o->b) {
-                int tmp = o->a;
-                o->a = o->b;
-                o->b = tmp;
-            }
-            break;
-        case 'n': rc = opt_u64(ctx, "--iterations", optarg, 100, 10000000, &o->iterations); break;
-        case 'r': rc = opt_u64(ctx, "--reps", optarg, 2, MAX_REPS, &o->reps); break;
-        case 's': rc = opt_u64(ctx, "--slice-ms", optarg, 10, 60000, &o->slice_ms); break;
-        case 't': rc = parse_tests(ctx, optarg, o); break;
-        case 'f': o->force = true; break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    if (o->a < 0)
-        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (A for same-CPU tests, A,B to add cross-CPU ones)");
-    return EXIT_OK;
+    return opts_parse(ctx, argc, argv, table, usage);
 }
 
 /* ns per round trip of one byte between a parent on CPU pa and a child on

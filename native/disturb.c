@@ -2,7 +2,6 @@
  * CPU a thread wakes every --period-us and then spins for --burst-us (or does
  * --work-adds additions, as the seed experiment's thread did). */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -50,46 +49,31 @@ typedef struct {
     char error[200];
 } disturb_thread;
 
+/* --preset seed: the seed experiment's thread, every 300 ms 1e7 additions. */
+static int opt_preset(probe_ctx *ctx, const char *arg, void *out)
+{
+    disturb_opts *o = out;
+    if (strcmp(arg, "seed"))
+        return probe_fail(ctx, EXIT_USAGE, "invalid --preset '%s' (valid: seed)", arg);
+    o->period_us = 300000;
+    o->work_adds = 10000000;
+    return EXIT_OK;
+}
+
 static int parse(probe_ctx *ctx, int argc, char **argv, disturb_opts *o)
 {
-    static const struct option longopts[] = {
-        {"cpus", required_argument, 0, 'c'},      {"duration", required_argument, 0, 'd'},
-        {"period-us", required_argument, 0, 'p'}, {"burst-us", required_argument, 0, 'b'},
-        {"work-adds", required_argument, 0, 'w'}, {"preset", required_argument, 0, 's'},
-        {"policy", required_argument, 0, 'P'},    {"priority", required_argument, 0, 'r'},
-        {"force", no_argument, 0, 'f'},           {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    static const char valid[] = "--cpus, --duration, --period-us, --burst-us, --work-adds, --preset, --policy, "
-                                "--priority, --force";
+    const probe_opt table[] = {
+        OPT_CPUS_REQUIRED(&o->cpus),
+        OPT_DURATION(&o->duration),
+        {.name = "period-us", .type = OPT_U64, .out = &o->period_us, .umin = 10, .umax = 10000000},
+        {.name = "burst-us", .type = OPT_U64, .out = &o->burst_us, .umin = 1, .umax = 10000000},
+        {.name = "work-adds", .type = OPT_U64, .out = &o->work_adds, .umin = 1, .umax = 100000000000ull},
+        {.name = "preset", .type = OPT_CALL, .out = o, .call = opt_preset},
+        OPT_SCHED(&o->sched),
+        {0},
+    };
     memset(o, 0, sizeof *o);
-    bool have_cpus = false;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &o->cpus); have_cpus = true; break;
-        case 'd': rc = opt_double(ctx, "--duration", optarg, 0.001, 86400, &o->duration); break;
-        case 'p': rc = opt_u64(ctx, "--period-us", optarg, 10, 10000000, &o->period_us); break;
-        case 'b': rc = opt_u64(ctx, "--burst-us", optarg, 1, 10000000, &o->burst_us); break;
-        case 'w': rc = opt_u64(ctx, "--work-adds", optarg, 1, 100000000000ull, &o->work_adds); break;
-        case 's':
-            if (strcmp(optarg, "seed"))
-                return probe_fail(ctx, EXIT_USAGE, "invalid --preset '%s' (valid: seed)", optarg);
-            o->period_us = 300000;
-            o->work_adds = 10000000;
-            break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default:
-            rc = opt_sched(ctx, c, optarg, &o->sched);
-            if (rc < 0)
-                return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (opt_finish(ctx, argc, argv, valid, have_cpus, o->duration))
+    if (opts_parse(ctx, argc, argv, table, usage) || ctx->help_shown)
         return ctx->exit_code;
     if (!o->period_us)
         return probe_fail(ctx, EXIT_USAGE, "missing --period-us (10-10000000) or --preset seed");

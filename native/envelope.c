@@ -24,21 +24,6 @@ counter_pair counter_pair_read(void)
     return best;
 }
 
-const char *policy_name(int policy)
-{
-    switch (policy) {
-    case SCHED_OTHER: return "SCHED_OTHER";
-    case SCHED_FIFO: return "SCHED_FIFO";
-    case SCHED_RR: return "SCHED_RR";
-    case SCHED_BATCH: return "SCHED_BATCH";
-    case SCHED_IDLE: return "SCHED_IDLE";
-#ifdef SCHED_DEADLINE
-    case SCHED_DEADLINE: return "SCHED_DEADLINE";
-#endif
-    default: return "unknown";
-    }
-}
-
 void wall_time(struct timespec *ts) { clock_gettime(CLOCK_REALTIME, ts); }
 
 static void json_time(json_t *j, const char *key, const struct timespec *ts)
@@ -95,7 +80,7 @@ static void json_ran(json_t *j, const probe_ctx *ctx)
     json_obj_begin(j);
     json_key(j, "cpus");
     json_cpuset(j, &ctx->ran_cpus);
-    json_kv_str(j, "policy", policy_name(ctx->ran_policy));
+    json_kv_str(j, "policy", policy_kernel_name(ctx->ran_policy));
     json_kv_i64(j, "priority", ctx->ran_priority);
     json_kv_i64(j, "nice", ctx->ran_nice);
     json_obj_end(j);

@@ -8,7 +8,6 @@
 /* Bumped when a consumer would misread the envelope or a result. */
 #define QC_FORMAT_VERSION 1
 
-const char *policy_name(int policy);
 void wall_time(struct timespec *ts);
 void envelope_write(FILE *out, const probe_ctx *ctx, int argc, char **argv,
                     const struct timespec *start, const struct timespec *end);

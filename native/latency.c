@@ -3,7 +3,6 @@
  * latency is when it woke minus when it asked to. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -52,46 +51,33 @@ typedef struct {
     char error[200];
 } lat_thread;
 
+static int opt_dma_latency(probe_ctx *ctx, const char *arg, void *out)
+{
+    uint64_t v;
+    if (opt_u64(ctx, "--dma-latency", arg, 0, 2000000, &v))
+        return ctx->exit_code;
+    *(int64_t *)out = (int64_t)v;
+    return EXIT_OK;
+}
+
 static int parse(probe_ctx *ctx, int argc, char **argv, lat_opts *o)
 {
-    static const struct option longopts[] = {
-        {"cpus", required_argument, 0, 'c'},         {"duration", required_argument, 0, 'd'},
-        {"interval-us", required_argument, 0, 'i'},  {"threshold-us", required_argument, 0, 't'},
-        {"policy", required_argument, 0, 'P'},       {"priority", required_argument, 0, 'r'},
-        {"force", no_argument, 0, 'f'},              {"dma-latency", required_argument, 0, 'D'},
-        {"max-events", required_argument, 0, 'm'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    static const char valid[] = "--cpus, --duration, --interval-us, --threshold-us, --policy, --priority, --force, "
-                                "--dma-latency, --max-events";
+    const probe_opt table[] = {
+        OPT_CPUS_REQUIRED(&o->cpus),
+        OPT_DURATION(&o->duration),
+        {.name = "interval-us", .type = OPT_U64, .out = &o->interval_us, .umin = 50, .umax = 1000000},
+        {.name = "threshold-us", .type = OPT_U64, .out = &o->threshold_us, .umin = 1, .umax = 10000000},
+        OPT_SCHED(&o->sched),
+        {.name = "dma-latency", .type = OPT_CALL, .out = &o->dma_latency, .call = opt_dma_latency},
+        {.name = "max-events", .type = OPT_U64, .out = &o->max_events, .umax = 10000000},
+        {0},
+    };
     memset(o, 0, sizeof *o);
     o->interval_us = 1000;
     o->threshold_us = 100;
     o->max_events = 10000;
     o->dma_latency = -1;
-    bool have_cpus = false;
-    uint64_t v;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &o->cpus); have_cpus = true; break;
-        case 'd': rc = opt_double(ctx, "--duration", optarg, 0.001, 86400, &o->duration); break;
-        case 'i': rc = opt_u64(ctx, "--interval-us", optarg, 50, 1000000, &o->interval_us); break;
-        case 't': rc = opt_u64(ctx, "--threshold-us", optarg, 1, 10000000, &o->threshold_us); break;
-        case 'm': rc = opt_u64(ctx, "--max-events", optarg, 0, 10000000, &o->max_events); break;
-        case 'D': rc = opt_u64(ctx, "--dma-latency", optarg, 0, 2000000, &v); o->dma_latency = (int64_t)v; break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default:
-            rc = opt_sched(ctx, c, optarg, &o->sched);
-            if (rc < 0)
-                return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (opt_finish(ctx, argc, argv, valid, have_cpus, o->duration))
+    if (opts_parse(ctx, argc, argv, table, usage) || ctx->help_shown)
         return ctx->exit_code;
     return sched_check(ctx, &o->sched, &o->cpus);
 }

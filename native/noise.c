@@ -1,7 +1,6 @@
 /* noise: one pinned thread per CPU spins on the counter; every loop-to-loop
  * gap goes into a histogram, and every gap over the threshold is an event. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,62 +46,32 @@ typedef struct {
     sched_opts sched;
 } noise_opts;
 
-static const char valid_opts[] = "--cpus, --duration, --mode, --threshold-ns, --max-events, --preheat-ms, --work, "
-                                 "--quantum-us, --max-samples, --policy, --priority, --force";
-static const char *const mode_names[] = {"spin", "fwq", "ftq"};
-
-static int opt_mode(probe_ctx *ctx, const char *text, enum noise_mode *mode)
-{
-    for (int m = MODE_SPIN; m <= MODE_FTQ; m++)
-        if (!strcmp(text, mode_names[m])) {
-            *mode = (enum noise_mode)m;
-            return EXIT_OK;
-        }
-    return probe_fail(ctx, EXIT_USAGE, "invalid --mode '%s' (valid: spin, fwq, ftq)", text);
-}
+static const char *const mode_names[] = {"spin", "fwq", "ftq", NULL};
 
 static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
 {
-    static const struct option longopts[] = {
-        {"cpus", required_argument, 0, 'c'},       {"duration", required_argument, 0, 'd'},
-        {"threshold-ns", required_argument, 0, 't'}, {"max-events", required_argument, 0, 'm'},
-        {"preheat-ms", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'},
-        {"mode", required_argument, 0, 'M'},       {"work", required_argument, 0, 'w'},
-        {"quantum-us", required_argument, 0, 'q'}, {"max-samples", required_argument, 0, 's'},
-        {"policy", required_argument, 0, 'P'},     {"priority", required_argument, 0, 'r'},
-        {"force", no_argument, 0, 'f'},            {0, 0, 0, 0}};
-    bool have_cpus = false;
+    int mode = MODE_SPIN;
+    const probe_opt table[] = {
+        OPT_CPUS_REQUIRED(&o->cpus),
+        OPT_DURATION(&o->duration),
+        {.name = "mode", .type = OPT_CHOICE, .out = &mode, .choices = mode_names},
+        {.name = "threshold-ns", .type = OPT_DOUBLE, .out = &o->threshold_ns, .dmin = 1, .dmax = 1e9},
+        {.name = "max-events", .type = OPT_U64, .out = &o->max_events, .umax = 100000000},
+        {.name = "preheat-ms", .type = OPT_U64, .out = &o->preheat_ms, .umin = 1, .umax = 10000},
+        {.name = "work", .type = OPT_U64, .out = &o->work, .umin = 1, .umax = 100000000},
+        {.name = "quantum-us", .type = OPT_U64, .out = &o->quantum_us, .umin = 1, .umax = 1000000},
+        {.name = "max-samples", .type = OPT_U64, .out = &o->max_samples, .umax = 100000000},
+        OPT_SCHED(&o->sched),
+        {0},
+    };
     memset(o, 0, sizeof *o);
     o->max_events = 100000;
     o->preheat_ms = 100;
     o->quantum_us = 100;
     o->max_samples = 100000;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &o->cpus); have_cpus = true; break;
-        case 'd': rc = opt_double(ctx, "--duration", optarg, 0.001, 86400, &o->duration); break;
-        case 't': rc = opt_double(ctx, "--threshold-ns", optarg, 1, 1e9, &o->threshold_ns); break;
-        case 'm': rc = opt_u64(ctx, "--max-events", optarg, 0, 100000000, &o->max_events); break;
-        case 'p': rc = opt_u64(ctx, "--preheat-ms", optarg, 1, 10000, &o->preheat_ms); break;
-        case 'M': rc = opt_mode(ctx, optarg, &o->mode); break;
-        case 'w': rc = opt_u64(ctx, "--work", optarg, 1, 100000000, &o->work); break;
-        case 'q': rc = opt_u64(ctx, "--quantum-us", optarg, 1, 1000000, &o->quantum_us); break;
-        case 's': rc = opt_u64(ctx, "--max-samples", optarg, 0, 100000000, &o->max_samples); break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default:
-            rc = opt_sched(ctx, c, optarg, &o->sched);
-            if (rc < 0)
-                return opt_unknown(ctx, argv[optind - 1], valid_opts);
-        }
-        if (rc)
-            return rc;
-    }
-    if (opt_finish(ctx, argc, argv, valid_opts, have_cpus, o->duration))
+    if (opts_parse(ctx, argc, argv, table, usage) || ctx->help_shown)
         return ctx->exit_code;
+    o->mode = (enum noise_mode)mode;
     if (!o->work)
         o->work = o->mode == MODE_FTQ ? 16 : 4000;
     else if (o->mode == MODE_FTQ && o->work > 100000)

@@ -1,6 +1,7 @@
 /* Option values, validated before anything is set up, with messages in the
  * form "invalid --duration 0 (valid: 0.001-86400)". */
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -64,7 +65,8 @@ int opt_cpus(probe_ctx *ctx, const char *opt, const char *text, cpu_set_t *out)
     if (CPU_COUNT(&extra)) {
         char bad[256];
         cpulist_format(&extra, bad, sizeof bad);
-        return probe_fail(ctx, EXIT_USAGE, "invalid %s %s (valid: %s)", opt, bad, valid);
+        return probe_fail(ctx, EXIT_USAGE, "invalid %s %s: not a CPU this process may run on (valid: %s)", opt, bad,
+                          valid);
     }
     return EXIT_OK;
 }
@@ -98,4 +100,77 @@ void probe_note_ran(probe_ctx *ctx, const thread_sched *ts)
     ctx->ran_priority = ts->priority;
     ctx->ran_nice = ts->nice;
     ctx->ran_set = true;
+}
+
+#define MAX_OPTS 32
+#define HELP (MAX_OPTS + 1) /* getopt's value for --help, beyond every table index + 1 */
+
+static int choose_index(probe_ctx *ctx, const probe_opt *o, const char *arg)
+{
+    char valid[256] = "";
+    for (int i = 0; o->choices[i]; i++) {
+        if (!strcmp(arg, o->choices[i])) {
+            *(int *)o->out = i;
+            return EXIT_OK;
+        }
+        size_t used = strlen(valid);
+        snprintf(valid + used, sizeof valid - used, "%s%s", i ? ", " : "", o->choices[i]);
+    }
+    return probe_fail(ctx, EXIT_USAGE, "invalid --%s '%s' (valid: %s)", o->name, arg, valid);
+}
+
+static int take(probe_ctx *ctx, const probe_opt *o, const char *arg)
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", o->name);
+    switch (o->type) {
+    case OPT_FLAG: *(bool *)o->out = true; return EXIT_OK;
+    case OPT_U64: return opt_u64(ctx, opt, arg, o->umin, o->umax, o->out);
+    case OPT_DOUBLE: return opt_double(ctx, opt, arg, o->dmin, o->dmax, o->out);
+    case OPT_CPUS: return opt_cpus(ctx, opt, arg, o->out);
+    case OPT_CHOICE: return choose_index(ctx, o, arg);
+    case OPT_TEXT: *(const char **)o->out = arg; return EXIT_OK;
+    case OPT_CALL: return o->call(ctx, arg, o->out);
+    }
+    return probe_fail(ctx, EXIT_FAIL, "option --%s has no parser", o->name);
+}
+
+int opts_parse(probe_ctx *ctx, int argc, char **argv, const probe_opt *table, const char *usage)
+{
+    struct option longopts[MAX_OPTS + 2];
+    bool seen[MAX_OPTS] = {false};
+    char valid[512] = "";
+    size_t n = 0;
+    for (; table[n].name; n++) {
+        if (n == MAX_OPTS)
+            return probe_fail(ctx, EXIT_FAIL, "%s: more than %d options", ctx->command, MAX_OPTS);
+        /* getopt hands back the table index + 1: 0 is its "flag was set" value. */
+        longopts[n] = (struct option){table[n].name, table[n].type == OPT_FLAG ? no_argument : required_argument,
+                                      NULL, (int)n + 1};
+        size_t used = strlen(valid);
+        snprintf(valid + used, sizeof valid - used, "%s--%s", n ? ", " : "", table[n].name);
+    }
+    longopts[n] = (struct option){"help", no_argument, NULL, HELP};
+    longopts[n + 1] = (struct option){0, 0, 0, 0};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
+        if (c == HELP) {
+            fputs(usage, stdout);
+            ctx->help_shown = true;
+            return EXIT_OK;
+        }
+        if (c < 1 || (size_t)c > n)
+            return opt_unknown(ctx, argv[optind - 1], valid);
+        if (take(ctx, &table[c - 1], optarg))
+            return ctx->exit_code;
+        seen[c - 1] = true;
+    }
+    if (optind < argc)
+        return opt_unknown(ctx, argv[optind], valid);
+    for (size_t i = 0; i < n; i++)
+        if (table[i].missing && !seen[i])
+            return probe_fail(ctx, EXIT_USAGE, "missing --%s (%s)", table[i].name, table[i].missing);
+    return EXIT_OK;
 }

@@ -57,8 +57,42 @@ int opt_double(probe_ctx *ctx, const char *opt, const char *text, double lo,
                double hi, double *out);
 int opt_u64(probe_ctx *ctx, const char *opt, const char *text, uint64_t lo,
             uint64_t hi, uint64_t *out);
+/* A CPU list whose every CPU this process may run on (sched_getaffinity, which the
+ * kernel keeps within the active CPUs): the rule quietcore's Python side applies
+ * too (options.usable_cpus), so both refuse the same CPUs in the same words. */
 int opt_cpus(probe_ctx *ctx, const char *opt, const char *text, cpu_set_t *out);
 int opt_unknown(probe_ctx *ctx, const char *arg, const char *valid);
+
+/* One option of a probe subcommand, for opts_parse. A table of them ends with
+ * {0}; from it opts_parse builds getopt's table and the list of valid options,
+ * so no subcommand types either by hand. */
+typedef enum { OPT_FLAG, OPT_U64, OPT_DOUBLE, OPT_CPUS, OPT_CHOICE, OPT_TEXT, OPT_CALL } opt_type;
+
+typedef struct probe_opt {
+    const char *name;           /* without the dashes */
+    opt_type type;
+    void *out;                  /* bool, uint64_t, double, cpu_set_t, int (the choice's index), const char * */
+    uint64_t umin, umax;        /* OPT_U64 bounds */
+    double dmin, dmax;          /* OPT_DOUBLE bounds */
+    const char *const *choices; /* OPT_CHOICE: the names, NULL-terminated */
+    int (*call)(probe_ctx *ctx, const char *arg, void *out); /* OPT_CALL: parse into out */
+    const char *missing;        /* when set, the option is required and this says what it wants */
+} probe_opt;
+
+/* The options every measuring probe shares, in one place with their bounds. */
+#define OPT_CPUS_REQUIRED(dst) {.name = "cpus", .type = OPT_CPUS, .out = (dst), .missing = "a CPU list like 0-3,8"}
+#define OPT_DURATION(dst) \
+    {.name = "duration", .type = OPT_DOUBLE, .out = (dst), .dmin = 0.001, .dmax = 86400, \
+     .missing = "seconds, 0.001-86400"}
+#define OPT_SCHED(s) \
+    {.name = "policy", .type = OPT_CALL, .out = (s), .call = opt_policy_arg}, \
+    {.name = "priority", .type = OPT_CALL, .out = (s), .call = opt_priority_arg}, \
+    {.name = "force", .type = OPT_FLAG, .out = &(s)->force}
+
+/* Parse argv (argv[0] is the subcommand) against the table: --help prints
+ * usage; an unknown option, a stray argument, a bad value or a missing required
+ * option records a usage error that names it and what is valid. */
+int opts_parse(probe_ctx *ctx, int argc, char **argv, const probe_opt *table, const char *usage);
 
 /* CPU lists in the kernel's syntax: "0-3,8-11", "0-31:2/8". */
 int cpulist_parse(const char *text, cpu_set_t *out);
@@ -72,12 +106,16 @@ typedef struct {
     long rt_runtime_us;
 } sched_opts;
 
+/* The scheduling policies, named once: `name` as options and results say it
+ * ("fifo"), `kernel_name` as the kernel does ("SCHED_FIFO"). */
+const char *policy_name(int policy);
+const char *policy_kernel_name(int policy);
+/* --policy NAME into s->policy: the policies a probe sets with
+ * sched_setscheduler (deadline is not one of them). */
 int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s);
-/* The getopt cases every measuring probe shares: 'P' --policy, 'r'
- * --priority, 'f' --force. Returns 1 when `c` was not one of them. */
-int opt_sched(probe_ctx *ctx, int c, const char *arg, sched_opts *s);
-/* After getopt: no stray arguments, and --cpus and --duration given. */
-int opt_finish(probe_ctx *ctx, int argc, char **argv, const char *valid, bool have_cpus, double duration);
+/* OPT_CALL parsers for OPT_SCHED: out is a sched_opts. */
+int opt_policy_arg(probe_ctx *ctx, const char *arg, void *out);
+int opt_priority_arg(probe_ctx *ctx, const char *arg, void *out);
 /* Validate priority for the policy; refuse a real-time policy on every online
  * CPU, or with RT throttling off, unless --force. */
 int sched_check(probe_ctx *ctx, sched_opts *s, const cpu_set_t *cpus);

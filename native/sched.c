@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -11,46 +12,62 @@
 
 #include "probe.h"
 
+/* Every scheduling policy quietcore names, once. `settable`: a probe sets it with
+ * sched_setscheduler (deadline needs sched_setattr and its own parameters). */
 static const struct {
-    const char *name;
+    const char *name, *kernel_name;
     int policy;
+    bool settable;
 } policies[] = {
-    {"other", SCHED_OTHER}, {"fifo", SCHED_FIFO}, {"rr", SCHED_RR}, {"batch", SCHED_BATCH}, {"idle", SCHED_IDLE},
+    {"other", "SCHED_OTHER", SCHED_OTHER, true}, {"fifo", "SCHED_FIFO", SCHED_FIFO, true},
+    {"rr", "SCHED_RR", SCHED_RR, true},          {"batch", "SCHED_BATCH", SCHED_BATCH, true},
+    {"idle", "SCHED_IDLE", SCHED_IDLE, true},
+#ifdef SCHED_DEADLINE
+    {"deadline", "SCHED_DEADLINE", SCHED_DEADLINE, false},
+#endif
 };
+#define NPOLICIES (sizeof policies / sizeof policies[0])
+
+const char *policy_name(int policy)
+{
+    for (size_t i = 0; i < NPOLICIES; i++)
+        if (policies[i].policy == policy)
+            return policies[i].name;
+    return "unknown";
+}
+
+const char *policy_kernel_name(int policy)
+{
+    for (size_t i = 0; i < NPOLICIES; i++)
+        if (policies[i].policy == policy)
+            return policies[i].kernel_name;
+    return "unknown";
+}
 
 int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s)
 {
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+    char valid[128] = "";
+    for (size_t i = 0; i < NPOLICIES; i++) {
+        if (!policies[i].settable)
+            continue;
         if (!strcmp(text, policies[i].name)) {
             s->policy = policies[i].policy;
             return EXIT_OK;
         }
-    return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: other, fifo, rr, batch, idle)", text);
+        size_t used = strlen(valid);
+        snprintf(valid + used, sizeof valid - used, "%s%s", used ? ", " : "", policies[i].name);
+    }
+    return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: %s)", text, valid);
 }
 
-int opt_sched(probe_ctx *ctx, int c, const char *arg, sched_opts *s)
+int opt_policy_arg(probe_ctx *ctx, const char *arg, void *out) { return opt_policy(ctx, arg, out); }
+
+int opt_priority_arg(probe_ctx *ctx, const char *arg, void *out)
 {
     uint64_t prio;
-    switch (c) {
-    case 'P': return opt_policy(ctx, arg, s);
-    case 'r':
-        if (opt_u64(ctx, "--priority", arg, 0, 99, &prio))
-            return ctx->exit_code;
-        s->priority = (int)prio;
-        return EXIT_OK;
-    case 'f': s->force = true; return EXIT_OK;
-    default: return -1;
-    }
-}
-
-int opt_finish(probe_ctx *ctx, int argc, char **argv, const char *valid, bool have_cpus, double duration)
-{
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    if (!have_cpus)
-        return probe_fail(ctx, EXIT_USAGE, "missing --cpus (a CPU list like 0-3,8)");
-    if (duration == 0)
-        return probe_fail(ctx, EXIT_USAGE, "missing --duration (seconds, 0.001-86400)");
+    if (opt_u64(ctx, "--priority", arg, 0, 99, &prio))
+        return ctx->exit_code;
+    ((sched_opts *)out)->priority = (int)prio;
     return EXIT_OK;
 }
 

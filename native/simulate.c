@@ -18,7 +18,6 @@
  * timeline alone (delayed()), found from the gap that follows it; a global
  * collective finds those gaps for all ranks in one merge (longest()). */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -59,44 +58,26 @@ typedef struct {
     void *blob;
 } sim_input;
 
+static const char *const collectives[] = {"allreduce", "barrier", "stencil", NULL};
+
 static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
 {
-    static const struct option longopts[] = {
-        {"input", required_argument, 0, 'i'},      {"work-ns", required_argument, 0, 'w'},
-        {"iterations", required_argument, 0, 'n'}, {"collective", required_argument, 0, 'c'},
-        {"cost-ns", required_argument, 0, 'k'},    {"threads", required_argument, 0, 't'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    static const char valid[] = "--input, --work-ns, --iterations, --collective, --cost-ns, --threads";
+    int collective = 0;
+    const probe_opt table[] = {
+        {.name = "input", .type = OPT_TEXT, .out = &o->input, .missing = "a simulation input, as quietcore simulate writes it"},
+        {.name = "work-ns", .type = OPT_DOUBLE, .out = &o->work, .dmin = 1, .dmax = 1e12, .missing = "1-1e12 ns"},
+        {.name = "iterations", .type = OPT_U64, .out = &o->iterations, .umin = 1, .umax = 100000000,
+         .missing = "1-100000000"},
+        {.name = "collective", .type = OPT_CHOICE, .out = &collective, .choices = collectives},
+        {.name = "cost-ns", .type = OPT_DOUBLE, .out = &o->cost, .dmin = 0, .dmax = 1e12},
+        {.name = "threads", .type = OPT_U64, .out = &o->threads, .umin = 1, .umax = 1024},
+        {0},
+    };
     memset(o, 0, sizeof *o);
     o->threads = (uint64_t)omp_get_num_procs();
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'i': o->input = optarg; break;
-        case 'w': rc = opt_double(ctx, "--work-ns", optarg, 1, 1e12, &o->work); break;
-        case 'n': rc = opt_u64(ctx, "--iterations", optarg, 1, 100000000, &o->iterations); break;
-        case 'k': rc = opt_double(ctx, "--cost-ns", optarg, 0, 1e12, &o->cost); break;
-        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, 1024, &o->threads); break;
-        case 'c':
-            if (!strcmp(optarg, "stencil"))
-                o->stencil = true;
-            else if (strcmp(optarg, "allreduce") && strcmp(optarg, "barrier"))
-                return probe_fail(ctx, EXIT_USAGE,
-                                  "invalid --collective '%s' (valid: allreduce, barrier, stencil)", optarg);
-            break;
-        case 'h': fputs(usage, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
-    if (!o->input || !o->work || !o->iterations)
-        return probe_fail(ctx, EXIT_USAGE, "--input, --work-ns and --iterations are required");
+    if (opts_parse(ctx, argc, argv, table, usage) || ctx->help_shown)
+        return ctx->exit_code;
+    o->stencil = collective == 2; /* allreduce and barrier are both global */
     return EXIT_OK;
 }
 

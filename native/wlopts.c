@@ -120,7 +120,8 @@ int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help
                                   optarg);
             }
             break;
-        case 'r': case 'f': rc = opt_sched(ctx, c, optarg, &o->sched); break;
+        case 'r': rc = opt_priority_arg(ctx, optarg, &o->sched); break;
+        case 'f': o->sched.force = true; break;
         case 's': rc = opt_size(ctx, "--size", optarg, 4096, 1ull << 40, &o->size); break;
         case 'i': rc = opt_u64(ctx, "--iters", optarg, 1, 1ull << 50, &o->iters); break;
         case 'S': rc = opt_double(ctx, "--seconds", optarg, 0.01, 3600, &o->seconds); break;
@@ -220,18 +221,6 @@ void wl_note_ran(probe_ctx *ctx)
     CPU_ZERO(&ts.cpus);
     CPU_SET(sched_getcpu(), &ts.cpus);
     probe_note_ran(ctx, &ts);
-}
-
-static const char *policy_name(int policy)
-{
-    switch (policy) {
-    case SCHED_OTHER: return "other";
-    case SCHED_FIFO: return "fifo";
-    case SCHED_RR: return "rr";
-    case SCHED_BATCH: return "batch";
-    case SCHED_IDLE: return "idle";
-    default: return "unknown";
-    }
 }
 
 void wl_emit_head(json_t *j, const wl_opts *o, const char *metric, const char *unit, double value, bool higher)

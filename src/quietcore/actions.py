@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore import knobs
+
 #: The kinds, and how each is carried out (see `Action.text`).
 KINDS = (
     "sysfs",  # a file under /sys: echo VALUE > TARGET
@@ -58,10 +60,8 @@ class Action:
 
 
 def _render(a: Action) -> str:
-    from quietcore.knobs import KINDS
-
-    if a.kind in KINDS:  # a knob quietcore writes: its kind says how a person would
-        return KINDS[a.kind].render(a.target, a.value)
+    if a.kind in knobs.KINDS:  # a knob quietcore writes: its kind says how a person would
+        return knobs.KINDS[a.kind].render(a.target, a.value)
     if a.kind == "sysctl":
         return f"sysctl -w {a.target}={a.value}"
     if a.kind == "cgroup":

@@ -8,11 +8,14 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Iterable
 from types import FrameType
 from typing import NoReturn
 
 from quietcore._version import __version__
+from quietcore.commands import COMMANDS
+from quietcore.commands import load as load_command
 from quietcore.errors import QuietcoreError, UsageError
 
 
@@ -28,8 +31,6 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser. Only the commands in `load` (every one when None) get their
     options: the others are named with their summary, so that `quietcore --help` and
     a command's run import no module they do not need."""
-    from quietcore.commands import COMMANDS
-    from quietcore.commands import load as load_command
 
     parser = _Parser(
         prog="quietcore",
@@ -71,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() == 0:
         # Root's temporary files (a report's staging, simulate's input) never go where $TMPDIR
         # says: another user owning that directory could swap a file between its write and its read.
-        import tempfile
 
         tempfile.tempdir = "/tmp"
     args_in = sys.argv[1:] if argv is None else argv
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         # Before anything else, and for every command: undo what a crashed
-        # quietcore left changed on this node.
+        # quietcore left changed on this node. Imported here, as the command's own
+        # module is: --help and --version need neither (quietcore.lazy).
         from quietcore.commands.common import recover_node
 
         recover_node(args)

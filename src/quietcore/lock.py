@@ -23,6 +23,7 @@ from pathlib import Path
 
 from quietcore import statedir
 from quietcore.errors import CommandError
+from quietcore.facts.cpulist import parse_cpulist
 from quietcore.safe import plain
 
 POLL_S = 0.1
@@ -40,8 +41,6 @@ def _describe(name: str) -> str:
 
 
 def _possible_cpus() -> list[int]:
-    from quietcore.facts.cpulist import parse_cpulist
-
     try:
         return sorted(parse_cpulist(Path("/sys/devices/system/cpu/possible").read_text().strip()))
     except (OSError, ValueError):

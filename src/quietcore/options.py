@@ -3,6 +3,7 @@ each error names the option and what would be valid."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -13,7 +14,21 @@ from quietcore.sched import PRIORITY_MAX, PRIORITY_MIN, RT, check_policy, check_
 T = TypeVar("T", int, float)
 
 
-def cpus_option(text: str, online: frozenset[int], option: str = "--cpus") -> frozenset[int]:
+#: What a CPU list is held to: an audit or a plan (maybe of a snapshot) to the node's
+#: online CPUs; a measurement to those this process may run on (USABLE).
+ONLINE = "an online CPU"
+USABLE = "a CPU this process may run on"
+
+
+def usable_cpus(online: frozenset[int]) -> frozenset[int]:
+    """The CPUs a measurement here may use: online, and in this process' affinity
+    (a cgroup cpuset or taskset narrows it). The native core holds its --cpus to
+    the same rule (sched_getaffinity, which the kernel keeps within the active
+    CPUs) and refuses in the same words, so neither accepts what the other refuses."""
+    return online & frozenset(os.sched_getaffinity(0))
+
+
+def cpus_option(text: str, online: frozenset[int], option: str = "--cpus", what: str = ONLINE) -> frozenset[int]:
     valid = format_cpulist(online)
     try:
         cpus = parse_cpulist(text)
@@ -23,7 +38,7 @@ def cpus_option(text: str, online: frozenset[int], option: str = "--cpus") -> fr
         raise UsageError(f"invalid {option} {text!r}: no CPUs given (valid: {valid})")
     outside = cpus - online
     if outside:
-        raise UsageError(f"invalid {option} {format_cpulist(outside)}: not an online CPU (valid: {valid})")
+        raise UsageError(f"invalid {option} {format_cpulist(outside)}: not {what} (valid: {valid})")
     return cpus
 
 
@@ -102,13 +117,13 @@ def duration_option(
     return positive_float(text, option, lo, hi)
 
 
-def cpu_pair_option(text: str, online: frozenset[int], option: str = "--cpus") -> list[int]:
+def cpu_pair_option(text: str, online: frozenset[int], option: str = "--cpus", what: str = ONLINE) -> list[int]:
     """One CPU A, or two as A,B, in the order given: the order means
     something (from A to B), so it is not a set."""
     parts = text.split(",")
     if not 1 <= len(parts) <= 2 or not all(p.strip().isdigit() for p in parts):
         raise UsageError(f"invalid {option} {text!r}: one CPU A, or two as A,B (valid CPUs: {format_cpulist(online)})")
-    cpus = [min(cpus_option(p, online, option)) for p in parts]
+    cpus = [min(cpus_option(p, online, option, what)) for p in parts]
     if len(set(cpus)) != len(cpus):
         raise UsageError(f"invalid {option} {text!r}: A and B must differ")
     return cpus

@@ -10,6 +10,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from rich.markup import escape
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_-]+")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -24,7 +26,6 @@ def plain(text: str) -> str:
 def markup(text: str) -> str:
     """For rich: control characters as plain() shows them, and square
     brackets escaped, so stored text never reads as markup."""
-    from rich.markup import escape
 
     return escape(plain(text))
 

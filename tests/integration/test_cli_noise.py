@@ -53,7 +53,7 @@ def test_noise_table(cli: CliRunner) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--cpus", "999", "--duration", "1"], "invalid --cpus 999: not an online CPU (valid: "),
+        (["--cpus", "999", "--duration", "1"], "invalid --cpus 999: not a CPU this process may run on (valid: "),
         (["--cpus", "1-", "--duration", "1"], "invalid --cpus '1-': expected a CPU list"),
         (["--cpus", "0", "--duration", "0"], "invalid --duration '0' (valid: 0.001-86400)"),
         (["--cpus", "0", "--duration", "-2"], "invalid --duration '-2'"),

@@ -129,17 +129,7 @@ def test_bad_usage_exits_2_with_one_line_and_an_error_envelope(args: list[str], 
     assert env["exit_code"] == 2 and message in env["error"]["message"] and env["result"] is None
 
 
-def test_cpus_outside_the_affinity_name_the_allowed_ones() -> None:
-    cpus = allowed_cpus()
-    if len(cpus) < 2:
-        pytest.skip("needs two CPUs to restrict the affinity to one")
-    # GIVEN a probe restricted (as taskset or a cgroup would) to the first CPU
-    proc = probe(
-        "noise", "--cpus", str(cpus[1]), "--duration", "1", preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]})
-    )
-    # THEN asking for another CPU is bad usage naming the one allowed
-    assert proc.returncode == 2
-    assert f"invalid --cpus {cpus[1]} (valid: {cpus[0]})" in proc.stderr
+# A CPU outside the affinity: tests/integration/test_valid_cpus.py, beside quietcore's own refusal.
 
 
 def test_help_and_version() -> None:

@@ -15,8 +15,16 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
+from quietcore.audit import run_checks
+from quietcore.audit.context import AuditContext
+from quietcore.audit.finding import ORDER, Status
 from quietcore.commands import common
+from quietcore.facts.cpus import online_cpus
+from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
+from quietcore.report.text import console
 
 if TYPE_CHECKING:
     from quietcore.audit.finding import Finding
@@ -35,12 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.audit import run_checks
-    from quietcore.audit.context import AuditContext
-    from quietcore.audit.finding import Status
-    from quietcore.facts.cpus import online_cpus
-    from quietcore.facts.snapshot import open_root
-
     with open_root(args.root) as root:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
         journal, source = common.journal_of(root)
@@ -55,10 +57,6 @@ def run(args: argparse.Namespace) -> int:
 
 def show(findings: list[Finding]) -> None:
     # rich only once there is something to print: --help and --version stay fast.
-    from rich.markup import escape
-
-    from quietcore.audit.finding import ORDER
-    from quietcore.report.text import console
 
     out = console()
     for status in ORDER:

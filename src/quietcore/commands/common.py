@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING
 
 from quietcore.errors import StoreError
 from quietcore.facts.root import Root
+from quietcore.levers.journal import recover
+from quietcore.lock import NodeLock
 from quietcore.options import positive_float, tags_option
-from quietcore.store import db
+from quietcore.statedir import StateError, default_path
+from quietcore.store import db, legacy, sessions
+from quietcore.store import journal as node
 
 if TYPE_CHECKING:
     from quietcore.lock import NodeLock
@@ -58,7 +62,6 @@ def wait_s(args: argparse.Namespace) -> float:
 def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[str] = ()) -> NodeLock:
     """The node lock on what this command measures (its CPUs) and changes
     (its levers), honouring --wait."""
-    from quietcore.lock import NodeLock
 
     return NodeLock(cpus, levers, wait_s(args))
 
@@ -70,10 +73,6 @@ def recover_node(args: argparse.Namespace) -> None:
     interrupted. Nothing in a results database is ever replayed: open
     entries of an older quietcore's journal there are moved to the node
     journal only from a database that root alone can write (see legacy)."""
-    from quietcore.levers.journal import recover
-    from quietcore.statedir import StateError
-    from quietcore.store import journal as node
-    from quietcore.store import legacy, sessions
 
     path, _ = db.resolve_path(getattr(args, "db", None))
     if path.is_file() and not _survey_rank_above_0(args):
@@ -125,8 +124,6 @@ def journal_of(root: Root) -> tuple[list[dict[str, object]] | None, str]:
     if not root.is_live:
         entries = root.manifest().get("journal")
         return (entries if isinstance(entries, list) else None), "quietcore-snapshot.json journal"
-    from quietcore.statedir import StateError, default_path
-    from quietcore.store import journal as node
 
     where = str(default_path() / node.FILE)
     try:

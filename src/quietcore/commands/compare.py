@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from rich.table import Table
+
 from quietcore.commands import common
+from quietcore.report import text
+from quietcore.report.experiment import fmt, shown_unit
 from quietcore.store import db
 
 NAME = "compare"
@@ -29,11 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here, as in every command: `quietcore --help` loads no statistics or tables.
-    from rich.table import Table
 
-    from quietcore.report import text
     from quietcore.report.crosscheck import compare_sessions, resolve
-    from quietcore.report.experiment import fmt, shown_unit
 
     path, chosen = common.db_path(args)
     conn = db.open_db(path, create=False, chosen=chosen, write=False)

@@ -20,7 +20,11 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpu_pair_option, int_in_range
+from quietcore.options import USABLE, cpu_pair_option, int_in_range, usable_cpus
+from quietcore.report import text
+from quietcore.report.progress import progress_bar
+from quietcore.report.tables import ctxswitch_table, slice_lines
+from quietcore.stats.bootstrap import median_ci
 
 NAME = "ctxswitch"
 TESTS = ("pipe", "yield", "cross", "slice")
@@ -40,22 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cpus(text_value: str | None, online: frozenset[int]) -> list[int]:
+    usable = usable_cpus(online)
     if text_value is None:
-        ordered = sorted(online)
+        ordered = sorted(usable)
         return [ordered[-1], ordered[0]] if len(ordered) > 1 else ordered
-    return cpu_pair_option(text_value, online)
+    return cpu_pair_option(text_value, usable, what=USABLE)
 
 
 def analyze(result: dict[str, Any]) -> dict[str, Any]:
-    from quietcore.stats.bootstrap import median_ci
-
     return {name: median_ci(series) for name, series in result["series_ns"].items()}
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.report import text
-    from quietcore.report.progress import progress_bar
-    from quietcore.report.tables import ctxswitch_table, slice_lines
     from quietcore.session import Session
 
     cpus = _cpus(args.cpus, online_cpus(common.live_root()))

@@ -15,13 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore.audit import run_checks
+from quietcore.audit.context import AuditContext
 from quietcore.commands import common, report
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
+from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.options import duration_option
-from quietcore.store import db
+from quietcore.probes.noise import NoiseOptions, event_cap
+from quietcore.report import text
+from quietcore.report.progress import progress_bar
+from quietcore.store import db, sessions
 
 if TYPE_CHECKING:
     from quietcore.session import Session
@@ -50,11 +56,7 @@ def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.probes.noise import NoiseOptions, event_cap
-    from quietcore.report import text
-    from quietcore.report.progress import progress_bar
     from quietcore.session import Session
-    from quietcore.store import sessions
 
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
@@ -97,14 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def record_audit(session: Session, root: Root) -> None:
-    from quietcore.store import sessions
-
     """The audit of the node as it was measured, for the report."""
 
     started = sessions.now_iso()
     journal, source = common.journal_of(root)
-    from quietcore.audit import run_checks
-    from quietcore.audit.context import AuditContext
 
     findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
     session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
@@ -118,9 +116,6 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[dict[str, Any]]
 ) -> None:
-    from quietcore.facts.virt import CPUID_VENDORS
-    from quietcore.report import text
-
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
     out.print(

@@ -17,7 +17,10 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.cpus import online_cpus
-from quietcore.options import cpus_option, duration_option, int_in_range, sched_option
+from quietcore.options import USABLE, cpus_option, duration_option, int_in_range, sched_option, usable_cpus
+from quietcore.report import text
+from quietcore.report.progress import progress_bar
+from quietcore.report.tables import latency_table
 from quietcore.sched import NAMES as POLICIES
 
 NAME = "latency"
@@ -40,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], float]:
     online = online_cpus(common.live_root())
-    cpus = cpus_option(args.cpus, online)
+    cpus = cpus_option(args.cpus, usable_cpus(online), what=USABLE)
     priority = sched_option(args.policy, args.priority, cpus, online, args.force)
     duration = duration_option(args.duration)
     params: dict[str, Any] = {
@@ -65,9 +68,6 @@ def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.report import text
-    from quietcore.report.progress import progress_bar
-    from quietcore.report.tables import latency_table
     from quietcore.session import Session
 
     argv, params, duration = probe_args(args)

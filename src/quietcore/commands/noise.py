@@ -21,9 +21,21 @@ from typing import TYPE_CHECKING, Any
 from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
-from quietcore.options import cpus_option, duration_option, int_in_range, positive_float, sched_option
+from quietcore.options import (
+    USABLE,
+    cpus_option,
+    duration_option,
+    int_in_range,
+    positive_float,
+    sched_option,
+    usable_cpus,
+)
 from quietcore.probes.noise import MODES, NoiseOptions, event_cap
+from quietcore.report import text
+from quietcore.report.kinds import kind_of
+from quietcore.report.progress import progress_bar
 from quietcore.sched import NAMES as POLICIES
+from quietcore.stats.percentiles import histogram_quantile
 
 if TYPE_CHECKING:
     from quietcore.runs.model import Run
@@ -56,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace) -> NoiseOptions:
     online = online_cpus(common.live_root())
-    cpus = cpus_option(args.cpus, online)
+    cpus = cpus_option(args.cpus, usable_cpus(online), what=USABLE)
     priority = sched_option(args.policy, args.priority, cpus, online, args.force)
     duration = duration_option(args.duration)
     if args.max_events == "auto":
@@ -79,9 +91,6 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.report import text
-    from quietcore.report.kinds import kind_of
-    from quietcore.report.progress import progress_bar
     from quietcore.session import Session
 
     options = options_from(args)
@@ -118,7 +127,6 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
     out: `results export` has it), the loop-period percentiles and the
     analysis. `gaps` counts the gaps over the threshold; `events_recorded`
     how many of them the trace holds (the rest were over --max-events)."""
-    from quietcore.stats.percentiles import histogram_quantile
 
     result = run.result
     analysis = {c["cpu"]: c for c in run.analysis.get("cpus", [])}

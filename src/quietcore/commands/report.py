@@ -27,6 +27,7 @@ from pathlib import Path
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import tags_option
+from quietcore.report.progress import progress_bar
 from quietcore.runs.model import SessionRecord
 from quietcore.store import db, sessions
 
@@ -78,7 +79,6 @@ def write_report(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path,
         raise UsageError(f"invalid --out: {exc} (valid: a new directory, or one quietcore wrote)") from exc
     except OSError as exc:
         raise UsageError(f"cannot create --out {out}: {exc.strerror}") from exc
-    from quietcore.report.progress import progress_bar
 
     with progress_bar(1.0) as update:
         done = [0]

@@ -18,8 +18,13 @@ import json
 import sqlite3
 from pathlib import Path
 
+from rich.table import Table
+
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.report import export, text
+from quietcore.report.kinds import kind_of
+from quietcore.report.nodes import psnap, write_traces
 from quietcore.safe import plain, write_atomic
 from quietcore.store import db, sessions
 
@@ -54,8 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "schema":
-        from quietcore.report import export
-
         print(export.SCHEMA.read_text(encoding="utf-8"), end="")
         return 0
     path, chosen = common.db_path(args)
@@ -75,10 +78,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_(conn: sqlite3.Connection) -> None:
-    from rich.table import Table
-
-    from quietcore.report import text
-
     rows = sessions.list_sessions(conn)
     out = text.console()
     if not rows:
@@ -95,9 +94,6 @@ def list_(conn: sqlite3.Connection) -> None:
 
 
 def show(conn: sqlite3.Connection, ident: str) -> None:
-    from quietcore.report import text
-    from quietcore.report.kinds import kind_of
-
     row = sessions.get_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
@@ -115,21 +111,15 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
-    from quietcore.report import export
-
     row = sessions.get_session(conn, args.id)
     data: str | bytes
     if args.format == "trace":
-        from quietcore.report.nodes import write_traces
-
         if not args.out:
             raise UsageError("--format trace writes a file per node and CPU: give --out DIR")
         written = write_traces(conn, row, Path(args.out), args.force)
         print(f"wrote {len(written)} traces in {args.out}")
         return
     if args.format == "psnap":
-        from quietcore.report.nodes import psnap
-
         data = psnap(conn, row)
     elif args.format == "json":
         data = json.dumps(export.session_to_json(conn, row), indent=1) + "\n"
@@ -153,8 +143,6 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
 
 
 def import_(conn: sqlite3.Connection, path: Path) -> None:
-    from quietcore.report import export
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

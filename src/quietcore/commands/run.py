@@ -36,8 +36,11 @@ from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
-from quietcore.experiments.node import Node
+from quietcore.experiments.node import Node, read_node
 from quietcore.options import int_in_range, positive_float
+from quietcore.report import text
+from quietcore.report.experiment import experiment_table, metric_line
+from quietcore.report.progress import progress_bar
 from quietcore.safe import markup
 from quietcore.sched import check_priority
 from quietcore.store import sessions
@@ -68,7 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     """Everything checked before the database is opened or the node touched."""
     from quietcore.experiments import custom
-    from quietcore.experiments.node import read_node
     from quietcore.experiments.runner import check_levers
 
     name = args.experiment
@@ -109,9 +111,6 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
 def run(args: argparse.Namespace) -> int:
     from quietcore.experiments.analysis import analyse
     from quietcore.experiments.runner import run_experiment
-    from quietcore.report import text
-    from quietcore.report.experiment import experiment_table, metric_line
-    from quietcore.report.progress import progress_bar
     from quietcore.session import Session
 
     exp, seed, node = plan(args)

@@ -30,7 +30,16 @@ from typing import TYPE_CHECKING
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.options import int_in_range, positive_float, positive_floats_option, ranks_option
+from quietcore.report.kinds import simulate as kind
+from quietcore.report.nodes import trace_text
+from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
+from quietcore.simulate import noise as noises
+from quietcore.simulate.engine import Network
+from quietcore.simulate.study import Options, study
+from quietcore.store import db
+from quietcore.store.sessions import now_iso
 
 if TYPE_CHECKING:  # numpy: only when a study runs
     from quietcore.simulate.noise import Noise
@@ -68,9 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options(args: argparse.Namespace) -> Options:
     """The validated study options, before anything is read or run."""
-    from quietcore.options import int_in_range, positive_float, positive_floats_option, ranks_option
-    from quietcore.simulate.engine import Network
-    from quietcore.simulate.study import Options
 
     if args.collective not in COLLECTIVES:
         raise UsageError(f"invalid --collective {args.collective!r} (valid: {', '.join(COLLECTIVES)})")
@@ -99,13 +105,9 @@ def options(args: argparse.Namespace) -> Options:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.simulate import noise as noises
-
     o = options(args)
     path, chosen = common.db_path(args)
     if args.trace:
-        from quietcore.store import db
-
         with db.open_db(path, chosen=chosen) as conn:
             noise = noises.from_session(conn, args.trace)
     else:
@@ -118,11 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool) -> int:
-    from quietcore.report.kinds import simulate as kind
-    from quietcore.report.progress import progress_bar
     from quietcore.session import Session
-    from quietcore.simulate.study import study
-    from quietcore.store.sessions import now_iso
 
     started = now_iso()
     with progress_bar(1.0, enabled=not args.json) as update:
@@ -147,7 +145,6 @@ def export(noise: Noise, out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--export-trace {out} is a file (valid: a directory, made if missing)")
     out.mkdir(parents=True, exist_ok=True)
-    from quietcore.report.nodes import trace_text
 
     for k, tl in enumerate(noise.timelines()):
         write_atomic(out / f"simulated-{k}.trace", trace_text(tl.starts, tl.lengths))

@@ -23,6 +23,8 @@ from typing import Any
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.options import duration_option, int_in_range
+from quietcore.survey import coupled, node
 
 NAME = "survey"
 MODES = ("spin", "fwq", "ftq")
@@ -70,8 +72,6 @@ def _mpi() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.options import duration_option, int_in_range
-
     if args.mode not in MODES:
         raise UsageError(f"invalid --mode {args.mode!r} (valid: {', '.join(MODES)})")
     duration = duration_option(args.duration, lo=0.2, hi=3600)
@@ -100,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
             "(run it as `mpirun -n N quietcore survey` or `srun -n N quietcore survey`)"
         )
         print(alone, file=sys.stderr)
-    from quietcore.survey import node
 
     mine = node.measure(comm, args.mode, duration, max_events, send)
     if args.audit:
@@ -108,8 +107,6 @@ def run(args: argparse.Namespace) -> int:
         if hosts.index(hosts[rank]) == rank:  # one audit per node: its first rank's
             mine.payload["audit"] = node.audit_of()
     if args.coupled:
-        from quietcore.survey import coupled
-
         mine.coupled = coupled.measure(comm, work_us)
         if rank == 0 and mine.trace is not None:
             coupled.predict(mine.coupled, *mine.trace)

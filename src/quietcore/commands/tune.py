@@ -25,14 +25,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
+import socket
 import sqlite3
+import stat
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore.actions import Action
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.safe import write_atomic
+from quietcore.experiments.builtin import BUILTIN
+from quietcore.experiments.node import read_node
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.memory import available_bytes
+from quietcore.facts.root import Root
+from quietcore.facts.snapshot import open_root
+from quietcore.levers.journal import Journal, node_journal
+from quietcore.levers.names import NAMES
+from quietcore.options import duration_option, int_in_range
+from quietcore.probes.noise import NoiseOptions, event_cap
+from quietcore.report.kinds import prove as shown
+from quietcore.safe import plain, write_atomic
+from quietcore.store import journal
+from quietcore.store.sessions import now_iso
+from quietcore.tune import prove, state
+from quietcore.tune.plan import Item, Plan, make_plan, scripts, tuned_profile
 
 if TYPE_CHECKING:
     from quietcore.tune.plan import Plan
@@ -92,9 +113,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _make(args: argparse.Namespace, root_path: str) -> Plan:
-    from quietcore.facts.snapshot import open_root
-    from quietcore.tune.plan import make_plan
-
     with open_root(root_path) as root:
         return make_plan(root, args.cpus, args.housekeeping, args.profile, shield=not args.no_shield,
                          rt_unthrottled=args.allow_rt_unthrottled)  # fmt: skip
@@ -119,8 +137,6 @@ def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
 
 
 def show_plan(plan: Plan) -> None:
-    from quietcore.facts.cpulist import format_cpulist
-
     print(f"Housekeeping CPUs: {format_cpulist(plan.housekeeping)}; shielded (targets): "
           f"{format_cpulist(plan.targets)}; profile: {plan.profile}")  # fmt: skip
     print("\nBoot part (takes effect after a reboot):")
@@ -149,13 +165,6 @@ def show_plan(plan: Plan) -> None:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    import os
-
-    from quietcore.facts.root import Root
-    from quietcore.levers.journal import node_journal
-    from quietcore.levers.names import NAMES
-    from quietcore.tune import state
-
     if args.plan and (args.cpus or args.housekeeping):
         raise UsageError("give --plan FILE or --cpus/--housekeeping, not both")
     plan = _load(args.plan) if args.plan else _make(args, "/")
@@ -192,7 +201,6 @@ def _apply(args: argparse.Namespace) -> int:
 def show_targets(actions: list[Any]) -> None:
     """What a plan file will really write: each kind, target and value as
     quietcore reads them, not the file's own labels."""
-    from quietcore.safe import plain
 
     print("The plan file writes:")
     print("\n".join(_table([(a.kind, plain(a.target), plain(a.value)) for a in actions], ("kind", "target", "value"))))
@@ -201,11 +209,6 @@ def show_targets(actions: list[Any]) -> None:
 def _load(path: str) -> Plan:
     """A plan saved with `tune plan --json`: its run-time part as it was
     planned (the values to write; the old ones are read again on apply)."""
-    from pathlib import Path
-
-    from quietcore.actions import Action
-    from quietcore.facts.cpulist import parse_cpulist
-    from quietcore.tune.plan import Item, Plan
 
     def item(i: dict[str, Any]) -> Item:
         a = i["action"]
@@ -228,16 +231,11 @@ def _load(path: str) -> Plan:
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection | None:
     """The node journal, where tuning is recorded; None when there is none."""
-    from quietcore.store import journal
 
     return journal.open_node(create=False)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from quietcore.facts.root import Root
-    from quietcore.safe import plain
-    from quietcore.tune import state
-
     conn = _open(args)
     if conn is None:
         print("Nothing tuned: no node journal yet.")
@@ -258,10 +256,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _revert(args: argparse.Namespace) -> int:
-    from quietcore.levers.names import NAMES
-    from quietcore.options import int_in_range
-    from quietcore.tune import state
-
     if args.all and args.to is not None:
         raise UsageError("give --all or --to ID, not both")
     to = int_in_range(args.to, "--to", 0, 2**62) if args.to is not None else None
@@ -281,20 +275,7 @@ def _revert(args: argparse.Namespace) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    import os
-    import random
-
-    from quietcore.facts.cpulist import format_cpulist
-    from quietcore.facts.memory import available_bytes
-    from quietcore.facts.root import Root
-    from quietcore.levers.journal import Journal, node_journal
-    from quietcore.levers.names import NAMES
-    from quietcore.options import duration_option, int_in_range
-    from quietcore.probes.noise import NoiseOptions, event_cap
-    from quietcore.report.kinds import prove as shown
     from quietcore.session import Session
-    from quietcore.store.sessions import now_iso
-    from quietcore.tune import prove, state
 
     duration = duration_option(args.duration, lo=0.5, hi=3600)
     rounds = int_in_range(args.rounds, "--rounds", 1, 100)
@@ -357,10 +338,6 @@ def _experiment_cells(name: str, targets: frozenset[int]) -> list[Any]:
     """The workloads of a built-in experiment (its --quick plan for this
     node) that run on the targets, a workload once: what the tuning is for.
     Levers and competing loads are left out: the tuning is the lever."""
-    from quietcore.experiments.builtin import BUILTIN
-    from quietcore.experiments.node import read_node
-    from quietcore.facts.cpulist import format_cpulist, parse_cpulist
-    from quietcore.facts.root import Root
 
     names = list(BUILTIN)
     if name not in names:
@@ -383,12 +360,6 @@ def _experiment_cells(name: str, targets: frozenset[int]) -> list[Any]:
 
 
 def _export(plan: Plan, kind: str, dest: str) -> int:
-    import socket
-    import stat
-    from pathlib import Path
-
-    from quietcore.tune.plan import scripts, tuned_profile
-
     path = Path(dest)
     if kind == "tuned":
         target = path / "tuned.conf"

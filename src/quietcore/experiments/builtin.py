@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from quietcore.errors import UsageError
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.levers.preempt import PreemptLever
+from quietcore.tune.plan import choose
 
 REPS = 10
 WARMUP = 1
@@ -94,8 +96,6 @@ def _shield_cell(node: Node, args: tuple[str, ...], expected: float, notes: list
     """In-boot isolation: matmul on the CPUs `tune` would shield, with the
     shield up (cpusets, IRQs, workqueues, threads moved: `tune`'s run-time
     part as a temporary lever) against the same placement without it."""
-    from quietcore.errors import UsageError
-    from quietcore.tune.plan import choose
 
     try:
         _, targets = choose(node.topology)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from quietcore.errors import UsageError
 from quietcore.facts.root import Root
+from quietcore.safe import plain
 
 
 class TargetError(UsageError):
@@ -113,7 +114,6 @@ class Kind(ABC):
 
     def describe(self, target: str) -> str:
         """The knob as a person names it in a message."""
-        from quietcore.safe import plain
 
         return plain(target)
 

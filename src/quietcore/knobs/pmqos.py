@@ -32,6 +32,7 @@ from quietcore.facts.root import Root
 from quietcore.knobs.base import Kind, TargetError
 from quietcore.knobs.thread import zombie
 from quietcore.owner import alive, start_time
+from quietcore.store import journal
 
 DEVICE = "/dev/cpu_dma_latency"
 NAME = "pm-qos"
@@ -67,8 +68,6 @@ def is_holder(pid: int, started: str, value: str) -> str | None:
 
 
 def _recorded() -> tuple[int, str, str] | None:
-    from quietcore.store import journal
-
     conn = journal.open_node(create=False)
     if conn is None:
         return None
@@ -79,8 +78,6 @@ def _recorded() -> tuple[int, str, str] | None:
 
 
 def _record(pid: int | None, started: str = "", value: str = "") -> None:
-    from quietcore.store import journal
-
     conn = journal.open_node()
     assert conn is not None
     try:

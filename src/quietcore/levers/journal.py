@@ -25,6 +25,7 @@ from quietcore.errors import CommandError, UsageError
 from quietcore.facts.root import Root
 from quietcore.knobs import THREAD_KINDS, Gone
 from quietcore.levers.names import NAMES
+from quietcore.lock import NodeLock
 from quietcore.owner import Owner, alive
 from quietcore.safe import plain
 from quietcore.store import journal as rows
@@ -236,7 +237,6 @@ def recover(conn: sqlite3.Connection) -> list[str]:
     levers (a lever a live quietcore holds is left for later). Kept changes
     stay. Entries of an earlier boot are closed, never replayed; a target
     that is gone is closed as gone. Returns one line per entry settled."""
-    from quietcore.lock import NodeLock
 
     lines = []
     ended = rows.close_other_boots(conn)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.root import Root
+from quietcore.facts.tasks import read_tasks
 from quietcore.owner import start_time
 
 
@@ -29,7 +30,6 @@ def movable(root: Root) -> tuple[list[Thread], int]:
     """Every thread quietcore may move, and how many the kernel binds to
     their CPU (per-CPU kthreads: PF_NO_SETAFFINITY). Only a live root has
     threads to move."""
-    from quietcore.facts.tasks import read_tasks
 
     if not root.is_live:
         return [], 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from quietcore.errors import CommandError, Interrupted, UsageError
+from quietcore.statedir import why_unsafe
 
 ENV_VAR = "QUIETCORE_PROBE"
 FORMAT_VERSION = 1
@@ -64,8 +65,6 @@ def probe_path() -> Path:
 
 
 def _untrusted(path: Path) -> str | None:
-    from quietcore.statedir import why_unsafe
-
     try:
         st = os.lstat(path)
     except OSError as exc:

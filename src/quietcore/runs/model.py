@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from quietcore.runs.trace import NoiseTrace
+
 if TYPE_CHECKING:  # numpy: only for runs whose trace is read, not for listing sessions
     from quietcore.runs.trace import NoiseTrace
 
@@ -57,7 +59,6 @@ class Run:
     @cached_property
     def trace(self) -> NoiseTrace | None:
         """The noise trace of a spin-mode noise run, decoded on first use."""
-        from quietcore.runs.trace import NoiseTrace
 
         return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.probes.runner import run_probe
 from quietcore.simulate.engine import COLLECTIVES, Network, Timeline
 
 MAGIC = b"QCSIM001"
@@ -37,7 +38,6 @@ def replay(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, w
            threads: int | None = None) -> dict[str, Any]:  # fmt: skip
     """engine.run in the native core: the job's result (slowdown, runtime,
     the share of iterations some rank was delayed in, its own speed)."""
-    from quietcore.probes.runner import run_probe
 
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}")

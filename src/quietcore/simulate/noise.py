@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from quietcore.errors import UsageError
 from quietcore.simulate.engine import Timeline, union
+from quietcore.store import sessions
 
 LONG_NS = 100_000.0  # an aperiodic gap this long is a preemption (on a VM: the host's), as attribution says
 MAX_PATTERN_SPAN_NS = 10e9  # a pattern's timeline repeats after the periods' common multiple, or this
@@ -129,8 +130,6 @@ def parse_trace(text: str) -> tuple[str, int | None]:
 
 def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     """Every spin-mode noise run of the session (or its CPU's trace)."""
-
-    from quietcore.store import sessions
 
     spec, cpu = parse_trace(text)
     row = sessions.get_session(conn, spec)

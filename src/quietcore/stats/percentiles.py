@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -55,7 +57,6 @@ def tail(values: Sequence[float] | npt.NDArray[Any], q: float) -> float | None:
     of quietcore goes through. The same interpolation as quantile()."""
     if len(values) < min_samples(q):
         return None
-    import numpy as np
 
     return float(np.quantile(np.asarray(values, dtype=np.float64), q))  # numpy's default is definition 7 too
 

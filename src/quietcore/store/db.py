@@ -7,6 +7,7 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from urllib.parse import quote
 
 from quietcore.errors import StoreError
 from quietcore.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -136,8 +137,6 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True, write: bool
 
 
 def _open_immutable(path: Path) -> sqlite3.Connection:
-    from urllib.parse import quote
-
     try:
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
         conn.row_factory = sqlite3.Row

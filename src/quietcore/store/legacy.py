@@ -8,6 +8,7 @@ that boot: the reboot reset its knob."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from quietcore.store import journal as node
@@ -19,8 +20,6 @@ COLUMNS = ("session_id", "host", "pid", "pid_start", "command", "lever", "kind",
 
 
 def _boot_time_iso() -> str | None:
-    from datetime import UTC, datetime
-
     try:
         for line in Path("/proc/stat").read_text().splitlines():
             if line.startswith("btime "):

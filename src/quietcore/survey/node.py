@@ -15,11 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.audit import run_checks
+from quietcore.audit.context import AuditContext
 from quietcore.errors import QuietcoreError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
+from quietcore.facts.tasks import irqbalance_running, read_tasks
+from quietcore.probes.noise import NoiseOptions
 from quietcore.report.kinds.survey import verdict_text
+from quietcore.runs.model import Run
 from quietcore.stats.percentiles import tail
+from quietcore.store.sessions import now_iso
 from quietcore.survey import clock
 from quietcore.survey.gather import gather_arrays
 from quietcore.survey.odd import (
@@ -49,7 +55,6 @@ class Mine:
 
 def config_of(facts: dict[str, Any]) -> dict[str, str]:
     """The configuration fields a survey sets side by side across nodes."""
-    from quietcore.facts.tasks import irqbalance_running, read_tasks
 
     kernel, cpu, virt = facts["kernel"], facts["cpu"], facts["virtualization"]
     return {
@@ -105,8 +110,6 @@ def _strip_events(envelope: dict[str, Any], send: int) -> tuple[np.ndarray, list
 
 def audit_of() -> dict[str, tuple[str, str]]:
     """This node's audit, as finding id -> (status, summary)."""
-    from quietcore.audit import run_checks
-    from quietcore.audit.context import AuditContext
 
     return {f.id: (f.status.value, f.summary) for f in run_checks(AuditContext(Root("/")))}
 
@@ -114,7 +117,6 @@ def audit_of() -> dict[str, tuple[str, str]]:
 def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -> Mine:
     """Collective: every rank calls it."""
     from quietcore.measure import Measurer
-    from quietcore.probes.noise import NoiseOptions
 
     cpus = frozenset(os.sched_getaffinity(0))
     warnings = _shared(comm, cpus)
@@ -185,9 +187,7 @@ def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
 def store(where: tuple[Path, bool], tags: dict[str, str], got: Gathered) -> tuple[int, dict[str, Any]]:
     """Rank 0: one session, a run per rank, and the survey's own run, in the
     database `where` (its path, and whether the user chose it)."""
-    from quietcore.runs.model import Run
     from quietcore.session import Session
-    from quietcore.store.sessions import now_iso
 
     path, chosen = where
     started = now_iso()

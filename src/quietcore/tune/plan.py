@@ -20,8 +20,11 @@ from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulis
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
+from quietcore.facts.tasks import irqbalance_running, read_tasks
 from quietcore.facts.topology import Topology, read_topology
+from quietcore.knobs import pmqos
 from quietcore.levers import cpuset, task
+from quietcore.tune.state import restorable, same, shown
 
 PROFILES = ("throughput", "latency")
 WORKQUEUES = "sys/devices/virtual/workqueue"
@@ -199,7 +202,6 @@ def _file(root: Root, knob: str, rel: str, planned: str, reason: str, fixes: str
     """A run-time knob in one file; None where the node does not have it.
     Compared and shown as `tune apply` reads it back (state.same, state.shown):
     masks as CPU sets ("3" and "00000003"), selector files by their word."""
-    from quietcore.tune.state import restorable, same, shown
 
     current = root.read_line(rel)
     if current is None:
@@ -385,7 +387,6 @@ def _irqbalance(root: Root, target: frozenset[int]) -> tuple[list[Item], list[st
     stopped while tuned, through systemd, and started by revert. Editing
     its configuration and restarting it would also do, but that file is
     the administrator's: quietcore stops the service and says so."""
-    from quietcore.facts.tasks import irqbalance_running, read_tasks
 
     if irqbalance_running(read_tasks(root)) is None:
         return [], []
@@ -412,7 +413,6 @@ def _irqbalance(root: Root, target: frozenset[int]) -> tuple[list[Item], list[st
 
 def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: str, shield: bool,
              rt_unthrottled: bool) -> tuple[list[Item], list[str]]:  # fmt: skip
-    from quietcore.tune.state import same
 
     mask = format_cpumask(keep)
     items: list[Item] = []
@@ -484,8 +484,6 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         wanted.append(("THP", THP, "madvise", "khugepaged and compaction stalls only for who asks for huge pages",
                        "mem.thp"))  # fmt: skip
     if profile == "latency" and root.exists("dev/cpu_dma_latency"):
-        from quietcore.knobs import pmqos
-
         now = pmqos.KIND.read(root) if root.is_live else "none"
         hold = None if now == "0" else Action("pm-qos", pmqos.DEVICE, "0", fixes="cpu.cstates",
                                                 note="C-state limit")  # fmt: skip

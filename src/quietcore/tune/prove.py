@@ -12,10 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from quietcore.actions import Action
 from quietcore.facts.root import Root
 from quietcore.levers.journal import Journal
 from quietcore.runs.model import Run
+from quietcore.stats.percentiles import tail
 from quietcore.tune.state import LEVER, restorable
 
 #: name and unit of each figure, per CPU of one noise run
@@ -40,7 +43,6 @@ def figures(run: Run) -> Figures:
     """Each metric per CPU of one noise run, per second where it is a count:
     the gaps from the run's events, the counts by source from the kernel's
     counters (the attribution)."""
-    from quietcore.stats.percentiles import tail
 
     attribution = {int(c["cpu"]): c.get("attribution", {}) for c in run.analysis.get("cpus", [])}
     trace = run.trace
@@ -92,7 +94,6 @@ Verdict = tuple[float | None, tuple[float, float] | None, float | None, str]  # 
 
 
 def _verdict(before: list[float], after: list[float]) -> Verdict:
-    import numpy as np
     from scipy import stats
 
     from quietcore.stats.compare import ALPHA, ratio_ci

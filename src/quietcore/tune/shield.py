@@ -11,7 +11,11 @@ from __future__ import annotations
 from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.root import Root
+from quietcore.facts.topology import read_topology
+from quietcore.levers import cpuset
 from quietcore.levers.journal import Journal
+from quietcore.tune.plan import choose, make_plan
+from quietcore.tune.state import restorable
 
 
 class ShieldLever:
@@ -22,8 +26,6 @@ class ShieldLever:
         self.refused: list[str] = []
 
     def available(self) -> tuple[bool, str]:
-        from quietcore.levers import cpuset
-
         if cpuset.find(self.root) is None:
             return False, "no cpuset controller (cgroup v1 cpuset or v2 with cpuset)"
         return True, ""
@@ -32,9 +34,6 @@ class ShieldLever:
         return []  # any CPU list that leaves housekeeping: see validate()
 
     def validate(self, value: str) -> str | None:
-        from quietcore.facts.topology import read_topology
-        from quietcore.tune.plan import choose
-
         try:
             choose(read_topology(self.root), targets=value)
         except UsageError as exc:
@@ -42,20 +41,14 @@ class ShieldLever:
         return None
 
     def read(self) -> str:
-        from quietcore.levers import cpuset
-
         h = cpuset.find(self.root)
         cpus = self.root.read_line(h.file(f"{h.mount}/{cpuset.SHIELD}", "cpus")) if h else None
         return cpus or "off"
 
     def plan(self, value: str) -> list[Action]:
-        from quietcore.tune.plan import make_plan
-
         return make_plan(self.root, targets=value).actions
 
     def apply(self, value: str, journal: Journal) -> None:
-        from quietcore.tune.state import restorable
-
         self.refused = []
         for action in self.plan(value):
             refusal = journal.apply(self.name, action, self.root, restorable(self.root, action.kind, action.target))

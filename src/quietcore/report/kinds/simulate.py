@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.report.kinds.base import Kind
+from quietcore.report.text import console
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def costliest(study: dict[str, Any]) -> list[str]:
 
 def show(study: dict[str, Any], params: dict[str, Any], out: Console | None = None) -> None:
     if out is None:
-        from quietcore.report.text import console
-
         out = console()
     out.print(heading(study, params))
     out.print(curves_table(study))

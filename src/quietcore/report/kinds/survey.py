@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.report.kinds.base import Kind
+from quietcore.runs.clock import Offset, to_rank0
 from quietcore.runs.model import Run
+from quietcore.store import sessions
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
@@ -77,8 +79,6 @@ def diff_lines(analysis: dict[str, Any]) -> list[str]:
 def _on_common_clock(b: Builder, run: Run) -> list[tuple[str, float, float, Any, Any]]:
     """Each node's noise run moved to rank 0's clock: the probe's origin is
     in CLOCK_MONOTONIC_RAW, less the rank's offset."""
-    from quietcore.runs.clock import Offset, to_rank0
-    from quietcore.store import sessions
 
     assert run.session_id is not None
     out = []
