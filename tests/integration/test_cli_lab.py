@@ -20,9 +20,8 @@ from tests.conftest import CliRunner
 
 
 @pytest.mark.slow
-def test_lab_quick_measures_every_online_cpu(cli: CliRunner, db_file: Path) -> None:
-    proc = cli("lab", "--quick")
-    assert proc.returncode == 0, proc.stderr
+def test_lab_quick_measures_every_online_cpu(lab_quick: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
+    db_file, out, proc = lab_quick  # `lab --quick --report DIR`, run once for the suite
     online = sorted(online_cpus(Root("/")))
     for cpu in online:
         assert f"│ {cpu:>3} │" in proc.stdout
@@ -41,7 +40,8 @@ def test_lab_quick_measures_every_online_cpu(cli: CliRunner, db_file: Path) -> N
     cpus = [r[0] for r in conn.execute("SELECT cpu FROM noise_cpu ORDER BY cpu")]
     assert cpus == online
     assert conn.execute("SELECT status FROM sessions").fetchone()[0] == "complete"
-    report = db_file.parent / "reports" / "session-1" / "index.html"
+    # --report DIR; without it, lab writes where `report` does (commands.report.default_out, tested there).
+    report = out / "index.html"
     assert f"Report: {report}" in proc.stdout and report.stat().st_size > 10_000
 
 

@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliRunner
-
 ARTIFACTS = Path(
     os.environ.get("QUIETCORE_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts")
 )
@@ -65,11 +63,8 @@ def in_chromium(index: Path, shot: str) -> tuple[str, list[str], list[str]]:
 
 
 @pytest.mark.slow
-def test_lab_report_in_a_real_browser(cli: CliRunner, tmp_path: Path) -> None:
-    out = tmp_path / "lab-report"
-    proc = cli("lab", "--quick", "--report", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert f"Report: {out / 'index.html'}" in proc.stdout
+def test_lab_report_in_a_real_browser(lab_quick: tuple[Path, Path, Any]) -> None:
+    out = lab_quick[1]  # the suite's one `lab --quick --report DIR`
     body, names, errors = in_chromium(out / "index.html", "lab-report.png")
     assert "The node" in body and "fingerprint" in body
     assert "OS noise" in body or "Per CPU" in body

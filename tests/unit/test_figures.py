@@ -16,6 +16,7 @@ from quietcore.experiments.runner import Outcome
 from quietcore.report import figures
 from quietcore.report.render import render
 from quietcore.report.tables import LABELS
+from quietcore.runs.analysis import NoiseAnalysis
 from quietcore.runs.trace import NoiseTrace
 
 
@@ -47,13 +48,13 @@ NOISE = NoiseTrace.from_result(
     }
 )
 assert NOISE is not None
-NOISE_ANALYSIS = {
+NOISE_ANALYSIS = NoiseAnalysis.from_json({
     "cpus": [
         {"cpu": 0, "periodic": [{"frequency_hz": 250.0}],
          "attribution": {"lost_ns": 5e5, "unexplained_ns": 1e5,
                          "sources": [{"name": "LOC", "estimate_ns": 4e5, "count": 25, "cost_ns": 16e3, "basis": "m"}]}}
     ]
-}  # fmt: skip
+})  # fmt: skip
 LATENCY = {
     "cpus": [{"cpu": 1, "samples": 5000, "p99_ns": 40e3, "max_ns": 90e3,
               "histogram": {"buckets": [[14e3, 15e3, 3000], [20e3, 21e3, 1900], [40e3, 41e3, 99], [90e3, 92e3, 1]]}}]

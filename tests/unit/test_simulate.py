@@ -104,16 +104,6 @@ def test_unsynchronised_periodic_noise_grows_then_saturates() -> None:
     assert abs(curve[-1] / 3.5 - 1) < 0.10, curve
 
 
-def test_in_the_linear_regime_the_slowdown_grows_in_proportion_to_n() -> None:
-    """Tsafrir et al.: while N p << 1 (p the chance a rank's quantum is
-    hit), the chance that some rank is hit is about N p, so slowdown - 1
-    is proportional to N. 1 kHz x 1 µs, g = 1 µs: p = 2e-3; N = 5, 10, 25
-    keep N p <= 0.05. (slowdown - 1) / N is the same within 10 %."""
-    tl = periodic(1000, 1e3)
-    per_rank = [(job(tl, n, 1e3, 200_000, seed=9) - 1) / n for n in (5, 10, 25)]
-    assert max(per_rank) / min(per_rank) < 1.10, per_rank
-
-
 def test_ferreiras_ordering_at_the_same_net_noise() -> None:
     """2.5 % net noise as 10 Hz x 2500 µs, 100 Hz x 250 µs, 1 kHz x 25 µs
     (Ferreira et al., SC08). At N = 1 all cost the same 1.025 (within

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from quietcore.commands import COMMANDS, load
-from quietcore.lazy import HEAVY
+from quietcore.lazy import DEFERRED, HEAVY
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 # Beyond the lazy list, what --help must not pay for either: it parses nothing.
-STARTUP = (*HEAVY, "numpy", "rich")
+STARTUP = (*HEAVY, *DEFERRED, "rich")
 
 
 def loaded_after(statement: str, watch: tuple[str, ...] = STARTUP) -> list[str]:
@@ -53,6 +53,11 @@ def test_every_command_module_leaves_the_lazy_libraries_alone() -> None:
     statement = "\n".join(f"import quietcore.commands.{name}" for name in COMMANDS)
     found = loaded_after(statement, tuple(HEAVY))
     assert not [m for m in found if not m.startswith("quietcore.")]
+
+
+def test_listing_sessions_loads_no_numpy() -> None:
+    statement = "import quietcore.commands.results, quietcore.knobs.pmqos"
+    assert "numpy" not in loaded_after(statement, tuple(DEFERRED))
 
 
 def test_the_check_would_see_a_heavy_import() -> None:
@@ -99,7 +104,7 @@ def test_an_import_inside_a_function_loads_a_lazy_library() -> None:
     heavy: dict[str, bool] = {}
 
     def is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
-        if name.split(".")[0] in HEAVY:
+        if name.split(".")[0] in HEAVY or name.split(".")[0] in DEFERRED:
             return True
         if name not in modules or name in seen:
             return False

@@ -27,6 +27,7 @@ from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
+from quietcore.runs.analysis import CpuAnalysis
 from quietcore.store import db, sessions
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         update("calibrating the counter", 0)
         calibration = session.add(session.node.calibrate(trials=5, trial_ms=trial_ms)).result
         rows: list[dict[str, Any]] = []
-        analyses: list[dict[str, Any]] = []
+        analyses: list[CpuAnalysis] = []
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
             measured = session.add(
@@ -85,13 +86,14 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             rows += measured.summary
-            analyses += measured.analysis.get("cpus", [])
+            analyses += measured.noise.cpus
         record_audit(session, root)
-    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: int(a["cpu"])))
-    out = Path(args.report) if args.report else path.parent / "reports" / f"session-{session.id}"
+    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu))
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
-        written = report.write_report(conn, [sessions.get_session(conn, session.id)], out, ("html", "md"), True)
+        record = sessions.get_session(conn, session.id)
+        out = Path(args.report) if args.report else report.default_out(path, [record])
+        written = report.write_report(conn, [record], out, ("html", "md"), True)
     finally:
         conn.close()
     text.console().print(f"Report: {written[0]} (open it in a browser; {written[1].name} beside it)")
@@ -114,7 +116,7 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 
 
 def show(
-    session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[dict[str, Any]]
+    session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis]
 ) -> None:
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
@@ -129,7 +131,8 @@ def show(
     for cpu in analyses:  # what the noise is: periodic sources, and what no counter explains
         for line in text.periodic_lines(cpu)[:2]:
             out.print(line)
-        out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
+        if cpu.attribution is not None:
+            out.print(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
     vendor = calibration.get("hypervisor", {}).get("vendor")
     warning = text.virt_warning(session.facts, CPUID_VENDORS.get(vendor) if vendor else None)
     if warning:

@@ -15,6 +15,7 @@ example: quietcore noise --cpus 1 --duration 10
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,6 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
     how many of them the trace holds (the rest were over --max-events)."""
 
     result = run.result
-    analysis = {c["cpu"]: c for c in run.analysis.get("cpus", [])}
     by_row = {r["cpu"]: r for r in run.summary}
     cpus = []
     for probe in result["cpus"]:
@@ -138,7 +138,9 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
             buckets = probe["histogram"]["buckets"]
             cpu["events_recorded"] = run.trace.cpu(int(probe["cpu"])).events
             cpu["period_ns"] = {f"p{q * 100:g}": histogram_quantile(buckets, q) for q in (0.5, 0.99, 0.999)}
-            cpu.update({k: v for k, v in analysis.get(probe["cpu"], {}).items() if k != "cpu"})
+            stored = run.noise.of(int(probe["cpu"]))
+            if stored is not None:
+                cpu.update({k: v for k, v in dataclasses.asdict(stored).items() if k != "cpu"})
         cpus.append(cpu)
     return {
         "session": session.id,

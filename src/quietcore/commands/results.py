@@ -24,7 +24,6 @@ from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.report import export, text
 from quietcore.report.kinds import kind_of
-from quietcore.report.nodes import psnap, write_traces
 from quietcore.safe import plain, write_atomic
 from quietcore.store import db, sessions
 
@@ -111,6 +110,8 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
+    from quietcore.report.nodes import psnap, write_traces  # numpy: deferred (quietcore.lazy)
+
     row = sessions.get_session(conn, args.id)
     data: str | bytes
     if args.format == "trace":

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from quietcore.report.experiment import SCALE
+from quietcore.runs.analysis import NoiseAnalysis
 from quietcore.runs.trace import NoiseTrace
 
 # Colour by verdict: a reader sees the answer before reading a number.
@@ -216,27 +217,26 @@ def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
     return fig
 
 
-def attribution_bars(analysis: Mapping[str, Any], shown: int = 6) -> Figure | None:
+def attribution_bars(analysis: NoiseAnalysis, shown: int = 6) -> Figure | None:
     """Lost time per CPU stacked by source, periodic sources named with their frequency."""
-    cpus = [c for c in analysis.get("cpus", []) if c.get("attribution")]
+    cpus = [(c, c.attribution) for c in analysis.cpus if c.attribution is not None]
     if not cpus:
         return None
     names: list[str] = []
-    for c in cpus:
-        for s in c["attribution"]["sources"][:shown]:
-            if s["name"] not in names:
-                names.append(s["name"])
+    for _, a in cpus:
+        for s in a.sources[:shown]:
+            if s.name not in names:
+                names.append(s.name)
     fig, ax = _figure()
     x = np.arange(len(cpus))
     bottom = np.zeros(len(cpus))
     cmap = matplotlib.colormaps["tab10"]
     for k, name in enumerate([*names, "other sources", "unexplained"]):
         heights = []
-        for c in cpus:
-            a = c["attribution"]
-            by_name = {s["name"]: s["estimate_ns"] for s in a["sources"]}
+        for _, a in cpus:
+            by_name = {s.name: s.estimate_ns for s in a.sources}
             if name == "unexplained":
-                heights.append(a["unexplained_ns"])
+                heights.append(a.unexplained_ns)
             elif name == "other sources":
                 heights.append(sum(v for n, v in by_name.items() if n not in names))
             else:
@@ -247,9 +247,9 @@ def attribution_bars(analysis: Mapping[str, Any], shown: int = 6) -> Figure | No
             ax.bar(x, h, bottom=bottom, label=name, color=colour)
             bottom += h
     labels = []
-    for c in cpus:
-        periodic = ", ".join(f"{p['frequency_hz']:.0f} Hz" for p in c.get("periodic", []))
-        labels.append(f"CPU {c['cpu']}" + (f"\nperiodic: {periodic}" if periodic else ""))
+    for c, _ in cpus:
+        periodic = ", ".join(f"{p.frequency_hz:.0f} Hz" for p in c.periodic)
+        labels.append(f"CPU {c.cpu}" + (f"\nperiodic: {periodic}" if periodic else ""))
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_xlabel("CPU (periodic sources found under each)")
     ax.set_ylabel("lost time (ms)")

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from quietcore.runs.analysis import Attribution
+
 LABELS = {
     "switch_pipe": "context switch, pipe method (lmbench)",
     "switch_yield": "context switch, sched_yield pair",
@@ -59,23 +61,22 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def attribution_table(cpu: dict[str, Any], shown: int = 10) -> Table:
-    a = cpu["attribution"]
-    table = Table(title=f"CPU {cpu['cpu']}: where {a['lost_ns'] / 1e6:,.2f} ms went", title_justify="left")
+def attribution_table(cpu: int, a: Attribution, shown: int = 10) -> Table:
+    table = Table(title=f"CPU {cpu}: where {a.lost_ns / 1e6:,.2f} ms went", title_justify="left")
     for name, justify in (("source", "left"), ("count", "right"), ("cost µs", "right"),
                           ("estimate ms", "right"), ("share", "right"), ("basis", "left")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for s in a["sources"][:shown]:
-        cost = "-" if s["cost_ns"] is None else f"{s['cost_ns'] / 1000:,.1f}"
-        share = s["estimate_ns"] / a["lost_ns"] if a["lost_ns"] else 0
-        table.add_row(s["name"], f"{s['count']:,}" if s["count"] else "-", cost, f"{s['estimate_ns'] / 1e6:,.2f}",
-                      f"{share:.0%}", s["basis"])  # fmt: skip
-    if len(a["sources"]) > shown:
-        rest = sum(s["estimate_ns"] for s in a["sources"][shown:])
-        table.add_row(f"{len(a['sources']) - shown} more", "", "", f"{rest / 1e6:,.2f}", "", "")
-    unexplained = a["unexplained_ns"]
-    share = f"{unexplained / a['lost_ns']:.0%}" if a["lost_ns"] else "-"
-    table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", share, "lost time no counter accounts for")
+    for s in a.sources[:shown]:
+        cost = "-" if s.cost_ns is None else f"{s.cost_ns / 1000:,.1f}"
+        share = s.estimate_ns / a.lost_ns if a.lost_ns else 0
+        table.add_row(s.name, f"{s.count:,}" if s.count else "-", cost, f"{s.estimate_ns / 1e6:,.2f}",
+                      f"{share:.0%}", s.basis)  # fmt: skip
+    if len(a.sources) > shown:
+        rest = sum(s.estimate_ns for s in a.sources[shown:])
+        table.add_row(f"{len(a.sources) - shown} more", "", "", f"{rest / 1e6:,.2f}", "", "")
+    unexplained = a.unexplained_ns
+    part = f"{unexplained / a.lost_ns:.0%}" if a.lost_ns else "-"
+    table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", part, "lost time no counter accounts for")
     return table
 
 

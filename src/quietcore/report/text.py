@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quietcore.facts.virt import Virtualization
+from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import SessionRecord
 from quietcore.safe import plain
 
@@ -126,18 +127,18 @@ def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str
     return Virtualization(bool(v.get("virtualized")), hypervisor or v.get("hypervisor")).warning()
 
 
-def periodic_lines(cpu: Mapping[str, Any]) -> list[str]:
+def periodic_lines(cpu: CpuAnalysis) -> list[str]:
     lines = []
-    for p in cpu.get("periodic", []):
-        name = f": {p['name']}" if p["name"] else ""
-        share = f", {p['share_of_lost']:.0%} of lost time" if p.get("share_of_lost") is not None else ""
+    for p in cpu.periodic:
+        name = f": {p.name}" if p.name else ""
+        share = f", {p.share_of_lost:.0%} of lost time" if p.share_of_lost is not None else ""
         lines.append(
-            f"CPU {cpu['cpu']}: periodic source at {p['frequency_hz']:,.2f} Hz{name} "
-            f"({p['events']}/{p['expected']} periods, jitter {p['jitter_ns'] / 1000:,.1f} µs, "
-            f"{p['median_duration_ns'] / 1000:,.1f} µs each{share})"
+            f"CPU {cpu.cpu}: periodic source at {p.frequency_hz:,.2f} Hz{name} "
+            f"({p.events}/{p.expected} periods, jitter {p.jitter_ns / 1000:,.1f} µs, "
+            f"{p.median_duration_ns / 1000:,.1f} µs each{share})"
         )
-    if not cpu.get("periodic"):
-        lines.append(f"CPU {cpu['cpu']}: no periodic source found")
+    if not cpu.periodic:
+        lines.append(f"CPU {cpu.cpu}: no periodic source found")
     return lines
 
 

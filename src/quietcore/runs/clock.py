@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class Offset:
@@ -22,6 +20,7 @@ class Offset:
 def to_rank0(t_ns: Any, start: Offset, end: Offset) -> Any:
     """Times of the rank's clock (a number or a numpy array) on rank 0's,
     the offset interpolated linearly between the two estimates (drift)."""
+    import numpy as np  # deferred (quietcore.lazy): the survey's kind is loaded to list sessions
 
     span = end.at_ns - start.at_ns
     if span <= 0:

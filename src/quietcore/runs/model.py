@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from quietcore.runs.trace import NoiseTrace
+from quietcore.runs.analysis import NoiseAnalysis
 
 if TYPE_CHECKING:  # numpy: only for runs whose trace is read, not for listing sessions
     from quietcore.runs.trace import NoiseTrace
@@ -59,8 +59,14 @@ class Run:
     @cached_property
     def trace(self) -> NoiseTrace | None:
         """The noise trace of a spin-mode noise run, decoded on first use."""
+        from quietcore.runs.trace import NoiseTrace  # numpy: see quietcore.lazy
 
         return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
+
+    @cached_property
+    def noise(self) -> NoiseAnalysis:
+        """The analysis stored with a noise run, typed (empty for other kinds)."""
+        return NoiseAnalysis.from_json(self.analysis if self.kind == "noise" else {})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data, to hand a measured run to another process (a

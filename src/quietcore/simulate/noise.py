@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from quietcore.errors import UsageError
+from quietcore.runs.analysis import Periodic
 from quietcore.simulate.engine import Timeline, union
 from quietcore.store import sessions
 
@@ -148,10 +149,10 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
             seen.add(c.cpu)
             if cpu is not None and c.cpu != cpu:
                 continue
-            stored: dict[str, Any] = next((a for a in run.analysis.get("cpus", []) if a.get("cpu") == c.cpu), {})
+            stored = run.noise.of(c.cpu)
             name = f"run {run.seq}{f' ({where})' if where else ''} CPU {c.cpu}"
             traces.append(labeller.trace(name, c.start_ns - c.span_start_ns, c.duration_ns, c.measured_ns,
-                                         stored.get("periodic", []), hints))  # fmt: skip
+                                         stored.periodic if stored else (), hints))  # fmt: skip
             dropped += c.dropped
     valid = f"valid CPUs: {', '.join(map(str, sorted(seen)))}" if seen else "a session of `noise`, `lab` or `survey`"
     if not traces:
@@ -180,7 +181,7 @@ class _Labeller:
         return self.names.index(name)
 
     def trace(self, name: str, starts: NDArray[np.float64], lengths: NDArray[np.float64], span: float,
-              stored: list[dict[str, Any]], hints: tuple[float, ...]) -> Trace:  # fmt: skip
+              stored: Sequence[Periodic], hints: tuple[float, ...]) -> Trace:  # fmt: skip
         from quietcore.stats.periodicity import periodic_members
 
         inside = (starts >= 0) & (starts < span)
@@ -201,9 +202,9 @@ class _Labeller:
         return Trace(name, starts, lengths, labels, span)
 
     @staticmethod
-    def _periodic_name(hz: float, stored: list[dict[str, Any]]) -> str:
+    def _periodic_name(hz: float, stored: Sequence[Periodic]) -> str:
         """As the stored analysis named the source of this frequency, if it did."""
         for p in stored:
-            if abs(p["frequency_hz"] / hz - 1) < 0.02 and p.get("name"):
-                return f"{p['name']} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in p["name"] else str(p["name"])
+            if abs(p.frequency_hz / hz - 1) < 0.02 and p.name:
+                return f"{p.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in p.name else p.name
         return f"a periodic source at {hz:,.0f} Hz"

@@ -208,7 +208,7 @@ def store(where: tuple[Path, bool], tags: dict[str, str], got: Gathered) -> tupl
             run = Run.from_dict(_with_events(payload["run"], flat))
             run.params = {**run.params, "survey": {**place, "clock": offsets, "fingerprint": payload["fingerprint"]}}
             session.add(run)
-            summary = summary_of(name, run.summary, run.analysis, payload["p999_us"], payload["config"])
+            summary = summary_of(name, run.summary, run.noise, payload["p999_us"], payload["config"])
             summaries.append(summary)
             nodes.append({"name": name, **place, "clock": offsets, "fingerprint": payload["fingerprint"],
                           "config": payload["config"], "figures": summary.figures, "sources": summary.sources,

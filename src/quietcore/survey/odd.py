@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore.runs.analysis import NoiseAnalysis
+
 Z_LIMIT = 3.5
 MIN_FOR_Z = 5
 MIN_NODES = 3  # below this no node can be called odd: two nodes that differ are just different
@@ -143,7 +145,7 @@ def config_diff(nodes: list[NodeSummary]) -> dict[str, list[str]]:
     return out
 
 
-def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: dict[str, Any],
+def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: NoiseAnalysis,
                p999_us: float | None, config: dict[str, str]) -> NodeSummary:  # fmt: skip
     """A node's summary from its noise run: the sum over its CPUs (a rank
     may hold several) of the lost time and events, the worst gap."""
@@ -152,10 +154,10 @@ def summary_of(name: str, run_summary: list[dict[str, Any]], analysis: dict[str,
     events = sum(float(r["events_per_s"]) for r in run_summary)
     worst = max((float(r["max_gap_ns"]) for r in run_summary), default=0.0)
     sources: dict[str, float] = {}
-    for cpu in analysis.get("cpus", []):
-        for s in cpu.get("periodic") or []:
-            key = f"{s['frequency_hz']:.0f} Hz"
-            sources[key] = sources.get(key, 0.0) + 100.0 * float(s.get("lost_ns") or 0.0) / measured
+    for cpu in analysis.cpus:
+        for s in cpu.periodic:
+            key = f"{s.frequency_hz:.0f} Hz"
+            sources[key] = sources.get(key, 0.0) + 100.0 * s.lost_ns / measured
     figures = {"noise fraction": 100.0 * lost / measured, "max gap": worst / 1e3, "events": events}
     if p999_us is not None:  # none from fewer than 1,000 gaps: that node is then not judged on it
         figures["p99.9 gap"] = p999_us

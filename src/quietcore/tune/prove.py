@@ -44,14 +44,15 @@ def figures(run: Run) -> Figures:
     the gaps from the run's events, the counts by source from the kernel's
     counters (the attribution)."""
 
-    attribution = {int(c["cpu"]): c.get("attribution", {}) for c in run.analysis.get("cpus", [])}
+    analysis = run.noise
     trace = run.trace
     out = {}
     for row in run.summary:
         cpu = int(row["cpu"])
         seconds = float(row["measured_ns"]) / 1e9 or 1.0
-        sources = attribution.get(cpu, {}).get("sources", [])
-        counts = {name: sum(int(s.get("count") or 0) for s in sources if s.get("kind") == kind) / seconds
+        cpu_analysis = analysis.of(cpu)
+        attribution = cpu_analysis.attribution if cpu_analysis is not None else None
+        counts = {name: (attribution.count_of(kind) if attribution is not None else 0) / seconds
                   for name, kind in KINDS.items()}  # fmt: skip
         gaps = trace.cpu(cpu).duration_ns if trace is not None and cpu in {c.cpu for c in trace.cpus} else None
         # no p99.9 from fewer than 1,000 gaps (stats.percentiles): the round then has no such figure

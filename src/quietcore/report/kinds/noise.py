@@ -37,12 +37,13 @@ class NoiseKind(Kind):
         out.print(text.noise_table(run.summary))
         for line in lines(run):
             out.print(line)
-        for cpu in run.analysis.get("cpus", []):
+        for cpu in run.noise.cpus:
             for line in text.periodic_lines(cpu):
                 out.print(line)
-            out.print(tables.attribution_table(cpu))
-            out.print(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
-        traced = run.analysis.get("tracer") or {}
+            if cpu.attribution is not None:
+                out.print(tables.attribution_table(cpu.cpu, cpu.attribution))
+                out.print(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
+        traced = run.noise.tracer
         if traced.get("used"):
             for cpu_trace in traced["cpus"]:
                 out.print(tables.traced_table(cpu_trace, traced["clock"]))
@@ -59,11 +60,11 @@ class NoiseKind(Kind):
             return
         s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
         s.paragraphs += lines(run)
-        for cpu in run.analysis.get("cpus", []):
+        for cpu in run.noise.cpus:
             s.paragraphs += text.periodic_lines(cpu)
-            if cpu.get("attribution"):
-                s.paragraphs.append(f"CPU {cpu['cpu']}: {cpu['attribution']['verdict']}")
-                s.grids.append(grid(tables.attribution_table(cpu)))
+            if cpu.attribution is not None:
+                s.paragraphs.append(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
+                s.grids.append(grid(tables.attribution_table(cpu.cpu, cpu.attribution)))
         b.figure(s, figures.noise_timeline(trace), "noise-timeline",
                  f"The whole run, binned: each of {figures.SLICES} slices is coloured by the longest of the gaps that "
                  f"started in it ({trace.events} gaps recorded), so the bad stretches stand out.")  # fmt: skip
@@ -73,7 +74,7 @@ class NoiseKind(Kind):
         b.figure(s, figures.noise_durations(trace), "noise-durations",
                  "How long the interruptions lasted: counts in log-spaced bins.")  # fmt: skip
         b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per slice.")
-        b.figure(s, figures.attribution_bars(run.analysis), "noise-attribution",
+        b.figure(s, figures.attribution_bars(run.noise), "noise-attribution",
                  "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
 
     def rows(self, run: Run) -> list[dict[str, Any]]:
