@@ -147,8 +147,10 @@ int opts_parse(probe_ctx *ctx, int argc, char **argv, const probe_opt *table, co
         /* getopt hands back the table index + 1: 0 is its "flag was set" value. */
         longopts[n] = (struct option){table[n].name, table[n].type == OPT_FLAG ? no_argument : required_argument,
                                       NULL, (int)n + 1};
+        if (table[n].refused)
+            continue;
         size_t used = strlen(valid);
-        snprintf(valid + used, sizeof valid - used, "%s--%s", n ? ", " : "", table[n].name);
+        snprintf(valid + used, sizeof valid - used, "%s--%s", used ? ", " : "", table[n].name);
     }
     longopts[n] = (struct option){"help", no_argument, NULL, HELP};
     longopts[n + 1] = (struct option){0, 0, 0, 0};
@@ -163,9 +165,14 @@ int opts_parse(probe_ctx *ctx, int argc, char **argv, const probe_opt *table, co
         }
         if (c < 1 || (size_t)c > n)
             return opt_unknown(ctx, argv[optind - 1], valid);
+        if (table[c - 1].refused)
+            return probe_fail(ctx, EXIT_USAGE, "%s does not take --%s (valid: %s)", ctx->command, table[c - 1].name,
+                              valid);
         if (take(ctx, &table[c - 1], optarg))
             return ctx->exit_code;
         seen[c - 1] = true;
+        if (table[c - 1].seen)
+            *table[c - 1].seen = true;
     }
     if (optind < argc)
         return opt_unknown(ctx, argv[optind], valid);

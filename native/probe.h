@@ -77,6 +77,8 @@ typedef struct probe_opt {
     const char *const *choices; /* OPT_CHOICE: the names, NULL-terminated */
     int (*call)(probe_ctx *ctx, const char *arg, void *out); /* OPT_CALL: parse into out */
     const char *missing;        /* when set, the option is required and this says what it wants */
+    bool *seen;                 /* when set, becomes true if the option is given */
+    bool refused;               /* known, but not taken by this subcommand (a workload's option) */
 } probe_opt;
 
 /* The options every measuring probe shares, in one place with their bounds. */

@@ -1,5 +1,4 @@
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -7,32 +6,6 @@
 #include <unistd.h>
 
 #include "wlopts.h"
-
-static const struct {
-    unsigned bit;
-    const char *name;
-} names[] = {
-    {WO_SIZE, "--size"},         {WO_ITERS, "--iters"},       {WO_SECONDS, "--seconds"},
-    {WO_THREADS, "--threads"},   {WO_PATTERN, "--pattern"},   {WO_STRIDE, "--stride"},
-    {WO_HUGEPAGE, "--hugepage"}, {WO_MODE, "--mode"},         {WO_DIR, "--dir"},
-    {WO_BLOCK, "--block"},       {WO_SEED, "--seed"},         {WO_ACCESSES, "--accesses"},
-    {WO_EVERY, "--every"},       {WO_CHECKPOINT, "--checkpoint"}, {WO_NODES, "--cpu-node, --mem-node"},
-    {WO_PASSES, "--passes"},     {WO_N, "--n"},               {WO_VARIANT, "--variant"},
-};
-
-static void valid_list(const wl_opts *o, char *buf, size_t len)
-{
-    snprintf(buf, len, "--cpus, --policy, --priority, --force");
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (o->allowed & names[i].bit) {
-            size_t used = strlen(buf);
-            snprintf(buf + used, len - used, ", %s", names[i].name);
-        }
-    if (o->allowed & WO_THREADS) {
-        size_t used = strlen(buf);
-        snprintf(buf + used, len - used, ", --unpinned");
-    }
-}
 
 /* Sizes take K, M, G (powers of 1024): "256M". */
 static int opt_size(probe_ctx *ctx, const char *opt, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -54,103 +27,81 @@ static int opt_size(probe_ctx *ctx, const char *opt, const char *text, uint64_t 
     return EXIT_OK;
 }
 
-static int choose(probe_ctx *ctx, const char *opt, const char *text, const char *const *choices, int n, int *out)
+static int opt_size_arg(probe_ctx *ctx, const char *arg, void *out)
 {
-    char valid[128] = "";
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(text, choices[i])) {
-            *out = i;
-            return EXIT_OK;
-        }
-        size_t used = strlen(valid);
-        snprintf(valid + used, sizeof valid - used, "%s%s", i ? ", " : "", choices[i]);
-    }
-    return probe_fail(ctx, EXIT_USAGE, "invalid %s '%s' (valid: %s)", opt, text, valid);
+    return opt_size(ctx, "--size", arg, 4096, 1ull << 40, out);
 }
+/* io's block is bytes (at least 512), matmul's a tile (8-512): each checks its own range. */
+static int opt_block_arg(probe_ctx *ctx, const char *arg, void *out)
+{
+    return opt_size(ctx, "--block", arg, 1, 1u << 30, out);
+}
+static int opt_checkpoint_arg(probe_ctx *ctx, const char *arg, void *out)
+{
+    return opt_size(ctx, "--checkpoint", arg, 4096, 1u << 30, out);
+}
+
+/* --policy: the probes' policies, and deadline (SCHED_DEADLINE needs sched_setattr
+ * and its own parameters, so wl_setup sets it). */
+static int opt_wl_policy(probe_ctx *ctx, const char *arg, void *out)
+{
+    wl_opts *o = out;
+    if (!strcmp(arg, "deadline")) {
+        o->deadline = true;
+        o->sched.policy = SCHED_OTHER;
+        return EXIT_OK;
+    }
+    if (opt_policy(ctx, arg, &o->sched))
+        return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: other, batch, idle, fifo, rr, deadline)",
+                          arg);
+    return EXIT_OK;
+}
+
+static const char *const patterns[] = {"seq", "stride", "random", NULL};
+static const char *const modes[] = {"buffered", "fsync", "direct", NULL};
+static const char *const variants[] = {"ijk", "blocked", NULL};
 
 int wl_parse(probe_ctx *ctx, int argc, char **argv, wl_opts *o, const char *help)
 {
-    static const struct option longopts[] = {
-        {"cpus", required_argument, 0, 'c'},     {"policy", required_argument, 0, 'P'},
-        {"priority", required_argument, 0, 'r'}, {"force", no_argument, 0, 'f'},
-        {"size", required_argument, 0, 's'},     {"iters", required_argument, 0, 'i'},
-        {"seconds", required_argument, 0, 'S'},  {"threads", required_argument, 0, 't'},
-        {"unpinned", no_argument, 0, 'u'},       {"pattern", required_argument, 0, 'p'},
-        {"stride", required_argument, 0, 'x'},   {"hugepage", no_argument, 0, 'H'},
-        {"mode", required_argument, 0, 'm'},     {"dir", required_argument, 0, 'd'},
-        {"block", required_argument, 0, 'b'},    {"seed", required_argument, 0, 'e'},
-        {"accesses", required_argument, 0, 'a'}, {"every", required_argument, 0, 'v'},
-        {"checkpoint", required_argument, 0, 'k'}, {"cpu-node", required_argument, 0, 'C'},
-        {"mem-node", required_argument, 0, 'M'}, {"passes", required_argument, 0, 'n'},
-        {"n", required_argument, 0, 'N'},        {"variant", required_argument, 0, 'V'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    static const struct {
-        int c;
-        unsigned bit;
-    } needs[] = {{'s', WO_SIZE},     {'i', WO_ITERS},    {'S', WO_SECONDS},  {'t', WO_THREADS},    {'u', WO_THREADS},
-                 {'p', WO_PATTERN},  {'x', WO_STRIDE},   {'H', WO_HUGEPAGE}, {'m', WO_MODE},       {'d', WO_DIR},
-                 {'b', WO_BLOCK},    {'e', WO_SEED},     {'a', WO_ACCESSES}, {'v', WO_EVERY},      {'k', WO_CHECKPOINT},
-                 {'C', WO_NODES},    {'M', WO_NODES},    {'n', WO_PASSES},   {'N', WO_N},          {'V', WO_VARIANT}};
-    static const char *const patterns[] = {"seq", "stride", "random"};
-    static const char *const modes[] = {"buffered", "fsync", "direct"};
-    static const char *const variants[] = {"ijk", "blocked"};
     int variant = o->blocked;
-    char valid[400];
-    valid_list(o, valid, sizeof valid);
     cpu_set_t set;
     sched_getaffinity(0, sizeof set, &set);
-    opterr = 0;
-    optind = 1;
-    int c, index = 0;
-    while ((c = getopt_long(argc, argv, "+:", longopts, &index)) != -1) {
-        for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
-            if (needs[i].c == c && !(o->allowed & needs[i].bit))
-                return probe_fail(ctx, EXIT_USAGE, "%s does not take --%s (valid: %s)", o->name,
-                                  longopts[index].name, valid);
-        int rc = EXIT_OK;
-        switch (c) {
-        case 'c': rc = opt_cpus(ctx, "--cpus", optarg, &set); o->have_cpus = true; break;
-        case 'P':
-            /* SCHED_DEADLINE needs sched_setattr and its own parameters. */
-            if (!strcmp(optarg, "deadline")) {
-                o->deadline = true;
-                o->sched.policy = SCHED_OTHER;
-            } else if (opt_policy(ctx, optarg, &o->sched)) {
-                return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: other, batch, idle, fifo, rr, deadline)",
-                                  optarg);
-            }
-            break;
-        case 'r': rc = opt_priority_arg(ctx, optarg, &o->sched); break;
-        case 'f': o->sched.force = true; break;
-        case 's': rc = opt_size(ctx, "--size", optarg, 4096, 1ull << 40, &o->size); break;
-        case 'i': rc = opt_u64(ctx, "--iters", optarg, 1, 1ull << 50, &o->iters); break;
-        case 'S': rc = opt_double(ctx, "--seconds", optarg, 0.01, 3600, &o->seconds); break;
-        case 't': rc = opt_u64(ctx, "--threads", optarg, 1, WL_MAX_THREADS, &o->threads); o->have_threads = true; break;
-        case 'u': o->unpinned = true; break;
-        case 'p': rc = choose(ctx, "--pattern", optarg, patterns, 3, &o->pattern); break;
-        case 'x': rc = opt_u64(ctx, "--stride", optarg, 1, 1u << 20, &o->stride); break;
-        case 'H': o->hugepage = true; break;
-        case 'm': rc = choose(ctx, "--mode", optarg, modes, 3, &o->mode); break;
-        case 'd': o->dir = optarg; break;
-        /* io's block is bytes (at least 512), matmul's a tile (8-512): each checks its own range. */
-        case 'b': rc = opt_size(ctx, "--block", optarg, 1, 1u << 30, &o->block); break;
-        case 'e': rc = opt_u64(ctx, "--seed", optarg, 1, UINT64_MAX, &o->seed); break;
-        case 'a': rc = opt_u64(ctx, "--accesses", optarg, 1, 1ull << 40, &o->accesses); break;
-        case 'v': rc = opt_u64(ctx, "--every", optarg, 1, 1ull << 40, &o->every); break;
-        case 'k': rc = opt_size(ctx, "--checkpoint", optarg, 4096, 1u << 30, &o->checkpoint); break;
-        case 'C': rc = opt_u64(ctx, "--cpu-node", optarg, 0, 1023, &o->cpu_node); break;
-        case 'M': rc = opt_u64(ctx, "--mem-node", optarg, 0, 1023, &o->mem_node); break;
-        case 'n': rc = opt_u64(ctx, "--passes", optarg, 1, 1000, &o->passes); break;
-        case 'N': rc = opt_u64(ctx, "--n", optarg, 16, 8192, &o->n); break;
-        case 'V': rc = choose(ctx, "--variant", optarg, variants, 2, &variant); o->blocked = variant == 1; break;
-        case 'h': fputs(help, stdout); ctx->help_shown = true; return EXIT_OK;
-        default: return opt_unknown(ctx, argv[optind - 1], valid);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return opt_unknown(ctx, argv[optind], valid);
+    const unsigned a = o->allowed;
+    /* In the order the valid options are listed; an option the workload does not take is refused by name. */
+    const probe_opt table[] = {
+        {.name = "cpus", .type = OPT_CPUS, .out = &set, .seen = &o->have_cpus},
+        {.name = "policy", .type = OPT_CALL, .out = o, .call = opt_wl_policy},
+        {.name = "priority", .type = OPT_CALL, .out = &o->sched, .call = opt_priority_arg},
+        {.name = "force", .type = OPT_FLAG, .out = &o->sched.force},
+        {.name = "size", .type = OPT_CALL, .out = &o->size, .call = opt_size_arg, .refused = !(a & WO_SIZE)},
+        {.name = "iters", .type = OPT_U64, .out = &o->iters, .umin = 1, .umax = 1ull << 50, .refused = !(a & WO_ITERS)},
+        {.name = "seconds", .type = OPT_DOUBLE, .out = &o->seconds, .dmin = 0.01, .dmax = 3600,
+         .refused = !(a & WO_SECONDS)},
+        {.name = "threads", .type = OPT_U64, .out = &o->threads, .umin = 1, .umax = WL_MAX_THREADS,
+         .seen = &o->have_threads, .refused = !(a & WO_THREADS)},
+        {.name = "pattern", .type = OPT_CHOICE, .out = &o->pattern, .choices = patterns, .refused = !(a & WO_PATTERN)},
+        {.name = "stride", .type = OPT_U64, .out = &o->stride, .umin = 1, .umax = 1u << 20, .refused = !(a & WO_STRIDE)},
+        {.name = "hugepage", .type = OPT_FLAG, .out = &o->hugepage, .refused = !(a & WO_HUGEPAGE)},
+        {.name = "mode", .type = OPT_CHOICE, .out = &o->mode, .choices = modes, .refused = !(a & WO_MODE)},
+        {.name = "dir", .type = OPT_TEXT, .out = &o->dir, .refused = !(a & WO_DIR)},
+        {.name = "block", .type = OPT_CALL, .out = &o->block, .call = opt_block_arg, .refused = !(a & WO_BLOCK)},
+        {.name = "seed", .type = OPT_U64, .out = &o->seed, .umin = 1, .umax = UINT64_MAX, .refused = !(a & WO_SEED)},
+        {.name = "accesses", .type = OPT_U64, .out = &o->accesses, .umin = 1, .umax = 1ull << 40,
+         .refused = !(a & WO_ACCESSES)},
+        {.name = "every", .type = OPT_U64, .out = &o->every, .umin = 1, .umax = 1ull << 40, .refused = !(a & WO_EVERY)},
+        {.name = "checkpoint", .type = OPT_CALL, .out = &o->checkpoint, .call = opt_checkpoint_arg,
+         .refused = !(a & WO_CHECKPOINT)},
+        {.name = "cpu-node", .type = OPT_U64, .out = &o->cpu_node, .umax = 1023, .refused = !(a & WO_NODES)},
+        {.name = "mem-node", .type = OPT_U64, .out = &o->mem_node, .umax = 1023, .refused = !(a & WO_NODES)},
+        {.name = "passes", .type = OPT_U64, .out = &o->passes, .umin = 1, .umax = 1000, .refused = !(a & WO_PASSES)},
+        {.name = "n", .type = OPT_U64, .out = &o->n, .umin = 16, .umax = 8192, .refused = !(a & WO_N)},
+        {.name = "variant", .type = OPT_CHOICE, .out = &variant, .choices = variants, .refused = !(a & WO_VARIANT)},
+        {.name = "unpinned", .type = OPT_FLAG, .out = &o->unpinned, .refused = !(a & WO_THREADS)},
+        {0},
+    };
+    if (opts_parse(ctx, argc, argv, table, help) || ctx->help_shown)
+        return ctx->exit_code;
+    o->blocked = variant == 1;
     for (int cpu = 0; cpu < CPU_SETSIZE && o->ncpus < WL_MAX_THREADS; cpu++)
         if (CPU_ISSET(cpu, &set))
             o->cpu_list[o->ncpus++] = cpu;

@@ -24,6 +24,7 @@ from quietcore.options import USABLE, cpu_pair_option, int_in_range, usable_cpus
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.report.tables import ctxswitch_table, slice_lines
+from quietcore.session import Session
 from quietcore.stats.bootstrap import median_ci
 
 NAME = "ctxswitch"
@@ -56,8 +57,6 @@ def analyze(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.session import Session
-
     cpus = _cpus(args.cpus, online_cpus(common.live_root()))
     iterations = int_in_range(args.iterations, "--iterations", 100, 10_000_000)
     reps = int_in_range(args.reps, "--reps", 2, 1000)

@@ -28,6 +28,7 @@ from quietcore.probes.noise import NoiseOptions, event_cap
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
+from quietcore.session import Session
 from quietcore.store import db, sessions
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.session import Session
-
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
         per_round = duration_option(args.duration, lo=0.1, hi=3600)

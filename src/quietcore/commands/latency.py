@@ -22,6 +22,7 @@ from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.report.tables import latency_table
 from quietcore.sched import NAMES as POLICIES
+from quietcore.session import Session
 
 NAME = "latency"
 
@@ -68,8 +69,6 @@ def probe_args(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], flo
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.session import Session
-
     argv, params, duration = probe_args(args)
     path, chosen = common.db_path(args)
     with (

@@ -36,6 +36,7 @@ from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.report.progress import progress_bar
 from quietcore.sched import NAMES as POLICIES
+from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
 
 if TYPE_CHECKING:
@@ -92,8 +93,6 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quietcore.session import Session
-
     options = options_from(args)
     path, chosen = common.db_path(args)
     root = common.live_root()

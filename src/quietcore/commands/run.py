@@ -34,9 +34,11 @@ from typing import Any
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.experiments import custom
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.node import Node, read_node
+from quietcore.experiments.runner import check_levers, run_experiment
 from quietcore.options import int_in_range, positive_float
 from quietcore.report import text
 from quietcore.report.experiment import experiment_table, metric_line
@@ -70,8 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     """Everything checked before the database is opened or the node touched."""
-    from quietcore.experiments import custom
-    from quietcore.experiments.runner import check_levers
 
     name = args.experiment
     if name not in NAMES:
@@ -109,11 +109,10 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
 
 
 def run(args: argparse.Namespace) -> int:
+    exp, seed, node = plan(args)  # bad input ends here, before scipy is loaded
     from quietcore.experiments.analysis import analyse
-    from quietcore.experiments.runner import run_experiment
     from quietcore.session import Session
 
-    exp, seed, node = plan(args)
     path, chosen = common.db_path(args)
     total = len(exp.cells) * (exp.reps + exp.warmup)
     levers = {name for cell in exp.cells for name in cell.levers}

@@ -15,15 +15,17 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.model import Cell
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.safe import plain
 from quietcore.sched import POLICIES
-from quietcore.session import Session
 from quietcore.store import sessions
+
+if TYPE_CHECKING:  # for the annotation alone: checking a command line must not load the analysis (scipy)
+    from quietcore.session import Session
 
 
 def check_argv(argv: list[str], option: str) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore.facts.cpulist import parse_cpulist
+
 
 @dataclass(frozen=True)
 class Load:
@@ -14,6 +16,12 @@ class Load:
     label: str
     command: str  # a quietcore-probe subcommand
     args: tuple[str, ...]
+
+    @property
+    def cpus(self) -> frozenset[int]:
+        """The CPUs it is pinned to (its --cpus)."""
+        at = self.args.index("--cpus")
+        return parse_cpulist(self.args[at + 1])
 
 
 @dataclass(frozen=True)
