@@ -66,7 +66,7 @@ def test_noise_refuses_rt_on_all_cpus_before_measuring(cli: CliRunner, db_file: 
 
 @pytest.mark.slow
 def test_noise_names_the_tick_and_attributes(cli: CliRunner, db_file: Path) -> None:
-    proc = cli("noise", "--cpus", CPU, "--duration", "5")
+    proc = cli("noise", "--cpus", CPU, "--duration", "2")  # 500 ticks at 250 Hz, as `lab --quick` measures
     assert proc.returncode == 0, proc.stderr
     assert "where" in proc.stdout and "unexplained" in proc.stdout
     conn = sqlite3.connect(db_file)
