@@ -11,25 +11,19 @@ from typing import Any
 
 from quietcore import knobs
 
-#: The kinds, and how each is carried out (see `Action.text`).
-KINDS = (
-    "sysfs",  # a file under /sys: echo VALUE > TARGET
-    "procfs",  # a file under /proc: echo VALUE > TARGET
-    "irq-affinity",  # /proc/irq/N/smp_affinity: the kernel may refuse it per IRQ (managed IRQs: EIO)
+#: Advice quietcore gives but does not carry out, and how a person would (see `Action.text`).
+ADVICE_KINDS = (
     "sysctl",  # sysctl -w TARGET=VALUE
-    "task-affinity",  # a task (TARGET is its pid): taskset -pc VALUE PID
     "cgroup",  # a systemd unit's cgroup: systemctl set-property --runtime TARGET VALUE
-    "cpuset-dir",  # a cpuset directory (TARGET), VALUE present or absent: mkdir / rmdir
-    "cpuset-task",  # a thread (TARGET "TID@START") into a cpuset with its CPUs, VALUE "DIR CPULIST"
-    "cgroup-controller",  # a controller in a subtree_control, TARGET "FILE#NAME", VALUE on or off
-    "service-state",  # a systemd unit (TARGET) active or inactive: systemctl start / stop
-    "pm-qos",  # a PM QoS request held open on TARGET (/dev/cpu_dma_latency), VALUE µs or none
     "service",  # a systemd service: systemctl VALUE TARGET
     "boot-parameter",  # the kernel command line: TARGET=VALUE (TARGET alone when VALUE is empty)
     "kernel-config",  # a kernel build option: a kernel built with TARGET=VALUE
     "command",  # a command to run as it stands (TARGET), for tools quietcore does not drive (cpupower)
     "note",  # no change quietcore can make: TARGET says what to do
 )
+#: Every kind: the knob kinds quietcore writes (one module each in knobs/, which says its
+#: targets and how it is carried out), then the advice. A new knob kind is listed in knobs alone.
+KINDS = (*knobs.KINDS, *ADVICE_KINDS)
 NEEDS = ("root", "reboot", "hardware")
 FILE_KINDS = ("sysfs", "procfs", "irq-affinity")
 
