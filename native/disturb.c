@@ -26,7 +26,7 @@ static const char usage[] =
     "  --burst-us B     1 to P-1\n"
     "  --work-adds N    1-100000000000: a fixed amount of work instead of a burst time\n"
     "  --preset seed    the seed experiment's thread: every 300 ms, 1e7 additions\n"
-    "  --policy P       other, fifo, rr, batch, idle (default other)\n"
+    "  --policy P       other, batch, idle, fifo, rr (default other)\n"
     "  --priority N     1-99 for fifo and rr\n";
 
 typedef struct {

@@ -25,7 +25,7 @@ static const char usage[] =
     "Wake-up latency per CPU: a thread sleeps to absolute deadlines and records how late it woke.\n"
     "  --interval-us N   sleep interval (50-1000000, default 1000)\n"
     "  --threshold-us N  wake-ups later than this are events (1-10000000, default 100)\n"
-    "  --policy P        other, fifo, rr, batch, idle (default other)\n"
+    "  --policy P        other, batch, idle, fifo, rr (default other)\n"
     "  --dma-latency US  hold this PM QoS limit on /dev/cpu_dma_latency during the run\n"
     "                    (0-2000000; released, and so restored, when the run ends)\n";
 

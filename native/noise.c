@@ -28,7 +28,7 @@ static const char usage[] =
     "                    ftq: steps per work unit (1-100000, default 16)\n"
     "  --quantum-us N    ftq: quantum length (1-1000000, default 100)\n"
     "  --max-samples N   fwq/ftq: quanta kept per CPU as a series (0-100000000, default 100000)\n"
-    "  --policy P        other, fifo, rr, batch, idle (default other); fifo/rr on every\n"
+    "  --policy P        other, batch, idle, fifo, rr (default other); fifo/rr on every\n"
     "                    online CPU, or with RT throttling off, needs --force\n"
     "  --priority N      1-99 for fifo and rr\n"
     "  --cpus LIST       CPUs to measure, e.g. 1 or 0-3,8 (required)\n"

@@ -115,6 +115,8 @@ const char *policy_kernel_name(int policy);
 /* --policy NAME into s->policy: the policies a probe sets with
  * sched_setscheduler (deadline is not one of them). */
 int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s);
+/* The same, deadline too (the workloads set it with sched_setattr): *deadline says so. */
+int opt_policy_or_deadline(probe_ctx *ctx, const char *text, sched_opts *s, bool *deadline);
 /* OPT_CALL parsers for OPT_SCHED: out is a sched_opts. */
 int opt_policy_arg(probe_ctx *ctx, const char *arg, void *out);
 int opt_priority_arg(probe_ctx *ctx, const char *arg, void *out);

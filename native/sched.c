@@ -19,9 +19,10 @@ static const struct {
     int policy;
     bool settable;
 } policies[] = {
-    {"other", "SCHED_OTHER", SCHED_OTHER, true}, {"fifo", "SCHED_FIFO", SCHED_FIFO, true},
-    {"rr", "SCHED_RR", SCHED_RR, true},          {"batch", "SCHED_BATCH", SCHED_BATCH, true},
-    {"idle", "SCHED_IDLE", SCHED_IDLE, true},
+    /* In quietcore.sched.NAMES' order, so both sides list the valid ones alike. */
+    {"other", "SCHED_OTHER", SCHED_OTHER, true}, {"batch", "SCHED_BATCH", SCHED_BATCH, true},
+    {"idle", "SCHED_IDLE", SCHED_IDLE, true},    {"fifo", "SCHED_FIFO", SCHED_FIFO, true},
+    {"rr", "SCHED_RR", SCHED_RR, true},
 #ifdef SCHED_DEADLINE
     {"deadline", "SCHED_DEADLINE", SCHED_DEADLINE, false},
 #endif
@@ -44,14 +45,19 @@ const char *policy_kernel_name(int policy)
     return "unknown";
 }
 
-int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s)
+int opt_policy_or_deadline(probe_ctx *ctx, const char *text, sched_opts *s, bool *deadline)
 {
     char valid[128] = "";
     for (size_t i = 0; i < NPOLICIES; i++) {
-        if (!policies[i].settable)
+        if (!policies[i].settable && !deadline)
             continue;
         if (!strcmp(text, policies[i].name)) {
-            s->policy = policies[i].policy;
+            if (policies[i].settable) {
+                s->policy = policies[i].policy;
+            } else { /* deadline: the caller sets it with sched_setattr; the thread stays SCHED_OTHER till then */
+                *deadline = true;
+                s->policy = SCHED_OTHER;
+            }
             return EXIT_OK;
         }
         size_t used = strlen(valid);
@@ -59,6 +65,8 @@ int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s)
     }
     return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: %s)", text, valid);
 }
+
+int opt_policy(probe_ctx *ctx, const char *text, sched_opts *s) { return opt_policy_or_deadline(ctx, text, s, NULL); }
 
 int opt_policy_arg(probe_ctx *ctx, const char *arg, void *out) { return opt_policy(ctx, arg, out); }
 

@@ -46,15 +46,7 @@ static int opt_checkpoint_arg(probe_ctx *ctx, const char *arg, void *out)
 static int opt_wl_policy(probe_ctx *ctx, const char *arg, void *out)
 {
     wl_opts *o = out;
-    if (!strcmp(arg, "deadline")) {
-        o->deadline = true;
-        o->sched.policy = SCHED_OTHER;
-        return EXIT_OK;
-    }
-    if (opt_policy(ctx, arg, &o->sched))
-        return probe_fail(ctx, EXIT_USAGE, "invalid --policy '%s' (valid: other, batch, idle, fifo, rr, deadline)",
-                          arg);
-    return EXIT_OK;
+    return opt_policy_or_deadline(ctx, arg, &o->sched, &o->deadline);
 }
 
 static const char *const patterns[] = {"seq", "stride", "random", NULL};

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from quietcore.store import journal
 
 ROOTS = Path(__file__).parent / "fixtures" / "roots"
 KVM_ROOT = ROOTS / "firecracker-kvm-2cpu"
@@ -72,6 +75,15 @@ def lab_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, sub
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return path, out, proc
+
+
+@pytest.fixture
+def conn(state_dir: Path) -> Iterator[sqlite3.Connection]:
+    """The node journal of this test's state directory, open."""
+    connection = journal.open_node()
+    assert connection is not None
+    yield connection
+    connection.close()
 
 
 @pytest.fixture

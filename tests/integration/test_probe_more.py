@@ -124,7 +124,7 @@ BAD = [
     ),
     ("disturb --cpus C --preset wild --duration 1", "invalid --preset 'wild' (valid: seed)"),
     ("latency --cpus C --duration 1 --interval-us 10", "invalid --interval-us '10' (valid: 50-1000000)"),
-    ("latency --cpus C --duration 1 --policy fast", "invalid --policy 'fast' (valid: other, fifo, rr, batch, idle)"),
+    ("latency --cpus C --duration 1 --policy fast", "invalid --policy 'fast' (valid: other, batch, idle, fifo, rr)"),
     ("latency --cpus C --duration 1 --policy other --priority 5", "invalid --priority 5 for this policy"),
     ("noise --cpus C --duration 1 --policy fifo --priority 100", "invalid --priority '100' (valid: 0-99)"),
     ("noise --cpus ALL --duration 1 --policy fifo", "refusing a real-time policy on every online CPU"),

@@ -17,18 +17,8 @@ from quietcore.facts.root import Root
 from quietcore.levers.irq import IrqAffinityLever
 from quietcore.levers.journal import Journal
 from quietcore.levers.thp import BASE, ThpLever
-from quietcore.store import journal as journal_rows
 
 THP = Path("/") / BASE
-
-
-@pytest.fixture
-def conn() -> Iterator[sqlite3.Connection]:
-    """The node journal of this test's state directory."""
-    connection = journal_rows.open_node()
-    assert connection is not None
-    yield connection
-    connection.close()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -116,14 +115,6 @@ def test_a_state_directory_under_a_sticky_directory_is_accepted() -> None:
     assert statedir.why_unsafe(Path("/tmp"), 0) is not None  # others may write /tmp itself
     mine = Path(os.environ["QUIETCORE_STATE_DIR"])
     assert statedir.why_unsafe(mine, os.geteuid()) is None
-
-
-@pytest.fixture
-def conn() -> Iterator[sqlite3.Connection]:
-    connection = rows.open_node()
-    assert connection is not None
-    yield connection
-    connection.close()
 
 
 def _entry(conn: sqlite3.Connection, root: Path, target: str, old: str, **extra: object) -> int:

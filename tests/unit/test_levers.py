@@ -8,7 +8,6 @@ import errno
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,6 @@ from quietcore.levers.thp import BASE, ThpLever
 from quietcore.store import journal as journal_rows
 
 THP = Path("/") / BASE
-
-
-@pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    connection = journal_rows.open_node()
-    assert connection is not None
-    yield connection
-    connection.close()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ counted are the host preempting the vCPU."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from numpy.typing import NDArray
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
+from quietcore.runs.analysis import Source
 
 #: Typical cost per event, ns, where the run does not measure one. Orders of
 #: magnitude from published measurements (interrupt entry/exit and handler
@@ -66,19 +68,6 @@ def snapshot(root: Root) -> CounterSnapshot:
 
 
 @dataclass
-class Source:
-    name: str
-    kind: str  # irq, ipi, softirq, steal, switch
-    count: int
-    cost_ns: float | None
-    basis: str  # "measured ...", "typical", "counted by the hypervisor"
-    estimate_ns: float
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
 class Attribution:
     cpu: int
     lost_ns: float
@@ -97,7 +86,7 @@ class Attribution:
             "long_gaps": self.long_gaps,
             "long_gap_ns": self.long_gap_ns,
             "verdict": self.verdict,
-            "sources": [s.to_json() for s in self.sources],
+            "sources": [dataclasses.asdict(s) for s in self.sources],
         }
 
 

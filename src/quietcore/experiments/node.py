@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from quietcore.facts.cpus import isolated_cpus, smt_state
 from quietcore.facts.root import Root
 from quietcore.facts.topology import Topology, read_topology
+from quietcore.options import usable_cpus
 
 
 @dataclass(frozen=True)
@@ -49,5 +50,5 @@ class Node:
 
 def read_node(root: Root) -> Node:
     topology = read_topology(root)
-    allowed = frozenset(os.sched_getaffinity(0)) & topology.online or topology.online
+    allowed = usable_cpus(topology.online) or topology.online
     return Node(topology, allowed, isolated_cpus(root), smt_state(root), os.geteuid() == 0)
