@@ -21,15 +21,15 @@ from quietcore.store import db, sessions
 from quietcore.store.schema import MIGRATIONS
 from tests.conftest import CliRunner
 
-SCHED = ("run", "sched", "--quick", "--reps", "2", "--warmup", "0")
+SCHED = ("run", "sched", "--quick", "--cells", "compute *", "--reps", "2", "--warmup", "0")
 
 
 @pytest.fixture(scope="module")
 def two_sched_sessions(tmp_path_factory: pytest.TempPathFactory, sched_quick: tuple[Path, Any]) -> Path:
     """One database with two sessions of `run sched`, shared by the tests
     here: the suite's `run sched --quick` (session 1, tagged try=1), copied,
-    and a shorter one after it (session 2, 2 runs a cell, try=2: what the report compares
-    across sessions needs no more)."""
+    and a shorter one after it (session 2, the compute cells at 2 runs a
+    cell, try=2: what the report compares across sessions needs no more)."""
     import os
     import subprocess
     import sys
@@ -101,7 +101,7 @@ def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Pat
     # The flat table: one row per run, with the factors and the fingerprint.
     rows = list(csv.DictReader(io.StringIO(cli("results", "export", "2", "--format", "csv", env=env).stdout)))
     measured = [r for r in data["runs"] if "cell" in r["params"]]
-    assert len(rows) == len(measured) == 24 * 2
+    assert len(rows) == len(measured) == 6 * 2  # the six compute cells, 2 runs each
     first = next(r for r in rows if r["run_id"] == str(measured[0]["id"]))
     assert first["factor_policy"] == measured[0]["params"]["factors"]["policy"]
     assert float(first["metric_value"]) == measured[0]["envelope"]["result"]["metric"]["value"]

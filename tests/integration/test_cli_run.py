@@ -53,12 +53,17 @@ def rows(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tickless", "preempt", "affinity", "smt", "prefetch", "numa"])
-def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path, name: str) -> None:
-    """Each built-in experiment end to end, 2 runs a cell and a warm-up (the
-    runner, its workloads and levers; the statistics have tests of their own)."""
+@pytest.mark.parametrize(
+    ("name", "warmup"),
+    [("tickless", 0), ("preempt", 0), ("affinity", 0), ("smt", 0), ("prefetch", 0), ("numa", 1)],
+)
+def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path, name: str, warmup: int) -> None:
+    """Each built-in experiment end to end, 2 runs a cell (the runner, its
+    workloads and levers; the statistics have tests of their own). The
+    runner is one for all, so one of them, the shortest, also has a warm-up
+    a cell, to show that warm-ups are stored."""
     started = time.monotonic()
-    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2")
+    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2", "--warmup", str(warmup))
     assert time.monotonic() - started < 90, "--quick should take about a minute at most"
     measured = [r for r in data["rows"] if r.get("stats")]
     assert measured, data["warnings"]
@@ -72,8 +77,8 @@ def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path
     kinds = [k for (k,) in conn.execute("SELECT kind FROM runs ORDER BY seq")]
     assert (status, command) == ("complete", f"run {name}")
     assert kinds[-1] == "experiment"
-    # Every run is stored: warm-ups (one a cell) and measured ones.
-    assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * (2 + 1)
+    # Every run is stored: warm-ups and measured ones.
+    assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * (2 + warmup)
 
 
 @pytest.mark.slow
@@ -140,10 +145,11 @@ def test_interrupt_restores_thp_and_leaves_no_workload(
 @pytest.mark.slow
 def test_compare_shows_what_changed_and_ratios(cli: CliRunner, thp_guard: str) -> None:
     other = "always" if thp_guard != "always" else "never"
-    # 3 runs a cell: what is checked is the comparison's shape, not a verdict
-    run_json(cli, "prefetch", "--quick", "--reps", "3", "--warmup", "0", "--tag", "boot=before")
+    # 3 runs of 3 cells: what is checked is the comparison's shape, not a verdict
+    prefetch = ("prefetch", "--quick", "--cells", "stride 1,stride 2,random", "--reps", "3", "--warmup", "0")
+    run_json(cli, *prefetch, "--tag", "boot=before")
     THP.write_text(other)
-    run_json(cli, "prefetch", "--quick", "--reps", "3", "--warmup", "0", "--tag", "boot=after")
+    run_json(cli, *prefetch, "--tag", "boot=after")
     THP.write_text(thp_guard)
     proc = cli("compare", "boot=before", "boot=after", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -198,6 +204,7 @@ def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
         (["custom", "--cmd", "true", "--factor", "policy=fast"], "--factor: invalid policy 'fast' (valid: other, batch, idle, fifo, rr, deadline)"),
         (["custom", "--cmd", "true", "--factor", "load=same-cpu"], "factor load=same-cpu needs a cpus factor"),
         (["thp", "--cmd", "true"], "--cmd is only for `run custom`"),
+        (["sched", "--quick", "--cells", "compute *,warp *"], "--cells: 'warp *' matches no cell of sched (valid: compute other, compute other +load,"),
         (["custom", "--cmd", "true", "--factor", "cpus=1", "--factor", "disturb=sibling"], "factor disturb=sibling: CPU 1 has no sibling on this node"),
     ],
 )  # fmt: skip

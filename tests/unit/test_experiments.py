@@ -57,6 +57,18 @@ def test_verdict_follows_the_metric_direction(better: str, word: str) -> None:
     assert any("p95 and p99 are not shown" in w for w in data["warnings"])
 
 
+def test_cells_are_chosen_by_pattern_with_their_groups_baselines() -> None:
+    node = read_node(Root(KVM_ROOT))
+    exp = BUILTIN["sched"](node, True, 50)
+    assert exp.select(["* +load", "warp"]) == ["warp"]
+    # Each loaded cell is compared with its workload's unloaded SCHED_OTHER baseline, so that stays.
+    io = [c.label for c in exp.cells if c.group == "io"]
+    assert io == ["io other", "io other +load", "io fifo +load", "io rr +load"]
+    assert all(c.label.endswith("+load") or c.baseline for c in exp.cells) and len(exp.cells) == 16
+    assert exp.select(["compute fifo*"]) == [] and [c.label for c in exp.cells] == [
+        "compute other", "compute fifo +load"]  # fmt: skip
+
+
 def test_no_difference_is_said_plainly() -> None:
     base, cand = cell("base", baseline=True), cell("cand")
     exp = Experiment("x", "x", [base, cand], reps=6, warmup=0)

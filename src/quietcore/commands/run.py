@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", metavar="N", help="measured runs per cell (1-10000; default per experiment)")
     parser.add_argument("--warmup", metavar="N", help="unmeasured runs per cell first (0-1000, default 1)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few runs: about a minute")
+    parser.add_argument("--cells", metavar="PATTERNS",
+                        help="only the cells whose label matches one of these comma-separated shell patterns "
+                             "(and their baselines), e.g. 'compute *,io other'")  # fmt: skip
     parser.add_argument("--seed", metavar="S", help="seed of the run order (default: random, and stored)")
     parser.add_argument("--priority", metavar="N", default="50", help="fifo/rr priority for sched (1-99, default 50)")
     parser.add_argument("--cmd", metavar="CMD", help="custom: the command to measure (no shell)")
@@ -101,11 +104,21 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
         exp = BUILTIN[name](node, args.quick, priority)
         exp.reps = reps if reps is not None else exp.reps
         exp.warmup = warmup if warmup is not None else exp.warmup
+    if args.cells is not None:
+        _select(exp, args.cells)
     check_levers(exp, strict=name == "custom", cpus=node.allowed)
     if not exp.cells:
         reasons = "; ".join(f"{label}: {why}" for label, why in exp.skipped) or "no cells"
         raise UsageError(f"nothing of {name} can run here: {reasons}")
     return exp, seed if seed is not None else random.SystemRandom().randrange(2**31), node
+
+
+def _select(exp: Experiment, text: str) -> None:
+    patterns = [p.strip() for p in text.split(",") if p.strip()]
+    labels = ", ".join(c.label for c in exp.cells)
+    unmatched = exp.select(patterns) if patterns else [text]
+    if unmatched:
+        raise UsageError(f"--cells: {unmatched[0]!r} matches no cell of {exp.name} (valid: {labels})")
 
 
 def run(args: argparse.Namespace) -> int:

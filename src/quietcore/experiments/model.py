@@ -3,6 +3,7 @@ workload), grouped so that each cell is compared with its group's baseline."""
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,16 @@ class Experiment:
     notes: list[str] = field(default_factory=list)  # plain facts about this node's limits
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (cell, why)
     data: dict[str, Any] = field(default_factory=dict)  # facts a figure needs (the SLIT for numa)
+
+    def select(self, patterns: list[str]) -> list[str]:
+        """Keep the cells whose label matches one of the shell patterns, and
+        the baseline of each group kept (every cell is compared with it).
+        Returns the patterns that matched no cell."""
+        chosen = [c for c in self.cells if any(fnmatch.fnmatchcase(c.label, p) for p in patterns)]
+        unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(c.label, p) for c in self.cells)]
+        groups = {c.group for c in chosen}
+        self.cells = [c for c in self.cells if c in chosen or (c.baseline and c.group in groups)]
+        return unmatched
 
     def groups(self) -> dict[str, list[Cell]]:
         out: dict[str, list[Cell]] = {}
