@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ EVENTS = (
     "irq_vectors/irq_work_entry", "irq_vectors/irq_work_exit",
     "sched/sched_switch",
 )  # fmt: skip
-_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?(?P<ts>\d+(?:\.\d+)?):\s+"
+LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?(?P<ts>\d+(?:\.\d+)?):\s+"
                    r"(?P<event>\w+):\s*(?P<rest>.*)$")  # fmt: skip
 
 
@@ -68,7 +69,13 @@ def osnoise_state() -> str:
 
 @dataclass
 class TraceSession:
-    cpus: frozenset[int]
+    """`cpus`: where events are recorded (None: every CPU, to see the
+    senders of IPIs and the wakers of tasks); `events` (system/event):
+    those that exist here are enabled, the rest named in `errors`."""
+
+    cpus: frozenset[int] | None
+    events: tuple[str, ...] = EVENTS
+    buffer_kb: int = 8192
     clock: str = ""
     mounted_here: bool = False
     instance: Path | None = None
@@ -90,12 +97,14 @@ class TraceSession:
         _remove_stale(base)
         self.instance = base / "instances" / f"{PREFIX}{os.getpid()}"
         self.instance.mkdir()
+        self._write("tracing_on", "0")  # a new instance traces at once: not while its events are being enabled
         clocks = (self.instance / "trace_clock").read_text().replace("[", "").replace("]", "").split()
         self.clock = "x86-tsc" if "x86-tsc" in clocks else "mono_raw"
         self._write("trace_clock", self.clock)
-        self._write("tracing_cpumask", f"{sum(1 << c for c in self.cpus):x}")
-        self._write("buffer_size_kb", "8192")
-        for event in EVENTS:
+        if self.cpus is not None:
+            self._write("tracing_cpumask", _mask(self.cpus))
+        self._write("buffer_size_kb", str(self.buffer_kb))
+        for event in self.events:
             path = self.instance / "events" / event / "enable"
             if path.exists():
                 path.write_text("1")
@@ -113,12 +122,37 @@ class TraceSession:
         self._write("tracing_on", "0")
         return (self.instance / "trace").read_text(errors="replace")
 
+    def mark(self) -> None:
+        """A line in the trace with CLOCK_MONOTONIC_RAW's time: two of them
+        give the trace clock's rate and origin (`marked_clock`)."""
+        assert self.instance is not None
+        self._write("trace_marker", f"{MARK} {time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)}")
+
+    def restart(self) -> None:
+        """Empty the buffers and trace again (one instance for many runs)."""
+        assert self.instance is not None
+        self._write("tracing_on", "0")
+        self._write("trace", "")
+        self._write("tracing_on", "1")
+
+    def lost(self) -> int:
+        """Events the kernel could not keep (a full buffer overwrites the
+        oldest, or drops the newest), summed over the CPUs."""
+        assert self.instance is not None
+        total = 0
+        for stats in (self.instance / "per_cpu").glob("cpu*/stats"):
+            for line in stats.read_text().splitlines():
+                name, _, value = line.partition(":")
+                if name.strip() in ("overrun", "dropped events") and value.strip().isdigit():
+                    total += int(value)
+        return total
+
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         # Undo in reverse, whatever happened: events off, instance gone, unmount.
         if self.instance is not None and self.instance.exists():
             with contextlib.suppress(OSError):
                 (self.instance / "tracing_on").write_text("0")
-            for event in EVENTS:
+            for event in self.events:
                 path = self.instance / "events" / event / "enable"
                 with contextlib.suppress(OSError):
                     if path.exists():
@@ -126,6 +160,18 @@ class TraceSession:
             self.instance.rmdir()
         if self.mounted_here:
             subprocess.run([_tool("umount"), str(MOUNTS[0])], check=False, capture_output=True)
+
+
+def _mask(cpus: frozenset[int]) -> str:
+    """tracing_cpumask's format: 32-bit hex words, comma-separated."""
+    value = sum(1 << c for c in cpus)
+    words = []
+    while True:
+        words.append(f"{value & 0xFFFFFFFF:08x}")
+        value >>= 32
+        if not value:
+            break
+    return ",".join(reversed(words))
 
 
 def _tool(name: str) -> str:
@@ -167,7 +213,7 @@ def intervals(text: str, to_ns: Callable[[str], float], probe_comm: str = "quiet
     started: dict[tuple[int, str], tuple[float, str]] = {}
     out: list[Interval] = []
     for line in text.splitlines():
-        m = _LINE.match(line)
+        m = LINE.match(line)
         if not m:
             continue
         cpu, ts, event, rest = int(m["cpu"]), to_ns(m["ts"]), m["event"], m["rest"]
@@ -260,6 +306,25 @@ def match_gaps(
     sources = [{"name": names[i], "gaps": int(counted[i]), "ns": float(ns[i])} for i in ranked]
     untraced_ns = float((gap_lengths - covered).sum())
     return {"cpu": cpu, "sources": sources, "unmatched": {"gaps": int((~hit_gaps).sum()), "ns": untraced_ns}}
+
+
+MARK = "quietcore-clock"
+_MARK_LINE = re.compile(rf"\s(?P<ts>\d+(?:\.\d+)?):\s+tracing_mark_write:\s+{MARK} (?P<ns>\d+)")
+
+
+def marked_clock(text: str, clock: str) -> tuple[Callable[[str], float], tuple[float, float]]:
+    """Trace timestamps to CLOCK_MONOTONIC_RAW ns, and the span between the
+    session's first and last marks (`TraceSession.mark`), whose text holds
+    that clock's time: mono_raw's seconds convert directly; x86-tsc's raw
+    counts through the two marks."""
+    marks = [(float(m["ts"]), float(m["ns"])) for m in _MARK_LINE.finditer(text)]
+    if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+        raise ValueError("the trace lost its clock marks")
+    (t0, n0), (t1, n1) = marks[0], marks[-1]
+    if clock != "x86-tsc":
+        return (lambda ts: float(ts) * 1e9), (t0 * 1e9, t1 * 1e9)
+    scale = (n1 - n0) / (t1 - t0)
+    return (lambda ts: (float(ts) - t0) * scale + n0), (n0, n1)
 
 
 def converter(clock: str, origin: dict[str, Any], hz: float) -> Callable[[str], float]:

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "noise": "Measure OS noise per CPU and say where the lost time went.",
     "latency": "Measure wake-up latency per CPU, as cyclictest does.",
     "ctxswitch": "Measure what a context switch costs, cross-CPU wake-up latency and time slices.",
+    "intruders": "Name everything that ran on some CPUs besides your workload, and who sent it.",
     "run": "Run an experiment: cells of kernel levers x workloads, interleaved.",
     "compare": "Compare two sessions: what changed in the node, then every common cell.",
     "report": "Write a report of stored sessions: HTML with figures, and Markdown.",

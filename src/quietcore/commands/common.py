@@ -75,7 +75,11 @@ def recover_node(args: argparse.Namespace) -> None:
     journal only from a database that root alone can write (see legacy)."""
 
     path, _ = db.resolve_path(getattr(args, "db", None))
-    if path.is_file() and not _survey_rank_above_0(args):
+    try:
+        present = path.is_file()
+    except OSError:  # a directory on the way this user may not search: the command says what it can
+        present = False
+    if present and not _survey_rank_above_0(args):
         try:
             conn = db.open_db(path, create=False, write=db.why_untrusted(path) is None or os.geteuid() != 0)
         except StoreError:

@@ -11,6 +11,7 @@ from quietcore.report.kinds import (
     cell,
     ctxswitch,
     experiment,
+    intruders,
     latency,
     noise,
     prove,
@@ -22,7 +23,7 @@ from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
                                               experiment.KIND, audit.KIND, prove.KIND, survey.KIND,
-                                              simulate.KIND)}  # fmt: skip
+                                              simulate.KIND, intruders.KIND)}  # fmt: skip
 GENERIC = Kind()
 
 

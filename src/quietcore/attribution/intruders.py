@@ -1,0 +1,413 @@
+"""Who ran on the watched CPUs besides the workload, from a tracefs trace of
+every CPU: tasks (and how each came there), IRQs, softirqs and vectors,
+IPIs with their sender, work items with where they were queued, timers.
+
+Time is net of nesting, as osnoise counts it: each stretch between two
+events on a CPU belongs to the innermost context open there (a timer
+callback inside the timer softirq inside an IRQ that interrupted a task),
+so nothing is counted twice. The sender of an IPI, the queuer of a work
+item and the waker of a task run on another CPU, which is why every CPU is
+traced; what each was doing is the context open on its CPU at that moment.
+
+One pass over the trace, in its order (tracefs merges the per-CPU buffers
+by time): linear in the events."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quietcore.attribution.tracer import LINE
+
+#: The events `intruders` traces, on every CPU (tracefs system/event).
+EVENTS = (
+    "sched/sched_switch", "sched/sched_waking", "sched/sched_migrate_task", "sched/sched_process_fork",
+    "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit",
+    "irq_vectors/local_timer_entry", "irq_vectors/local_timer_exit",
+    "irq_vectors/reschedule_entry", "irq_vectors/reschedule_exit",
+    "irq_vectors/call_function_entry", "irq_vectors/call_function_exit",
+    "irq_vectors/call_function_single_entry", "irq_vectors/call_function_single_exit",
+    "irq_vectors/irq_work_entry", "irq_vectors/irq_work_exit",
+    "irq_vectors/thermal_apic_entry", "irq_vectors/thermal_apic_exit",
+    "irq_vectors/x86_platform_ipi_entry", "irq_vectors/x86_platform_ipi_exit",
+    "ipi/ipi_send_cpu", "ipi/ipi_send_cpumask",
+    "csd/csd_queue_cpu", "csd/csd_function_entry", "csd/csd_function_exit",
+    "workqueue/workqueue_queue_work", "workqueue/workqueue_execute_start", "workqueue/workqueue_execute_end",
+    "timer/timer_expire_entry", "timer/timer_expire_exit",
+    "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit",
+)  # fmt: skip
+
+_FIELD = re.compile(r"(\w+)[=:]\s*([^\s\],]+)")
+_SWITCH = re.compile(
+    r"prev_comm=(?P<pc>.*?) prev_pid=(?P<pp>-?\d+) .*?==> next_comm=(?P<nc>.*?) next_pid=(?P<np>-?\d+)"
+)
+_COMM_PID = re.compile(r"comm=(?P<comm>.*?) pid=(?P<pid>\d+)")
+_FORK = re.compile(r"pid=(?P<parent>\d+) child_comm=.*? child_pid=(?P<child>\d+)")
+_WORK = re.compile(r"work struct[= ](?P<ptr>\w+):? function[= ]?(?P<fn>\S+)")
+#: Per-CPU kernel threads: bound to their CPU, so no affinity or shield moves them.
+PER_CPU_KTHREAD = re.compile(r"^(ksoftirqd|migration|cpuhp|rcuc|idle_inject|watchdog|irq_work)/\d+$|^kworker/\d+:")
+
+
+def _symbol(text: str) -> str:
+    """`flush_tlb_func+0x0/0x1b0` -> `flush_tlb_func`."""
+    return text.split("+", 1)[0]
+
+
+def _cpulist(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            if lo.isdigit() and hi.isdigit():
+                out.extend(range(int(lo), int(hi) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+@dataclass
+class Use:
+    """A source's share of one CPU: how many times and how long (net)."""
+
+    kind: str  # task, irq, softirq, vector, ipi, work, timer
+    name: str
+    count: int = 0
+    ns: float = 0.0
+    longest_ns: float = 0.0
+    pid: int | None = None
+    #: how it came: "woken by X", "queued by X on CPU k", "sent by X on CPU k (callsite)"
+    came: Counter[str] = field(default_factory=Counter)
+    workload_sent: int = 0  # IPIs whose sender was the workload itself
+
+    def add(self, ns: float) -> None:
+        self.count += 1
+        self.ns += ns
+        self.longest_ns = max(self.longest_ns, ns)
+
+
+@dataclass
+class CpuIntruders:
+    cpu: int
+    traced_ns: float = 0.0
+    events: int = 0
+    workload_ns: float = 0.0
+    idle_ns: float = 0.0
+    uses: dict[tuple[str, str, int | None], Use] = field(default_factory=dict)
+
+    def use(self, kind: str, name: str, pid: int | None = None) -> Use:
+        key = (kind, name, pid)
+        if key not in self.uses:
+            self.uses[key] = Use(kind, name, pid=pid)
+        return self.uses[key]
+
+    @property
+    def intruded_ns(self) -> float:
+        return sum(u.ns for u in self.uses.values())
+
+    def ranked(self, kind: str | None = None) -> list[Use]:
+        return sorted((u for u in self.uses.values() if kind is None or u.kind == kind), key=lambda u: -u.ns)
+
+
+@dataclass
+class _Ctx:
+    kind: str
+    name: str
+    ns: float = 0.0
+    came: str | None = None
+    csd: str | None = None
+
+
+@dataclass
+class _Cpu:
+    last: float | None = None
+    pid: int = -1
+    comm: str = ""
+    stack: list[_Ctx] = field(default_factory=list)
+    slice_ns: float = 0.0
+
+
+SLACK_NS = 50_000.0  # a sender's record this long after the IPI arrived is still its sender
+
+
+class _Pairs:
+    """Senders matched to the IPIs they sent, whichever the trace shows
+    first: tracefs orders events by time, and a sender's tracepoint can
+    fire after the IPI has already arrived on the other CPU. `coalesce`:
+    one arrival takes every send before it (reschedule IPIs)."""
+
+    def __init__(self, coalesce: bool) -> None:
+        self.coalesce = coalesce
+        self.sent: dict[Any, deque[tuple[float, str, bool]]] = {}
+        self.arrived: dict[Any, deque[tuple[float, Use]]] = {}
+
+    def send(self, key: Any, ts: float, came: str, inside: bool) -> None:
+        waiting = self.arrived.get(key)
+        while waiting and ts - waiting[0][0] > SLACK_NS:
+            waiting.popleft()
+        if waiting:
+            use = waiting[0][1] if self.coalesce else waiting.popleft()[1]
+            use.came[came] += 1
+            use.workload_sent += inside
+            return
+        self.sent.setdefault(key, deque()).append((ts, came, inside))
+
+    def arrive(self, key: Any, ts: float, use: Use) -> None:
+        queue = self.sent.get(key)
+        taken = (list(queue) if self.coalesce else [queue.popleft()]) if queue else []
+        for _, came, inside in taken:
+            use.came[came] += 1
+            use.workload_sent += inside
+        if self.coalesce:
+            if queue:
+                queue.clear()
+            self.arrived[key] = deque([(ts, use)])  # a send recorded late joins the latest arrival
+        elif not taken:
+            self.arrived.setdefault(key, deque()).append((ts, use))
+
+
+@dataclass
+class Trace:
+    """What one pass over a trace found: per watched CPU, its intruders;
+    the span of the trace, and the workload's processes as the trace saw
+    them fork."""
+
+    cpus: dict[int, CpuIntruders]
+    workload: set[int]
+    lines: int = 0
+    migrations: int = 0  # of the workload's tasks, between CPUs
+    mended: int = 0  # switches the trace did not hold, inferred from the next line
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpus": [cpu_json(c) for c in self.cpus.values()], "events": self.lines,
+                "workload_migrations": self.migrations, "mended_switches": self.mended}  # fmt: skip
+
+
+def account(
+    lines: Iterable[str],
+    watched: frozenset[int],
+    to_ns: Callable[[str], float],
+    workload: Iterable[int] = (),
+    window: tuple[float, float] | None = None,
+    own: int | None = None,
+) -> Trace:
+    """One pass over tracefs text. `workload`: the pids whose process tree
+    is the workload (its forks join it); `window` (ns): the time counted,
+    from the first mark to the last (events outside it still say what was
+    running); `own`: quietcore's pid, named as itself where it sends."""
+    mine = set(workload)
+    out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, mine)
+    lo, hi = window if window is not None else (-float("inf"), float("inf"))
+    state: dict[int, _Cpu] = {}
+    woken: dict[int, str] = {}  # pid -> "woken by X on CPU k"
+    moved: dict[int, int] = {}  # pid -> the CPU it was migrated from
+    queued: dict[str, str] = {}  # work struct -> "queued by X on CPU k"
+    calls, resched = _Pairs(coalesce=False), _Pairs(coalesce=True)
+    stashed: dict[int, list[_Ctx]] = {}  # a task's open work item while it sleeps
+    comm_of: dict[int, str] = {}  # pid -> the name switches and wake-ups gave it
+
+    def who(cpu: int, st: _Cpu) -> tuple[str, bool]:
+        """What runs on `cpu` now: the innermost context, or the task."""
+        for ctx in reversed(st.stack):
+            if ctx.kind != "work":
+                return f"{ctx.name} on CPU {cpu}", False
+        inside = st.pid in mine
+        label = ("the workload" if inside else "idle" if st.pid == 0 else
+                 f"quietcore itself ({st.pid})" if st.pid == own else f"{st.comm} ({st.pid})")  # fmt: skip
+        work = next((c.name for c in reversed(st.stack) if c.kind == "work"), None)
+        return (f"{label} [{work}] on CPU {cpu}" if work else f"{label} on CPU {cpu}"), inside
+
+    def pop(cpu: int, st: _Cpu, kind: str) -> tuple[_Ctx, Use | None] | None:
+        for i in range(len(st.stack) - 1, -1, -1):
+            if st.stack[i].kind == kind:
+                ctx = st.stack[i]
+                del st.stack[i:]  # an exit lost inside it closes with it
+                if cpu not in watched:
+                    return ctx, None
+                use = out.cpus[cpu].use(kind, ctx.name)
+                use.add(ctx.ns)
+                if ctx.came:
+                    use.came[ctx.came] += 1
+                return ctx, use
+        return None
+
+    def intruder(pid: int) -> bool:
+        return pid > 0 and pid not in mine
+
+    def switch_in(cpu: int, st: _Cpu, nxt: int, comm: str, ts: float) -> None:
+        work = [c for c in st.stack if c.kind == "work"]
+        if work:
+            stashed[st.pid] = work
+        st.stack = stashed.pop(nxt, [])
+        st.pid, st.comm, st.slice_ns = nxt, comm, 0.0
+        how = woken.pop(nxt, None)
+        origin = moved.pop(nxt, None)
+        if cpu in watched and intruder(nxt) and lo <= ts <= hi:
+            if origin is not None and origin != cpu:
+                how = f"{how}, moved from CPU {origin}" if how else f"moved from CPU {origin}"
+            use = out.cpus[cpu].use("task", comm, nxt)
+            use.count += 1
+            use.came[how or "already here (its affinity includes this CPU)"] += 1
+
+    lines_seen = 0
+    for line in lines:
+        m = LINE.match(line)
+        if not m:
+            continue
+        lines_seen += 1
+        cpu, ts, event, rest = int(m["cpu"]), to_ns(m["ts"]), m["event"], m["rest"]
+        st = state.get(cpu)
+        if st is None:
+            # What ran before the first event here: the task the event names
+            # (for a switch, the one switched out).
+            s0 = _SWITCH.search(rest) if event == "sched_switch" else None
+            st = state[cpu] = _Cpu(last=lo if window else None, pid=int(s0["pp"]) if s0 else int(m["pid"]),
+                                   comm=s0["pc"] if s0 else m["comm"].strip())  # fmt: skip
+        s = _SWITCH.search(rest) if event == "sched_switch" else None
+        if event == "sched_switch" and not s:
+            continue
+        now_pid, now_comm = (int(s["pp"]), s["pc"]) if s else (int(m["pid"]), m["comm"].strip())
+        if now_comm == "<...>":  # tracefs's comm cache missed it: the name a switch or a wake-up gave
+            now_comm = st.comm if now_pid == st.pid else comm_of.get(now_pid, now_comm)
+        if now_pid != st.pid and not any(c.kind != "work" for c in st.stack):
+            # Every line names the task current on its CPU. A switch the
+            # kernel did not record (on this VM, none from idle on CPU 1)
+            # happened at the last event here: a task leaves idle as soon
+            # as the interrupt that woke it returns.
+            out.mended += 1
+            switch_in(cpu, st, now_pid, now_comm, st.last if st.last is not None else ts)
+        if cpu in watched:
+            out.cpus[cpu].events += 1
+            _charge(out.cpus[cpu], st, max(st.last if st.last is not None else lo, lo), min(ts, hi), mine)
+        st.last = ts
+
+        if s is not None:
+            prev = int(s["pp"])
+            if cpu in watched and st.pid == prev and intruder(prev):
+                use = out.cpus[cpu].use("task", st.comm, prev)
+                use.longest_ns = max(use.longest_ns, st.slice_ns)
+            comm_of[int(s["np"])] = s["nc"]
+            switch_in(cpu, st, int(s["np"]), s["nc"], ts)
+        elif event == "sched_waking":
+            c = _COMM_PID.search(rest)
+            if c:
+                comm_of[int(c["pid"])] = c["comm"]
+                woken[int(c["pid"])] = "woken by " + who(cpu, st)[0]
+        elif event == "sched_migrate_task":
+            c = _COMM_PID.search(rest)
+            f = dict(_FIELD.findall(rest))
+            if c and f.get("orig_cpu", "").isdigit():
+                pid = int(c["pid"])
+                moved[pid] = int(f["orig_cpu"])
+                if pid in mine and lo <= ts <= hi:
+                    out.migrations += 1
+        elif event == "sched_process_fork":
+            k = _FORK.search(rest)
+            if k and int(k["parent"]) in mine:
+                mine.add(int(k["child"]))
+        elif event == "irq_handler_entry":
+            f = dict(_FIELD.findall(rest))
+            st.stack.append(_Ctx("irq", f"irq {f.get('irq', '?')} ({f.get('name', '?')})"))
+        elif event == "irq_handler_exit":
+            pop(cpu, st, "irq")
+        elif event == "softirq_entry":
+            f = dict(_FIELD.findall(rest))
+            st.stack.append(_Ctx("softirq", f"softirq {f.get('action', '?')}"))
+        elif event == "softirq_exit":
+            pop(cpu, st, "softirq")
+        elif event in ("timer_expire_entry", "hrtimer_expire_entry"):
+            f = dict(_FIELD.findall(rest))
+            st.stack.append(_Ctx("timer", _symbol(f.get("function", "?"))))
+        elif event in ("timer_expire_exit", "hrtimer_expire_exit"):
+            pop(cpu, st, "timer")
+        elif event == "workqueue_queue_work":
+            w = _WORK.search(rest)
+            if w:
+                queued[w["ptr"]] = "queued by " + who(cpu, st)[0]
+        elif event == "workqueue_execute_start":
+            w = _WORK.search(rest)
+            if w:
+                st.stack.append(_Ctx("work", _symbol(w["fn"]), came=queued.pop(w["ptr"], None)))
+        elif event == "workqueue_execute_end":
+            pop(cpu, st, "work")
+        elif event == "csd_queue_cpu":
+            f = dict(_FIELD.findall(rest))
+            sender, inside = who(cpu, st)
+            target = int(f["cpu"]) if f.get("cpu", "").isdigit() else -1
+            if target in watched and target != cpu:
+                calls.send((f.get("csd"), target), ts, f"sent by {sender} ({_symbol(f.get('callsite', '?'))})", inside)
+        elif event == "csd_function_entry":
+            f = dict(_FIELD.findall(rest))
+            if f.get("csd", "").strip("0"):  # csd 0: the sender running the function itself, not an IPI
+                st.stack.append(_Ctx("ipi", _symbol(f.get("func", "?")), csd=f["csd"]))
+        elif event == "csd_function_exit":
+            f = dict(_FIELD.findall(rest))
+            if f.get("csd", "").strip("0"):
+                done = pop(cpu, st, "ipi")
+                if done is not None and done[1] is not None:
+                    calls.arrive((done[0].csd, cpu), ts, done[1])
+        elif event in ("ipi_send_cpu", "ipi_send_cpumask"):
+            f = dict(_FIELD.findall(rest))
+            if f.get("callback", "") not in ("0x0", "0"):
+                continue  # a function call: csd_queue_cpu names it and its csd
+            targets = [int(f["cpu"])] if f.get("cpu", "").isdigit() else _cpulist(f.get("cpumask", ""))
+            sender, inside = who(cpu, st)
+            for target in targets:
+                if target in watched and target != cpu:
+                    resched.send(target, ts, f"sent by {sender} ({_symbol(f.get('callsite', '?'))})", inside)
+        elif event in _VECTORS:
+            st.stack.append(_Ctx("vector", event[: -len("_entry")]))
+        elif event in _VECTOR_EXITS:
+            done = pop(cpu, st, "vector")
+            if done is not None and done[1] is not None and done[0].name == "reschedule":
+                resched.arrive(cpu, ts, done[1])
+    if window is not None:
+        for watched_cpu in out.cpus.values():
+            watched_cpu.traced_ns = hi - lo  # a CPU without one event was traced too: nothing interrupted it
+    for cpu, st in state.items():
+        if cpu in watched and st.last is not None and window is not None:
+            _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine)
+            out.cpus[cpu].traced_ns = hi - lo
+            if intruder(st.pid):
+                use = out.cpus[cpu].use("task", st.comm, st.pid)
+                use.longest_ns = max(use.longest_ns, st.slice_ns)
+    out.lines = lines_seen
+    return out
+
+
+def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int]) -> None:
+    """The stretch [start, end] belongs to the innermost open context."""
+    dt = end - start
+    if dt <= 0:
+        return
+    if st.stack:
+        st.stack[-1].ns += dt
+    elif st.pid == 0:
+        c.idle_ns += dt
+    elif st.pid in mine:
+        c.workload_ns += dt
+    else:
+        c.use("task", st.comm, st.pid).ns += dt
+        st.slice_ns += dt
+
+
+_VECTORS = frozenset(e.split("/", 1)[1] for e in EVENTS if e.startswith("irq_vectors/") and e.endswith("_entry"))
+_VECTOR_EXITS = frozenset(e.removesuffix("_entry") + "_exit" for e in _VECTORS)
+
+
+def cpu_json(c: CpuIntruders) -> dict[str, Any]:
+    return {
+        "cpu": c.cpu,
+        "traced_ns": c.traced_ns,
+        "events": c.events,
+        "workload_ns": c.workload_ns,
+        "idle_ns": c.idle_ns,
+        "intruded_ns": c.intruded_ns,
+        "sources": [
+            {"kind": u.kind, "name": u.name, "pid": u.pid, "count": u.count, "ns": u.ns, "longest_ns": u.longest_ns,
+             "came": dict(u.came.most_common(5)), "workload_sent": u.workload_sent}
+            for u in c.ranked()
+        ],
+    }  # fmt: skip

@@ -1,0 +1,163 @@
+"""Name everything that ran on some CPUs besides your workload, and who sent it.
+
+With -- CMD, the workload is the command and every process it starts
+(pinned to --cpus unless --no-pin); with --duration, there is no
+workload and everything that runs there counts. Every CPU is traced
+(tracefs: sched, irq, irq_vectors, ipi, csd, workqueue, timer), because
+the sender of an IPI, the waker of a task and the queuer of a work item
+run elsewhere. Per watched CPU: tasks (count, time, longest slice, and
+woken by whom or moved from where), IRQs, softirqs and vectors, IPIs with
+their sender, work items with their queuer, timers; time net of nesting;
+each with what would have kept it away. Needs root. Stored as a session.
+
+examples:
+  quietcore intruders --cpus 1 --duration 10
+  quietcore intruders --cpus 2,3 -- java -jar benchmarks.jar
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from typing import Any
+
+from quietcore.attribution import intruders, remedy, tracer
+from quietcore.commands import common
+from quietcore.errors import CommandError, UsageError
+from quietcore.experiments.custom_exec import check_argv, end_group
+from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpus import online_cpus
+from quietcore.measure import recorded
+from quietcore.options import USABLE, cpus_option, duration_option, usable_cpus
+from quietcore.report import text
+from quietcore.report.kinds import kind_of
+from quietcore.session import Session
+from quietcore.store import sessions
+
+NAME = "intruders"
+BUFFER_KB = 16384  # per CPU: about 200,000 events each, which a busy CPU fills in seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs to watch, e.g. 1 or 2-3")
+    parser.add_argument("--duration", metavar="S", help="watch for S seconds, with no workload (0.01-3600)")
+    parser.add_argument("--no-pin", action="store_true", help="with a command: leave its affinity as it is")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
+                        help="the workload: its process tree is not an intruder")  # fmt: skip
+    common.add_wait(parser)
+    common.add_db(parser)
+    common.add_tags(parser)
+
+
+def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str]]:
+    cpus = cpus_option(args.cpus, usable_cpus(online_cpus(common.live_root())), what=USABLE)
+    argv = list(args.command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if bool(argv) == (args.duration is not None):
+        raise UsageError("intruders needs exactly one of --duration S or -- CMD [ARGS...]")
+    duration = duration_option(args.duration, lo=0.01, hi=3600) if args.duration is not None else None
+    if argv:
+        check_argv(argv, "command")
+    elif args.no_pin:
+        raise UsageError("--no-pin goes with a command (-- CMD)")
+    ok, why = tracer.usable()
+    if not ok:
+        raise CommandError(f"intruders: {why}", exit_code=3)
+    return cpus, duration, argv
+
+
+def run(args: argparse.Namespace) -> int:
+    cpus, duration, argv = plan(args)
+    path, chosen = common.db_path(args)
+    with (
+        common.node_lock(args, cpus),
+        Session(NAME, path, chosen, common.tags(args), common.live_root()) as session,
+    ):
+        started = sessions.now_iso()
+        watched, status = watch(cpus, duration, argv, not args.no_pin)
+        what = _short(shlex.join(argv)) if argv else "nothing (no workload)"
+        analysis = watched | {"cpus_text": format_cpulist(cpus), "workload_text": what}
+        params = {"cpus": sorted(cpus), "duration_s": duration, "argv": argv, "pinned": bool(argv) and not args.no_pin}
+        envelope = {"format": "quietcore-intruders", "command": "intruders", "start": started,
+                    "end": sessions.now_iso(), "result": {"exit_status": status, **params}}  # fmt: skip
+        run_ = session.add(recorded(NAME, params, started, envelope, analysis))
+    if args.json:
+        print(json.dumps({"session": session.id, "exit_status": status, **analysis}, indent=2))
+    else:
+        out = text.console()
+        kind_of(run_).terminal(out, run_)
+        warning = text.virt_warning(session.facts)
+        if warning:
+            out.print(warning + " The host's own preemptions are not in a guest's trace.")
+        out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore report {session.id}")
+    if status:
+        text.console(stderr=True).print(f"warning: {argv[0]} exited with {status}")
+        return 1
+    return 0
+
+
+def _short(command: str, width: int = 60) -> str:
+    flat = " ".join(command.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def watch(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:
+    """Trace every CPU while the workload runs (or for `duration`), then
+    account for the watched CPUs. quietcore itself moves off them first, so
+    that it is not one of the intruders it names."""
+    mine = os.sched_getaffinity(0)
+    elsewhere = mine - cpus
+    if elsewhere:
+        os.sched_setaffinity(0, elsewhere)
+    status, root = 0, None
+    try:
+        with tracer.TraceSession(None, intruders.EVENTS, BUFFER_KB) as trace:
+            trace.mark()
+            if argv:
+                status, root = _run(argv, cpus if pin else None)
+            else:
+                assert duration is not None
+                time.sleep(duration)
+            trace.mark()
+            raw = trace.read()
+            lost, clock, missing = trace.lost(), trace.clock, trace.errors
+    finally:
+        os.sched_setaffinity(0, mine)
+    try:
+        to_ns, window = tracer.marked_clock(raw, clock)
+    except ValueError as exc:
+        raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
+    found = intruders.account(raw.splitlines(), cpus, to_ns, () if root is None else (root,), window, os.getpid())
+    data = found.to_json()
+    for cpu in data["cpus"]:
+        for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
+            source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
+    return data | {"lost_events": lost, "clock": clock, "missing_events": missing}, status
+
+
+def _run(argv: list[str], cpus: frozenset[int] | None) -> tuple[int, int]:
+    """The command in its own process group (Ctrl-C ends all it started);
+    returns its exit status and pid."""
+
+    def setup() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    try:
+        proc = subprocess.Popen(argv, preexec_fn=setup, process_group=0)
+    except OSError as exc:
+        raise CommandError(f"cannot start {argv[0]!r}: {exc}", exit_code=3) from exc
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        end_group(proc)
+        raise
+    status = proc.returncode
+    return (128 + -status if status < 0 and -status in signal.valid_signals() else status), proc.pid

@@ -1,0 +1,102 @@
+"""`quietcore intruders`: per watched CPU, every source that ran there
+besides the workload, with how it came and what would keep it away. The
+remedies are long, so the table numbers them and lists them below it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from quietcore.report.kinds.base import Kind
+from quietcore.runs.model import Run
+from quietcore.safe import markup
+
+if TYPE_CHECKING:
+    from quietcore.report.builder import Builder, Section
+
+KIND_NAMES = {"task": "task", "irq": "IRQ", "softirq": "softirq", "vector": "vector", "ipi": "IPI", "work": "work",
+              "timer": "timer"}  # fmt: skip
+SHOWN = 25  # sources per CPU in a table; the JSON has them all
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms" if ns < 1e9 else f"{ns / 1e9:,.3f} s"
+
+
+def heading(cpu: dict[str, Any]) -> str:
+    traced, others = cpu["traced_ns"], cpu["intruded_ns"]
+    if not cpu.get("events"):
+        return f"CPU {cpu['cpu']}: {ms(traced)} traced, not one event: nothing interrupted what ran there"
+    share = f" ({others / traced:.1%})" if traced else ""
+    return (f"CPU {cpu['cpu']}: {ms(traced)} traced; the workload {ms(cpu['workload_ns'])}, idle "
+            f"{ms(cpu['idle_ns'])}, others {ms(others)}{share}")  # fmt: skip
+
+
+def _came(came: dict[str, int]) -> str:
+    parts = [f"{how} x{n}" if n > 1 else how for how, n in list(came.items())[:2]]
+    more = len(came) - 2
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
+    """`fixes` gathers the remedies: a row shows its number in that list."""
+    out = Table(title=heading(cpu), title_justify="left")
+    for header in ("what", "source", "count", "time", "longest", "how it came", "fix"):
+        out.add_column(header, justify="right" if header in ("count", "time", "longest") else "left")
+    for source in cpu["sources"][:SHOWN]:
+        fix = source.get("fix", "")
+        if fix and fix not in fixes:
+            fixes.append(fix)
+        name = source["name"] + (f" ({source['pid']})" if source.get("pid") is not None else "")
+        out.add_row(KIND_NAMES.get(source["kind"], source["kind"]), markup(name), f"{source['count']:,}",
+                    ms(source["ns"]), ms(source["longest_ns"]) if source["kind"] == "task" else "",
+                    markup(_came(source["came"])), f"[{fixes.index(fix) + 1}]" if fix else "")  # fmt: skip
+    if len(cpu["sources"]) > SHOWN:
+        out.caption = f"{len(cpu['sources']) - SHOWN} smaller sources not shown (--json has them)"
+    return out
+
+
+def notes(analysis: dict[str, Any]) -> list[str]:
+    out = []
+    lost = analysis.get("lost_events", 0)
+    if lost:
+        out.append(f"warning: the kernel lost {lost:,} trace events (its buffer was full): the figures are short by "
+                   "what they held; trace fewer seconds")  # fmt: skip
+    if analysis.get("workload_migrations"):
+        out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
+    return out
+
+
+class IntrudersKind(Kind):
+    name = "intruders"
+    in_report = True
+
+    def terminal(self, out: Console, run: Run) -> None:
+        for line in self.lines(run, out):
+            out.print(line)
+
+    def lines(self, run: Run, out: Console) -> list[Any]:
+        analysis = run.analysis
+        what = analysis.get("workload_text", "")
+        shown: list[Any] = [markup(f"Who ran on CPUs {analysis['cpus_text']} besides {what}")]
+        fixes: list[str] = []
+        for cpu in analysis["cpus"]:
+            shown.append(table(cpu, fixes))
+        shown += [markup(f"[{i}] {fix}") for i, fix in enumerate(fixes, 1)]
+        shown += [markup(line) for line in notes(analysis)]
+        return shown
+
+    def section(self, b: Builder, s: Section, run: Run) -> None:
+        from quietcore.report.render import grid
+
+        analysis = run.analysis
+        s.title = f"Intruders on CPUs {analysis['cpus_text']}"
+        fixes: list[str] = []
+        for cpu in analysis["cpus"]:
+            s.grids.append(grid(table(cpu, fixes)))
+        s.paragraphs += [f"[{i}] {fix}" for i, fix in enumerate(fixes, 1)] + notes(analysis)
+
+
+KIND = IntrudersKind()

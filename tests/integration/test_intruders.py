@@ -1,0 +1,135 @@
+"""`quietcore intruders` as a user runs it: a task planted on the watched
+CPU while the workload runs is named, with the time it really ran there
+(its own /proc/self/schedstat) and how it came; the session is stored and
+reported; bad input and a user without root get one line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import quietcore.commands.intruders  # noqa: F401  (imported before as_nobody forks: nobody cannot read /root)
+from quietcore import cli as quietcore_cli
+from tests.conftest import CliRunner, allowed_cpus, as_nobody
+
+ROOT = os.geteuid() == 0
+TRACEFS = Path("/proc/filesystems").read_text().count("tracefs") > 0
+CPU = max(allowed_cpus())
+#: 2 ms of work every 10 ms for 1 s, pinned to the watched CPU; at its end it
+#: prints how long it ran, from the kernel's own account of it.
+PLANTED = """
+import time
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    t = time.monotonic()
+    while time.monotonic() - t < 0.002:
+        pass
+    time.sleep(0.008)
+print(open("/proc/self/schedstat").read().split()[0])
+"""
+
+
+def _tracing(pid: int) -> bool:
+    return any((Path(base) / "instances" / f"quietcore-{pid}" / "tracing_on").read_text().strip() == "1"
+               for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+               if (Path(base) / "instances" / f"quietcore-{pid}").is_dir())  # fmt: skip
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
+def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
+    cli_env: dict[str, str], db_file: Path, tmp_path: Path
+) -> None:
+    # GIVEN intruders watching CPU while `sleep 2.5` (pinned there) is the workload
+    argv = [sys.executable, "-m", "quietcore", "intruders", "--cpus", str(CPU), "--json", "--", "sleep", "2.5"]
+    proc = subprocess.Popen(argv, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    planted = None
+    try:
+        deadline = time.monotonic() + 20
+        while not _tracing(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.01)
+        # WHEN another task takes 20 % of that CPU meanwhile
+        planted = subprocess.Popen([sys.executable, "-c", PLANTED], stdout=subprocess.PIPE, text=True,
+                                   preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))  # fmt: skip
+        ran_ns = int(planted.communicate(timeout=30)[0])
+        out, err = proc.communicate(timeout=60)
+    finally:
+        for p in (proc, planted):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert proc.returncode == 0, err
+    data = json.loads(out)
+    (cpu,) = data["cpus"]
+    assert cpu["cpu"] == CPU and 2.4e9 < cpu["traced_ns"] < 3.5e9
+    # THEN it is named by pid, with the time the kernel says it ran (the trace counts it net of interrupts)
+    mine = [s for s in cpu["sources"] if s["kind"] == "task" and s["pid"] == planted.pid]
+    traced = sum(s["ns"] for s in mine)
+    assert abs(traced - ran_ns) <= 0.03 * ran_ns + 3e6, (traced, ran_ns, mine)
+    # AND woken by its sleep's timer on that CPU, about once per 10 ms
+    came = {how: n for s in mine for how, n in s["came"].items()}
+    assert sum(n for how, n in came.items() if how.startswith("woken by hrtimer_wakeup")) >= 50, came
+    assert all(s["fix"].startswith("the shield") and "(audit: task.placement)" in s["fix"] for s in mine)
+    # AND the workload (sleep) is not an intruder; the whole window is accounted for
+    assert not any(s.get("pid") == data.get("workload_pid") for s in cpu["sources"] if s["kind"] == "task")
+    total = cpu["workload_ns"] + cpu["idle_ns"] + cpu["intruded_ns"]
+    assert total == pytest.approx(cpu["traced_ns"], rel=1e-6)
+    assert data["lost_events"] == 0 and data["exit_status"] == 0
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
+def test_a_watch_without_workload_is_stored_and_reported(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
+    proc = cli("intruders", "--cpus", str(CPU), "--duration", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert f"Who ran on CPUs {CPU} besides nothing (no workload)" in proc.stdout
+    assert f"CPU {CPU}: 500." in proc.stdout  # the whole half second is traced
+    shown = cli("results", "show", "1")
+    assert shown.returncode == 0 and f"CPU {CPU}: 500." in shown.stdout, shown.stderr
+    report = cli("report", "1", "--out", str(tmp_path / "rep"))
+    assert report.returncode == 0, report.stderr
+    assert f"Intruders on CPUs {CPU}" in (tmp_path / "rep" / "report.md").read_text()
+    # Tracing is as it was: quietcore's instance is gone.
+    for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        assert not list(Path(base).glob("instances/quietcore-*"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cpus", "1"], "intruders needs exactly one of --duration S or -- CMD [ARGS...]"),
+        (["--cpus", "1", "--duration", "1", "--", "true"], "intruders needs exactly one of --duration S or -- CMD"),
+        (["--cpus", "99", "--duration", "1"], "invalid --cpus 99: not a CPU this process may run on"),
+        (["--cpus", "1", "--duration", "0"], "invalid --duration '0' (valid: 0.01-3600)"),
+        (["--cpus", "1", "--no-pin", "--duration", "1"], "--no-pin goes with a command (-- CMD)"),
+        (["--cpus", "1", "--", "no-such-command-qc"], "invalid command: command not found: 'no-such-command-qc'"),
+    ],
+)  # fmt: skip
+def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
+    proc = cli("intruders", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert not db_file.exists()
+
+
+@pytest.mark.skipif(not ROOT, reason="plays a user without root: needs root to become one")
+def test_without_root_it_says_why_and_exits_3() -> None:
+    def work(answer: dict[str, Any]) -> None:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            answer["code"] = quietcore_cli.main(["intruders", "--cpus", "0", "--duration", "1"])
+        answer["err"] = err.getvalue()
+
+    answer = as_nobody(work)
+    assert answer.get("code") == 3, answer
+    assert (
+        answer["err"].strip() == "quietcore: error: intruders: tracefs needs root: run as root for traced attribution"
+    )

@@ -1,0 +1,110 @@
+"""The intruders' accounting over tracefs text: time net of nesting, each
+source with how it came (waker, queuer, IPI sender, in either order of
+their records), the workload's forks, the window, the remedies.
+
+tests/fixtures/traces/intruders-cpu1.txt is written in this kernel's trace
+format (lines as `quietcore intruders` reads them on 6.18), with times
+chosen so that every figure below can be checked by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quietcore.attribution import tracer
+from quietcore.attribution.intruders import Trace, Use, account
+from quietcore.attribution.remedy import remedy
+
+TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "intruders-cpu1.txt"
+T0 = 1000e9  # ns
+
+
+def us(x: float) -> float:
+    return x * 1000.0
+
+
+def to_ns(ts: str) -> float:
+    return float(ts) * 1e9
+
+
+@pytest.fixture(scope="module")
+def found() -> Trace:
+    return account(TRACE.read_text().splitlines(), frozenset({1}), to_ns, workload=(100,), window=(T0, T0 + us(1000)))
+
+
+def by_name(found: Trace) -> dict[str, Use]:
+    return {u.name: u for u in found.cpus[1].uses.values()}
+
+
+def test_every_source_is_timed_net_of_what_interrupted_it(found: Trace) -> None:
+    uses = by_name(found)
+    # The intruder ran 200-500 µs, less the 10 µs IRQ inside its slice.
+    assert uses["intruder"].ns == pytest.approx(us(290)) and uses["intruder"].pid == 300
+    assert uses["intruder"].count == 1 and uses["intruder"].longest_ns == pytest.approx(us(290))
+    assert uses["irq 24 (virtio0-input.0)"].ns == pytest.approx(us(10))
+    # The tick's vector less its hrtimer callback; the timer softirq less its timer.
+    assert uses["local_timer"].ns == pytest.approx(us(3)) and uses["tick_nohz_handler"].ns == pytest.approx(us(2))
+    assert uses["softirq TIMER"].ns == pytest.approx(us(2)) and uses["process_timeout"].ns == pytest.approx(us(2))
+    assert uses["call_function_single"].ns == pytest.approx(us(2)) and uses["flush_tlb_func"].ns == pytest.approx(us(4))
+    # The kworker's slice less the work item it ran.
+    assert uses["kworker/1:1"].ns == pytest.approx(us(20)) and uses["vmstat_update"].ns == pytest.approx(us(10))
+    cpu = found.cpus[1]
+    # Nothing counted twice, nothing lost: the window is the workload, idle and the intruders.
+    assert cpu.traced_ns == pytest.approx(us(1000)) and cpu.idle_ns == pytest.approx(us(20))
+    assert cpu.workload_ns + cpu.idle_ns + cpu.intruded_ns == pytest.approx(us(1000))
+
+
+def test_each_source_says_how_it_came(found: Trace) -> None:
+    uses = by_name(found)
+    assert dict(uses["intruder"].came) == {"woken by stress (200) on CPU 0": 1}
+    assert dict(uses["vmstat_update"].came) == {"queued by stress (200) on CPU 0": 1}
+    assert dict(uses["reschedule"].came) == {"sent by stress (200) on CPU 0 (ttwu_queue_wakelist)": 1}
+    # The sender's csd_queue_cpu is recorded after the IPI arrived: it is still its sender.
+    tlb = uses["flush_tlb_func"]
+    assert dict(tlb.came) == {"sent by the workload on CPU 0 (on_each_cpu_cond_mask)": 1} and tlb.workload_sent == 1
+    assert dict(uses["kworker/1:1"].came) == {"already here (its affinity includes this CPU)": 1}
+
+
+def test_the_workloads_forks_are_the_workload(found: Trace) -> None:
+    assert found.workload == {100, 101}
+    assert not any(u.pid in (100, 101) for u in found.cpus[1].uses.values())
+
+
+def test_remedies_name_the_finding_or_say_nothing_fixes_it(found: Trace) -> None:
+    uses = by_name(found)
+    assert remedy(uses["irq 24 (virtio0-input.0)"]).finding == "irq.affinity"
+    assert remedy(uses["intruder"]).finding == "task.placement"
+    assert "--cpus 1" in remedy(uses["intruder"]).line("1")
+    assert remedy(uses["local_timer"]).finding == "cpu.nohz_full"
+    own = remedy(uses["flush_tlb_func"])
+    assert own.finding is None and "the workload's own munmap" in own.text and "nothing isolation can fix" in own.text
+    assert remedy(uses["kworker/1:1"]).finding == "cpu.nohz_full"  # a per-CPU kworker cannot be moved
+
+
+def test_a_sender_recorded_first_and_a_window_that_cuts_a_slice() -> None:
+    lines = [
+        "  stress-200 [000] ...1. 1000.000100: csd_queue_cpu: cpu=1 callsite=smp_call_function_many_cond+0x1/0x2 "
+        "func=do_sync_core csd=00000000aaaa0002",
+        "  work-100   [001] d.h1. 1000.000150: csd_function_entry: func=do_sync_core, csd=00000000aaaa0002",
+        "  work-100   [001] d.h1. 1000.000151: csd_function_exit: func=do_sync_core, csd=00000000aaaa0002",
+        "  work-100   [001] d..2. 1000.000200: sched_switch: prev_comm=work prev_pid=100 prev_prio=120 prev_state=R "
+        "==> next_comm=other next_pid=400 next_prio=120",
+        "  other-400  [001] d..2. 1000.000900: sched_switch: prev_comm=other prev_pid=400 prev_prio=120 prev_state=S "
+        "==> next_comm=work next_pid=100 next_prio=120",
+    ]
+    found = account(lines, frozenset({1}), to_ns, workload=(100,), window=(T0 + us(120), T0 + us(500)))
+    uses = by_name(found)
+    assert dict(uses["do_sync_core"].came) == {"sent by stress (200) on CPU 0 (smp_call_function_many_cond)": 1}
+    # Only the part of the slice inside the window counts.
+    assert uses["other"].ns == pytest.approx(us(300))
+    assert found.cpus[1].workload_ns == pytest.approx(us(79))
+
+
+def test_the_clock_marks_convert_a_tsc_trace_to_nanoseconds() -> None:
+    text = ("  python3-9 [000] ..... 5000000: tracing_mark_write: quietcore-clock 1000000000\n"
+            "  python3-9 [000] ..... 7000000: tracing_mark_write: quietcore-clock 1001000000\n")  # fmt: skip
+    to_ns, window = tracer.marked_clock(text, "x86-tsc")
+    assert window == (1e9, 1.001e9) and to_ns("6000000") == pytest.approx(1.0005e9)
+    with pytest.raises(ValueError, match="lost its clock marks"):
+        tracer.marked_clock(text.splitlines()[0], "x86-tsc")
