@@ -49,6 +49,8 @@ def sched_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     20 s here), measured once for the whole suite: its database (the session
     tagged try=1) and the table it printed. No warm-up runs: the tests read
     ratios of 2 against 1, and the experiment smoke test shows warm-ups.
+    Untraced (--intrusions off): tracing every run cost it 4 s here, and
+    tests/integration/test_intruders.py tests the intrusions of runs.
     The sched test reads the table; the report tests draw the session. It
     runs alone: run in the background beside the pure tests (tried, to save
     its 30 s), the sched test lost a claimed
@@ -59,7 +61,7 @@ def sched_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     state.mkdir(mode=0o755)
     env = {**os.environ, "QUIETCORE_DB": str(path), "QUIETCORE_STATE_DIR": str(state)}
     argv = [sys.executable, "-m", "quietcore", "run", "sched", "--quick", "--seed", "3", "--cells", "* other,* +load",
-            "--warmup", "0", "--tag", "try=1", "--json"]  # fmt: skip
+            "--warmup", "0", "--intrusions", "off", "--tag", "try=1", "--json"]  # fmt: skip
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return path, json.loads(proc.stdout)

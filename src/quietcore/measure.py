@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.attribution import counters, tracer
+from quietcore.attribution import counters, explain, intruders, tracer
 from quietcore.errors import CommandError
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
@@ -71,17 +71,25 @@ class Measurer:
         on_tick: Callable[[float], None] | None = None,
         trace: str = "auto",
         on_step: Callable[[str], None] | None = None,
+        explain_above_ns: float | None = None,
     ) -> Run:
         """Measure, with the counters read around the run, and analyse;
-        on_step(what) as each step of the analysis starts."""
+        on_step(what) as each step of the analysis starts. `explain_above_ns`:
+        trace every CPU too, and explain each gap over it."""
         started = now_iso()
         trace_ok, trace_why = tracer.usable() if trace != "off" else (False, "--trace off")
         if trace == "on" and not trace_ok:
             raise CommandError(f"--trace on: {trace_why}", exit_code=3)
+        if explain_above_ns is not None and not trace_ok:
+            raise CommandError(f"--explain-above: {trace_why}", exit_code=3)
         before = counters.snapshot(self.root)
         trace_text, clock = "", ""
         if trace_ok and options.mode == "spin":
-            with tracer.TraceSession(options.cpus) as session:
+            # To explain a gap, the senders and wakers on the other CPUs too.
+            where = None if explain_above_ns is not None else options.cpus
+            events = tuple(dict.fromkeys(tracer.EVENTS + intruders.EVENTS)) if explain_above_ns else tracer.EVENTS
+            stacks = intruders.stack_triggers(options.cpus) if explain_above_ns is not None else {}
+            with tracer.TraceSession(where, events, triggers=stacks) as session:
                 probe = run_noise(options, on_tick)
                 trace_text, clock = session.read(), session.clock
         else:
@@ -97,6 +105,12 @@ class Measurer:
             run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"))
             step("matching gaps to the trace")
             run.analysis["tracer"] = _traced(run.result, run.trace, trace_text, clock, "" if trace_ok else trace_why)
+            if explain_above_ns is not None and trace_text:
+                step("explaining the longest gaps")
+                to_ns = tracer.converter(clock, run.result["origin"], run.result["counter"]["hz"])
+                found = intruders.account(trace_text.splitlines(), options.cpus, to_ns, own=intruders.own_threads(),
+                                          spawners=(os.getpid(),), episodes=True)  # fmt: skip
+                run.analysis["explained"] = explain.explain_gaps(explain.probe_gaps(run.trace), found, explain_above_ns)
         return run
 
     def _analyze(

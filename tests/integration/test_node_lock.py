@@ -40,6 +40,11 @@ def spawn(cli_env: dict[str, str]) -> Iterator[list[subprocess.Popen[str]]]:
             proc.wait()
 
 
+#: Long enough for a second and a third to start while it holds THP; its
+#: runs untraced, since what is tested is the lock.
+THP_RUN = ("run", "thp", "--quick", "--reps", "4", "--warmup", "0", "--intrusions", "off")
+
+
 def _start(procs: list[subprocess.Popen[str]], env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "quietcore", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
@@ -72,16 +77,16 @@ def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     cli: CliRunner, cli_env: dict[str, str], spawn: list[subprocess.Popen[str]], thp_guard: str, journal_file: Path
 ) -> None:
     # GIVEN one `run thp` that has changed THP
-    first = _start(spawn, cli_env, "run", "thp", "--quick", "--reps", "4", "--warmup", "0", "--json")
+    first = _start(spawn, cli_env, *THP_RUN, "--json")
     _wait_for_change(first, thp_guard)
     # WHEN a second starts without --wait THEN it exits 3 with one line naming the first
     second = cli("run", "thp", "--quick")
     assert second.returncode == 3, second.stderr
     (line,) = second.stderr.strip().splitlines()
-    assert f"is in use by quietcore pid {first.pid} (`quietcore run thp --quick --reps 4 --warmup 0 --json`" in line
+    assert f"is in use by quietcore pid {first.pid} (`quietcore {' '.join(THP_RUN)} --json`" in line
     assert "--wait S" in line
     # AND a third that waits runs after the first, from the original value
-    third = _start(spawn, cli_env, "run", "thp", "--quick", "--reps", "4", "--warmup", "0", "--json", "--wait", "120")
+    third = _start(spawn, cli_env, *THP_RUN, "--json", "--wait", "120")
     _, first_err = first.communicate(timeout=120)
     assert first.returncode == 0, first_err
     _, err = third.communicate(timeout=120)

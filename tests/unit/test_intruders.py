@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from quietcore.attribution import tracer
+from quietcore.attribution.explain import explain_gaps, lines
 from quietcore.attribution.intruders import Trace, Use, account
 from quietcore.attribution.remedy import remedy
 
@@ -108,3 +109,49 @@ def test_the_clock_marks_convert_a_tsc_trace_to_nanoseconds() -> None:
     assert window == (1e9, 1.001e9) and to_ns("6000000") == pytest.approx(1.0005e9)
     with pytest.raises(ValueError, match="lost its clock marks"):
         tracer.marked_clock(text.splitlines()[0], "x86-tsc")
+
+
+def test_episodes_and_a_gap_explained_with_what_ran_in_it() -> None:
+    found = account(TRACE.read_text().splitlines(), frozenset({1}), to_ns, workload=(100,),
+                    window=(T0, T0 + us(1000)), episodes=True)  # fmt: skip
+    episodes = found.cpus[1].episodes
+    task = next(e for e in episodes if e.kind == "task" and e.name == "intruder")
+    assert (task.start, task.end, task.pid) == (T0 + us(200), T0 + us(500), 300)
+    assert dict(task.came) == {"woken by stress (200) on CPU 0": 1}
+    # The IPI's sender was recorded after it arrived: the episode has it all the same.
+    tlb = next(e for e in episodes if e.name == "flush_tlb_func")
+    assert dict(tlb.came) == {"sent by the workload on CPU 0 (on_each_cpu_cond_mask)": 1}
+    # A gap of the probe from 150 to 560 µs: the intruder's slice and the IRQ inside it, the rest untraced.
+    out = explain_gaps({1: ([T0 + us(150)], [us(410)])}, found, above_ns=us(100))
+    (gap,) = out["cpus"][0]["gaps"]
+    assert [(e["kind"], e["name"], e["at_ns"], e["ns"]) for e in gap["inside"]] == [
+        ("task", "intruder", us(50), us(300)), ("irq", "irq 24 (virtio0-input.0)", us(150), us(10))]  # fmt: skip
+    assert gap["untraced_ns"] == pytest.approx(us(110))
+    shown = lines(out)
+    assert shown[1].startswith("CPU 1 at 1000.000150 s: 410.0 µs, 110.0 µs of it untraced")
+    assert "task intruder (300): woken by stress (200) on CPU 0" in shown[2]
+
+
+def test_a_kernel_stack_goes_with_the_context_it_began_or_the_task_it_woke() -> None:
+    lines = [
+        "  work-100  [001] d.h1. 1000.000100: irq_handler_entry: irq=24 name=virtio0-input.0",
+        "  work-100  [001] d.h1. 1000.000101: <stack trace>",
+        " => trace_event_raw_event_irq_handler_entry",
+        " => __handle_irq_event_percpu+0x80/0x1c0",
+        " => handle_irq_event+0x38/0x80",
+        "  work-100  [001] d.h1. 1000.000110: irq_handler_exit: irq=24 ret=handled",
+        "  other-7   [000] d..2. 1000.000200: sched_waking: comm=kw pid=50 prio=120 target_cpu=001",
+        "  other-7   [000] d..2. 1000.000201: <stack trace>",
+        " => try_to_wake_up+0x1/0x2",
+        " => kick_pool+0x1/0x2",
+        "  work-100  [001] d..2. 1000.000300: sched_switch: prev_comm=work prev_pid=100 prev_prio=120 prev_state=S "
+        "==> next_comm=kw next_pid=50 next_prio=120",
+        "  kw-50     [001] d..2. 1000.000400: sched_switch: prev_comm=kw prev_pid=50 prev_prio=120 prev_state=I "
+        "==> next_comm=work next_pid=100 next_prio=120",
+    ]
+    found = account(lines, frozenset({1}), to_ns, workload=(100,), window=(T0, T0 + us(500)), episodes=True)
+    irq, task = found.cpus[1].episodes
+    # The tracer's own frame is dropped; offsets too.
+    assert irq.stack == ["__handle_irq_event_percpu", "handle_irq_event"]
+    assert (task.name, task.stack) == ("kw", ["try_to_wake_up", "kick_pool"])
+    assert found.cpus[1].uses[("irq", "irq 24 (virtio0-input.0)", None)].ns == pytest.approx(us(10))

@@ -14,6 +14,7 @@ by time): linear in the events."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -47,8 +48,37 @@ _SWITCH = re.compile(
 _COMM_PID = re.compile(r"comm=(?P<comm>.*?) pid=(?P<pid>\d+)")
 _FORK = re.compile(r"pid=(?P<parent>\d+) child_comm=.*? child_pid=(?P<child>\d+)")
 _WORK = re.compile(r"work struct[= ](?P<ptr>\w+):? function[= ]?(?P<fn>\S+)")
+SELF = "quietcore itself"
+#: Where `--explain-above` asks the kernel for a stack (the stacktrace
+#: trigger): as each context on a measured CPU begins, and as something
+#: wakes a task for one (the waker's stack).
+STACK_AT = (
+    "irq/irq_handler_entry", "irq/softirq_entry", "irq_vectors/local_timer_entry",
+    "irq_vectors/call_function_single_entry", "irq_vectors/reschedule_entry", "irq_vectors/irq_work_entry",
+    "timer/timer_expire_entry", "timer/hrtimer_expire_entry", "workqueue/workqueue_execute_start",
+    "csd/csd_function_entry",
+)  # fmt: skip
+_STACK = re.compile(r"^\s*.*?-\d+\s+\[(?P<cpu>\d+)\].*?:\s+<stack trace>\s*$")
+_FRAME = re.compile(r"^\s*=> (?P<frame>\S+)")
+#: The tracer's own frames at the top of every stack
+_TRACER_FRAMES = ("trace_event_raw_event", "__traceiter", "__ftrace_trace_stack", "event_triggers", "trace_")
+
+
+def stack_triggers(cpus: frozenset[int]) -> dict[str, str]:
+    """The stacktrace triggers for `cpus`: contexts beginning there, and
+    wake-ups aimed there."""
+    on = " || ".join(f"CPU == {c}" for c in sorted(cpus))
+    aimed = " || ".join(f"target_cpu == {c}" for c in sorted(cpus))
+    return {**{event: f"stacktrace if {on}" for event in STACK_AT}, "sched/sched_waking": f"stacktrace if {aimed}"}
+
+
 #: Per-CPU kernel threads: bound to their CPU, so no affinity or shield moves them.
 PER_CPU_KTHREAD = re.compile(r"^(ksoftirqd|migration|cpuhp|rcuc|idle_inject|watchdog|irq_work)/\d+$|^kworker/\d+:")
+
+
+def own_threads() -> frozenset[int]:
+    """This process's threads (a progress bar has one of its own)."""
+    return frozenset(int(t) for t in os.listdir("/proc/self/task") if t.isdigit())
 
 
 def _symbol(text: str) -> str:
@@ -89,6 +119,20 @@ class Use:
 
 
 @dataclass
+class Episode:
+    """One stretch of a source on a watched CPU, from its start to its end
+    (wall time: what it interrupted or displaced), with how it came."""
+
+    start: float
+    end: float
+    kind: str
+    name: str
+    pid: int | None = None
+    came: Counter[str] = field(default_factory=Counter)
+    stack: list[str] = field(default_factory=list)  # the kernel's, as it began or was woken, innermost first
+
+
+@dataclass
 class CpuIntruders:
     cpu: int
     traced_ns: float = 0.0
@@ -96,6 +140,7 @@ class CpuIntruders:
     workload_ns: float = 0.0
     idle_ns: float = 0.0
     uses: dict[tuple[str, str, int | None], Use] = field(default_factory=dict)
+    episodes: list[Episode] = field(default_factory=list)  # kept when asked for (account's episodes=True)
 
     def use(self, kind: str, name: str, pid: int | None = None) -> Use:
         key = (kind, name, pid)
@@ -115,9 +160,11 @@ class CpuIntruders:
 class _Ctx:
     kind: str
     name: str
+    start: float = 0.0
     ns: float = 0.0
     came: str | None = None
     csd: str | None = None
+    stack: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -127,6 +174,11 @@ class _Cpu:
     comm: str = ""
     stack: list[_Ctx] = field(default_factory=list)
     slice_ns: float = 0.0
+    slice_start: float = 0.0
+    slice_came: str = ""
+    slice_stack: list[str] = field(default_factory=list)
+    last_push: _Ctx | None = None  # the context the last event here began: a stack that follows is its
+    last_woken: int | None = None  # the task the last event here woke
 
 
 SLACK_NS = 50_000.0  # a sender's record this long after the IPI arrived is still its sender
@@ -141,31 +193,36 @@ class _Pairs:
     def __init__(self, coalesce: bool) -> None:
         self.coalesce = coalesce
         self.sent: dict[Any, deque[tuple[float, str, bool]]] = {}
-        self.arrived: dict[Any, deque[tuple[float, Use]]] = {}
+        self.arrived: dict[Any, deque[tuple[float, Use, Episode | None]]] = {}
 
     def send(self, key: Any, ts: float, came: str, inside: bool) -> None:
         waiting = self.arrived.get(key)
         while waiting and ts - waiting[0][0] > SLACK_NS:
             waiting.popleft()
         if waiting:
-            use = waiting[0][1] if self.coalesce else waiting.popleft()[1]
-            use.came[came] += 1
-            use.workload_sent += inside
+            _, use, episode = waiting[0] if self.coalesce else waiting.popleft()
+            _credit(use, episode, came, inside)
             return
         self.sent.setdefault(key, deque()).append((ts, came, inside))
 
-    def arrive(self, key: Any, ts: float, use: Use) -> None:
+    def arrive(self, key: Any, ts: float, use: Use, episode: Episode | None) -> None:
         queue = self.sent.get(key)
         taken = (list(queue) if self.coalesce else [queue.popleft()]) if queue else []
         for _, came, inside in taken:
-            use.came[came] += 1
-            use.workload_sent += inside
+            _credit(use, episode, came, inside)
         if self.coalesce:
             if queue:
                 queue.clear()
-            self.arrived[key] = deque([(ts, use)])  # a send recorded late joins the latest arrival
+            self.arrived[key] = deque([(ts, use, episode)])  # a send recorded late joins the latest arrival
         elif not taken:
-            self.arrived.setdefault(key, deque()).append((ts, use))
+            self.arrived.setdefault(key, deque()).append((ts, use, episode))
+
+
+def _credit(use: Use, episode: Episode | None, came: str, inside: bool) -> None:
+    use.came[came] += 1
+    use.workload_sent += inside
+    if episode is not None:
+        episode.came[came] += 1
 
 
 @dataclass
@@ -191,13 +248,20 @@ def account(
     to_ns: Callable[[str], float],
     workload: Iterable[int] = (),
     window: tuple[float, float] | None = None,
-    own: int | None = None,
+    own: Iterable[int] = (),
+    spawners: Iterable[int] = (),
+    episodes: bool = False,
 ) -> Trace:
     """One pass over tracefs text. `workload`: the pids whose process tree
     is the workload (its forks join it); `window` (ns): the time counted,
     from the first mark to the last (events outside it still say what was
-    running); `own`: quietcore's pid, named as itself where it sends."""
+    running); `own`: quietcore's threads, named as itself;
+    `spawners`: pids whose children are the workload, themselves not (an
+    experiment's runner, which starts each run's workload); `episodes`: keep
+    every stretch of every source on the watched CPUs, in time order."""
     mine = set(workload)
+    parents = set(spawners)
+    ours = set(own)
     out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, mine)
     lo, hi = window if window is not None else (-float("inf"), float("inf"))
     state: dict[int, _Cpu] = {}
@@ -207,6 +271,9 @@ def account(
     calls, resched = _Pairs(coalesce=False), _Pairs(coalesce=True)
     stashed: dict[int, list[_Ctx]] = {}  # a task's open work item while it sleeps
     comm_of: dict[int, str] = {}  # pid -> the name switches and wake-ups gave it
+    wake_stack: dict[int, list[str]] = {}  # pid -> the stack of whatever woke it
+    frames: list[str] | None = None  # a <stack trace> being read
+    frames_cpu = -1
 
     def who(cpu: int, st: _Cpu) -> tuple[str, bool]:
         """What runs on `cpu` now: the innermost context, or the task."""
@@ -215,46 +282,91 @@ def account(
                 return f"{ctx.name} on CPU {cpu}", False
         inside = st.pid in mine
         label = ("the workload" if inside else "idle" if st.pid == 0 else
-                 f"quietcore itself ({st.pid})" if st.pid == own else f"{st.comm} ({st.pid})")  # fmt: skip
+                 f"{st.comm} ({st.pid})")  # fmt: skip
         work = next((c.name for c in reversed(st.stack) if c.kind == "work"), None)
         return (f"{label} [{work}] on CPU {cpu}" if work else f"{label} on CPU {cpu}"), inside
 
-    def pop(cpu: int, st: _Cpu, kind: str) -> tuple[_Ctx, Use | None] | None:
+    def pop(cpu: int, st: _Cpu, kind: str, ts: float) -> tuple[_Ctx, Use | None, Episode | None] | None:
         for i in range(len(st.stack) - 1, -1, -1):
             if st.stack[i].kind == kind:
                 ctx = st.stack[i]
                 del st.stack[i:]  # an exit lost inside it closes with it
                 if cpu not in watched:
-                    return ctx, None
+                    return ctx, None, None
                 use = out.cpus[cpu].use(kind, ctx.name)
                 use.add(ctx.ns)
                 if ctx.came:
                     use.came[ctx.came] += 1
-                return ctx, use
+                episode = None
+                if episodes:
+                    came = Counter([ctx.came] if ctx.came else [])
+                    episode = Episode(ctx.start, ts, kind, ctx.name, came=came, stack=ctx.stack)
+                    out.cpus[cpu].episodes.append(episode)
+                return ctx, use, episode
         return None
+
+    def push(st: _Cpu, ts: float, ctx: _Ctx) -> None:
+        ctx.start = ts
+        st.stack.append(ctx)
+        st.last_push = ctx
+
+    def slice_ends(cpu: int, st: _Cpu, ts: float) -> None:
+        """The task on `cpu` leaves it at `ts`."""
+        if cpu in watched and intruder(st.pid):
+            use = out.cpus[cpu].use("task", st.comm, st.pid)
+            use.longest_ns = max(use.longest_ns, st.slice_ns)
+            if episodes and st.slice_came:
+                came = Counter([st.slice_came])
+                episode = Episode(st.slice_start, ts, "task", st.comm, st.pid, came, st.slice_stack)
+                out.cpus[cpu].episodes.append(episode)
 
     def intruder(pid: int) -> bool:
         return pid > 0 and pid not in mine
 
     def switch_in(cpu: int, st: _Cpu, nxt: int, comm: str, ts: float) -> None:
+        slice_ends(cpu, st, ts)
+        comm = SELF if nxt in ours else comm
         work = [c for c in st.stack if c.kind == "work"]
         if work:
             stashed[st.pid] = work
         st.stack = stashed.pop(nxt, [])
-        st.pid, st.comm, st.slice_ns = nxt, comm, 0.0
+        st.pid, st.comm, st.slice_ns, st.slice_start, st.slice_came = nxt, comm, 0.0, ts, ""
+        st.slice_stack = wake_stack.pop(nxt, [])
         how = woken.pop(nxt, None)
         origin = moved.pop(nxt, None)
         if cpu in watched and intruder(nxt) and lo <= ts <= hi:
             if origin is not None and origin != cpu:
                 how = f"{how}, moved from CPU {origin}" if how else f"moved from CPU {origin}"
+            st.slice_came = how or "already here (its affinity includes this CPU)"
             use = out.cpus[cpu].use("task", comm, nxt)
             use.count += 1
-            use.came[how or "already here (its affinity includes this CPU)"] += 1
+            use.came[st.slice_came] += 1
+
+    def stack_done() -> None:
+        """A stack belongs to what the last event on its CPU began or woke."""
+        st = state.get(frames_cpu)
+        if st is None or not frames:
+            return
+        kept = [f for f in frames if not f.startswith(_TRACER_FRAMES)]
+        if st.last_push is not None:
+            st.last_push.stack = kept
+        elif st.last_woken is not None:
+            wake_stack[st.last_woken] = kept
 
     lines_seen = 0
     for line in lines:
+        if frames is not None:
+            frame = _FRAME.match(line)
+            if frame:
+                frames.append(frame["frame"].split("+", 1)[0])
+                continue
+            stack_done()
+            frames = None
         m = LINE.match(line)
         if not m:
+            k = _STACK.match(line)
+            if k:
+                frames, frames_cpu = [], int(k["cpu"])
             continue
         lines_seen += 1
         cpu, ts, event, rest = int(m["cpu"]), to_ns(m["ts"]), m["event"], m["rest"]
@@ -265,6 +377,7 @@ def account(
             s0 = _SWITCH.search(rest) if event == "sched_switch" else None
             st = state[cpu] = _Cpu(last=lo if window else None, pid=int(s0["pp"]) if s0 else int(m["pid"]),
                                    comm=s0["pc"] if s0 else m["comm"].strip())  # fmt: skip
+            st.comm = SELF if st.pid in ours else st.comm
         s = _SWITCH.search(rest) if event == "sched_switch" else None
         if event == "sched_switch" and not s:
             continue
@@ -277,17 +390,14 @@ def account(
             # happened at the last event here: a task leaves idle as soon
             # as the interrupt that woke it returns.
             out.mended += 1
-            switch_in(cpu, st, now_pid, now_comm, st.last if st.last is not None else ts)
+            switch_in(cpu, st, now_pid, now_comm, st.last if st.last is not None else ts)  # names quietcore too
         if cpu in watched:
             out.cpus[cpu].events += 1
             _charge(out.cpus[cpu], st, max(st.last if st.last is not None else lo, lo), min(ts, hi), mine)
         st.last = ts
+        st.last_push, st.last_woken = None, None
 
         if s is not None:
-            prev = int(s["pp"])
-            if cpu in watched and st.pid == prev and intruder(prev):
-                use = out.cpus[cpu].use("task", st.comm, prev)
-                use.longest_ns = max(use.longest_ns, st.slice_ns)
             comm_of[int(s["np"])] = s["nc"]
             switch_in(cpu, st, int(s["np"]), s["nc"], ts)
         elif event == "sched_waking":
@@ -295,6 +405,7 @@ def account(
             if c:
                 comm_of[int(c["pid"])] = c["comm"]
                 woken[int(c["pid"])] = "woken by " + who(cpu, st)[0]
+                st.last_woken = int(c["pid"])
         elif event == "sched_migrate_task":
             c = _COMM_PID.search(rest)
             f = dict(_FIELD.findall(rest))
@@ -305,23 +416,23 @@ def account(
                     out.migrations += 1
         elif event == "sched_process_fork":
             k = _FORK.search(rest)
-            if k and int(k["parent"]) in mine:
+            if k and (int(k["parent"]) in mine or int(k["parent"]) in parents):
                 mine.add(int(k["child"]))
         elif event == "irq_handler_entry":
             f = dict(_FIELD.findall(rest))
-            st.stack.append(_Ctx("irq", f"irq {f.get('irq', '?')} ({f.get('name', '?')})"))
+            push(st, ts, _Ctx("irq", f"irq {f.get('irq', '?')} ({f.get('name', '?')})"))
         elif event == "irq_handler_exit":
-            pop(cpu, st, "irq")
+            pop(cpu, st, "irq", ts)
         elif event == "softirq_entry":
             f = dict(_FIELD.findall(rest))
-            st.stack.append(_Ctx("softirq", f"softirq {f.get('action', '?')}"))
+            push(st, ts, _Ctx("softirq", f"softirq {f.get('action', '?')}"))
         elif event == "softirq_exit":
-            pop(cpu, st, "softirq")
+            pop(cpu, st, "softirq", ts)
         elif event in ("timer_expire_entry", "hrtimer_expire_entry"):
             f = dict(_FIELD.findall(rest))
-            st.stack.append(_Ctx("timer", _symbol(f.get("function", "?"))))
+            push(st, ts, _Ctx("timer", _symbol(f.get("function", "?"))))
         elif event in ("timer_expire_exit", "hrtimer_expire_exit"):
-            pop(cpu, st, "timer")
+            pop(cpu, st, "timer", ts)
         elif event == "workqueue_queue_work":
             w = _WORK.search(rest)
             if w:
@@ -329,9 +440,9 @@ def account(
         elif event == "workqueue_execute_start":
             w = _WORK.search(rest)
             if w:
-                st.stack.append(_Ctx("work", _symbol(w["fn"]), came=queued.pop(w["ptr"], None)))
+                push(st, ts, _Ctx("work", _symbol(w["fn"]), came=queued.pop(w["ptr"], None)))
         elif event == "workqueue_execute_end":
-            pop(cpu, st, "work")
+            pop(cpu, st, "work", ts)
         elif event == "csd_queue_cpu":
             f = dict(_FIELD.findall(rest))
             sender, inside = who(cpu, st)
@@ -341,13 +452,13 @@ def account(
         elif event == "csd_function_entry":
             f = dict(_FIELD.findall(rest))
             if f.get("csd", "").strip("0"):  # csd 0: the sender running the function itself, not an IPI
-                st.stack.append(_Ctx("ipi", _symbol(f.get("func", "?")), csd=f["csd"]))
+                push(st, ts, _Ctx("ipi", _symbol(f.get("func", "?")), csd=f["csd"]))
         elif event == "csd_function_exit":
             f = dict(_FIELD.findall(rest))
             if f.get("csd", "").strip("0"):
-                done = pop(cpu, st, "ipi")
+                done = pop(cpu, st, "ipi", ts)
                 if done is not None and done[1] is not None:
-                    calls.arrive((done[0].csd, cpu), ts, done[1])
+                    calls.arrive((done[0].csd, cpu), ts, done[1], done[2])
         elif event in ("ipi_send_cpu", "ipi_send_cpumask"):
             f = dict(_FIELD.findall(rest))
             if f.get("callback", "") not in ("0x0", "0"):
@@ -358,21 +469,21 @@ def account(
                 if target in watched and target != cpu:
                     resched.send(target, ts, f"sent by {sender} ({_symbol(f.get('callsite', '?'))})", inside)
         elif event in _VECTORS:
-            st.stack.append(_Ctx("vector", event[: -len("_entry")]))
+            push(st, ts, _Ctx("vector", event[: -len("_entry")]))
         elif event in _VECTOR_EXITS:
-            done = pop(cpu, st, "vector")
+            done = pop(cpu, st, "vector", ts)
             if done is not None and done[1] is not None and done[0].name == "reschedule":
-                resched.arrive(cpu, ts, done[1])
+                resched.arrive(cpu, ts, done[1], done[2])
+    if frames is not None:
+        stack_done()
     if window is not None:
         for watched_cpu in out.cpus.values():
             watched_cpu.traced_ns = hi - lo  # a CPU without one event was traced too: nothing interrupted it
     for cpu, st in state.items():
-        if cpu in watched and st.last is not None and window is not None:
-            _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine)
-            out.cpus[cpu].traced_ns = hi - lo
-            if intruder(st.pid):
-                use = out.cpus[cpu].use("task", st.comm, st.pid)
-                use.longest_ns = max(use.longest_ns, st.slice_ns)
+        if cpu in watched and st.last is not None:
+            if window is not None:
+                _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine)
+            slice_ends(cpu, st, hi if window is not None else st.last)
     out.lines = lines_seen
     return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from quietcore.attribution.intruders import PER_CPU_KTHREAD, Use
+from quietcore.attribution.intruders import PER_CPU_KTHREAD, SELF, Use
 
 SHIELD = "the shield: `quietcore tune apply --cpus {cpus}` moves it off"
 
@@ -51,6 +51,8 @@ _IPI = {
 
 
 def remedy(use: Use) -> Remedy:
+    if use.kind == "task" and use.name == SELF:
+        return Remedy("quietcore's own threads (its progress bar, its waiting): --json draws no bar", None)
     if use.kind == "task":
         for pattern, fix in _KTHREAD:
             if pattern.search(use.name):

@@ -76,6 +76,9 @@ class TraceSession:
     cpus: frozenset[int] | None
     events: tuple[str, ...] = EVENTS
     buffer_kb: int = 8192
+    #: event (system/event) -> trigger, e.g. "stacktrace if CPU == 1"; set
+    #: after the events, removed before them
+    triggers: dict[str, str] = field(default_factory=dict)
     clock: str = ""
     mounted_here: bool = False
     instance: Path | None = None
@@ -110,6 +113,12 @@ class TraceSession:
                 path.write_text("1")
             else:
                 self.errors.append(f"no tracepoint {event}")
+        for event, trigger in self.triggers.items():
+            path = self.instance / "events" / event / "trigger"
+            try:
+                path.write_text(trigger)
+            except OSError as exc:  # a kernel without triggers, or this filter: the trace goes on without stacks
+                self.errors.append(f"no trigger on {event}: {exc.strerror}")
         self._write("tracing_on", "1")
         return self
 
@@ -128,12 +137,26 @@ class TraceSession:
         assert self.instance is not None
         self._write("trace_marker", f"{MARK} {time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)}")
 
-    def restart(self) -> None:
-        """Empty the buffers and trace again (one instance for many runs)."""
+    def drain(self) -> str:
+        """What the buffers hold since the last drain, consumed through
+        trace_pipe while tracing goes on: one instance serves many runs
+        without emptying the buffers (writing `trace` to empty them waits
+        for RCU, tens of ms), and each read costs what it returns."""
         assert self.instance is not None
-        self._write("tracing_on", "0")
-        self._write("trace", "")
-        self._write("tracing_on", "1")
+        fd = os.open(self.instance / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+        chunks = []
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 1 << 20)
+                except BlockingIOError:  # nothing more, for now
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode(errors="replace")
 
     def lost(self) -> int:
         """Events the kernel could not keep (a full buffer overwrites the
@@ -152,6 +175,9 @@ class TraceSession:
         if self.instance is not None and self.instance.exists():
             with contextlib.suppress(OSError):
                 (self.instance / "tracing_on").write_text("0")
+            for event, trigger in self.triggers.items():
+                with contextlib.suppress(OSError):  # an instance is removed only without triggers
+                    (self.instance / "events" / event / "trigger").write_text("!" + trigger)
             for event in self.events:
                 path = self.instance / "events" / event / "enable"
                 with contextlib.suppress(OSError):

@@ -26,14 +26,14 @@ import subprocess
 import time
 from typing import Any
 
-from quietcore.attribution import intruders, remedy, tracer
+from quietcore.attribution import explain, intruders, remedy, tracer
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.custom_exec import check_argv, end_group
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.measure import recorded
-from quietcore.options import USABLE, cpus_option, duration_option, usable_cpus
+from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.session import Session
@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs to watch, e.g. 1 or 2-3")
     parser.add_argument("--duration", metavar="S", help="watch for S seconds, with no workload (0.01-3600)")
     parser.add_argument("--no-pin", action="store_true", help="with a command: leave its affinity as it is")
+    parser.add_argument("--explain-above", metavar="US",
+                        help="each stretch over US µs the intruders took: what ran in it, who sent it")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                         help="the workload: its process tree is not an intruder")  # fmt: skip
@@ -55,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_tags(parser)
 
 
-def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str]]:
+def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str], float | None]:
     cpus = cpus_option(args.cpus, usable_cpus(online_cpus(common.live_root())), what=USABLE)
     argv = list(args.command)
     if argv and argv[0] == "--":
@@ -67,21 +69,22 @@ def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[s
         check_argv(argv, "command")
     elif args.no_pin:
         raise UsageError("--no-pin goes with a command (-- CMD)")
+    above = positive_float(args.explain_above, "--explain-above", 1, 1e7) * 1e3 if args.explain_above else None
     ok, why = tracer.usable()
     if not ok:
         raise CommandError(f"intruders: {why}", exit_code=3)
-    return cpus, duration, argv
+    return cpus, duration, argv, above
 
 
 def run(args: argparse.Namespace) -> int:
-    cpus, duration, argv = plan(args)
+    cpus, duration, argv, above = plan(args)
     path, chosen = common.db_path(args)
     with (
         common.node_lock(args, cpus),
         Session(NAME, path, chosen, common.tags(args), common.live_root()) as session,
     ):
         started = sessions.now_iso()
-        watched, status = watch(cpus, duration, argv, not args.no_pin)
+        watched, status = watch(cpus, duration, argv, not args.no_pin, above)
         what = _short(shlex.join(argv)) if argv else "nothing (no workload)"
         analysis = watched | {"cpus_text": format_cpulist(cpus), "workload_text": what}
         params = {"cpus": sorted(cpus), "duration_s": duration, "argv": argv, "pinned": bool(argv) and not args.no_pin}
@@ -108,7 +111,9 @@ def _short(command: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-def watch(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:
+def watch(
+    cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool, above: float | None = None
+) -> tuple[dict[str, Any], int]:
     """Trace every CPU while the workload runs (or for `duration`), then
     account for the watched CPUs. quietcore itself moves off them first, so
     that it is not one of the intruders it names."""
@@ -118,7 +123,8 @@ def watch(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bo
         os.sched_setaffinity(0, elsewhere)
     status, root = 0, None
     try:
-        with tracer.TraceSession(None, intruders.EVENTS, BUFFER_KB) as trace:
+        stacks = intruders.stack_triggers(cpus) if above is not None else {}
+        with tracer.TraceSession(None, intruders.EVENTS, BUFFER_KB, stacks) as trace:
             trace.mark()
             if argv:
                 status, root = _run(argv, cpus if pin else None)
@@ -134,11 +140,15 @@ def watch(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bo
         to_ns, window = tracer.marked_clock(raw, clock)
     except ValueError as exc:
         raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
-    found = intruders.account(raw.splitlines(), cpus, to_ns, () if root is None else (root,), window, os.getpid())
+    workload = () if root is None else (root,)
+    found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, intruders.own_threads(),
+                              episodes=above is not None)  # fmt: skip
     data = found.to_json()
     for cpu in data["cpus"]:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
             source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
+    if above is not None:
+        data["explained"] = explain.explain_gaps(explain.intrusion_gaps(found), found, above, origin_ns=window[0])
     return data | {"lost_events": lost, "clock": clock, "missing_events": missing}, status
 
 

@@ -20,6 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
+from quietcore.errors import UsageError
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.options import (
@@ -62,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", choices=("auto", "on", "off"), default="auto", help="match gaps to tracepoints (auto: if root)"
     )
+    parser.add_argument("--explain-above", metavar="US",
+                        help="trace every CPU; explain each gap over US µs: what ran in it, who sent it")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_wait(parser)
     common.add_db(parser)
@@ -92,8 +95,21 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
     )
 
 
+def explain_option(args: argparse.Namespace, options: NoiseOptions) -> float | None:
+    """--explain-above US, in ns; it needs the spinning probe and the tracer."""
+    if args.explain_above is None:
+        return None
+    above = positive_float(args.explain_above, "--explain-above", 1, 1e7) * 1e3
+    if options.mode != "spin":
+        raise UsageError(f"--explain-above needs --mode spin (the tracer's gaps), not --mode {options.mode}")
+    if args.trace == "off":
+        raise UsageError("--explain-above needs the tracer: leave out --trace off")
+    return above
+
+
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
+    above = explain_option(args, options)
     path, chosen = common.db_path(args)
     root = common.live_root()
     with (
@@ -108,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
             done[0] += 1
             update(what, options.duration * (1 + ANALYSIS_SHARE * done[0] / (len(options.cpus) + 1)))
 
-        run_ = session.add(session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing))
+        run_ = session.add(
+            session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing, above)
+        )
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))
@@ -152,5 +170,6 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
         "max_events": {"per_cpu": run.params["max_events"], "basis": run.params.get("max_events_basis")},
         "interrupted": result["interrupted"],
         "tracer": run.analysis.get("tracer"),
+        "explained": run.analysis.get("explained"),
         "cpus": cpus,
     }

@@ -42,6 +42,7 @@ from quietcore.experiments.runner import check_levers, run_experiment
 from quietcore.options import int_in_range, positive_float
 from quietcore.report import text
 from quietcore.report.experiment import experiment_table, metric_line
+from quietcore.report.kinds.experiment import spread_lines
 from quietcore.report.progress import progress_bar
 from quietcore.safe import markup
 from quietcore.sched import check_priority
@@ -67,6 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", metavar="S", help="custom: end a run of the command (its process group) after S s (1-86400)"
     )
+    parser.add_argument("--intrusions", choices=("auto", "on", "off"), default="auto",
+                        help="trace each run's intruders on its CPUs (auto: when root can)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_wait(parser)
     common.add_db(parser)
@@ -136,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         started = sessions.now_iso()
         with progress_bar(total, enabled=not args.json) as update:
             outcomes = run_experiment(
-                session, exp, seed, node.allowed, lambda i, n, cell: update(f"{exp.name}: {cell.label}", i)
+                session,
+                exp,
+                seed,
+                node.allowed,
+                lambda i, n, cell: update(f"{exp.name}: {cell.label}", i),
+                args.intrusions,
             )
         analysis = analyse(exp, outcomes, session.virtualized)
         analysis["seed"] = seed
@@ -157,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
     line = metric_line(analysis)
     for sentence in ([line] if line else []) + analysis["notes"]:
         out.print(sentence)
+    for sentence in spread_lines(analysis):
+        out.print(markup(sentence))
     for warning in analysis["warnings"]:
         out.print(f"[yellow]warning:[/yellow] {markup(warning)}", markup=True)
     out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "

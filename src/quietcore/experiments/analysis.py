@@ -13,6 +13,7 @@ import numpy as np
 
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.runner import Outcome
+from quietcore.experiments.spread import explain
 from quietcore.stats.bootstrap import bootstrap_ci
 from quietcore.stats.compare import compare_many, cv_warning, describe
 from quietcore.stats.percentiles import min_samples
@@ -51,6 +52,7 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
     groups = exp.groups()
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
+    spread: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], list[float], list[float], bool]] = []
     for group, cells in groups.items():
         base_cell = next((c for c in cells if c.baseline), None)
@@ -74,6 +76,12 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             cv = cv_warning(cell.label, d)
             warnings += [cv] if cv else []
             row["extra"] = _extras(exp, o, base)
+            traced = [c["intrusions"]["ns"] for c in o.contexts if "ns" in c["intrusions"]]
+            if traced and len(traced) == len(values):
+                row["extra"]["intruders"] = f"{_median(traced) / 1e6:.2f} ms"
+            explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)
+            if explained:
+                spread.append(explained)
             for r in o.results:
                 w = r.get("warning")
                 if w and f"{cell.label}: {w}" not in warnings:
@@ -99,4 +107,4 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             "and some levers (isolation, governor) act only on the guest"
         )
     return {"experiment": exp.name, "title": exp.title, "reps": exp.reps, "warmup": exp.warmup, "rows": rows,
-            "notes": exp.notes, "warnings": warnings, "data": exp.data}  # fmt: skip
+            "notes": exp.notes, "warnings": warnings, "data": exp.data, "spread": spread}  # fmt: skip

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +119,11 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> Any:
     return usage
 
 
-def run_command(session: Session, cell: Cell, params: dict[str, Any]) -> dict[str, Any]:
+def run_command(
+    session: Session, cell: Cell, params: dict[str, Any], context: Callable[[dict[str, Any]], dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the command once and store it; `context` gives the run's
+    intrusions and covariates from its result, as soon as it has ended."""
     cpus, policy, priority = cell.cpus, POLICIES[cell.policy], cell.priority
 
     def setup() -> None:  # in the child, before exec
@@ -171,7 +176,8 @@ def run_command(session: Session, cell: Cell, params: dict[str, Any]) -> dict[st
             "interrupts_on_its_cpus": sum(after.values()) - sum(before.values()),
         },
     }
+    around = context(result)
     envelope = {"format": "quietcore-exec", "command": "exec", "argv": list(cell.argv), "start": started,
                 "end": sessions.now_iso(), "result": result}  # fmt: skip
-    session.record("exec", params, started, envelope)
-    return result
+    session.record("exec", params, started, envelope, {"context": around})
+    return result, around

@@ -44,6 +44,17 @@ class Cell:
     priority: int = 0
     timeout_s: float = 0.0  # for "exec": --timeout, 0 for none
 
+    def where(self, anywhere: frozenset[int]) -> frozenset[int]:
+        """The CPUs its workload runs on: its pinning, else `anywhere`."""
+        if self.cpus:
+            return self.cpus
+        if "--cpus" in self.args:
+            try:
+                return parse_cpulist(self.args[self.args.index("--cpus") + 1])
+            except (IndexError, ValueError):
+                return anywhere
+        return anywhere
+
     def probe_args(self) -> list[str]:
         extra = [] if self.policy == "other" else ["--policy", self.policy]
         if self.priority:

@@ -6,6 +6,7 @@ run; the journal and the finally clauses put the node back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import resource
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quietcore.errors import CommandError, Interrupted, UsageError
+from quietcore.experiments.context import Watch, open_watch
 from quietcore.experiments.custom_exec import run_command
 from quietcore.experiments.levers import in_order, lever
 from quietcore.experiments.model import Cell, Experiment, Load
@@ -36,6 +38,7 @@ class Outcome:
 
     cell: Cell
     results: list[dict[str, Any]] = field(default_factory=list)  # measured runs, not warm-ups
+    contexts: list[dict[str, Any]] = field(default_factory=list)  # each measured run's intrusions and covariates
     failed: str | None = None  # why the cell stopped, if it did
 
 
@@ -141,14 +144,18 @@ def run_experiment(
     seed: int,
     cpus: frozenset[int],
     on_run: Callable[[int, int, Cell], None] | None = None,
+    intrusions: str = "auto",
 ) -> list[Outcome]:
-    """`cpus`: where CPU-wide levers (the governor) apply."""
-    with node_journal() as journal_conn:
-        return _run_all(session, exp, seed, cpus, journal_conn, on_run)
+    """`cpus`: where CPU-wide levers (the governor) apply, and where an
+    unpinned workload may run. `intrusions`: trace each run's intruders
+    (auto: when root can; on; off)."""
+    watch, tracing = open_watch(intrusions)
+    with node_journal() as journal_conn, tracing or contextlib.nullcontext():
+        return _run_all(session, exp, seed, cpus, journal_conn, on_run, watch)
 
 
 def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int], journal_conn: sqlite3.Connection,
-             on_run: Callable[[int, int, Cell], None] | None) -> list[Outcome]:  # fmt: skip
+             on_run: Callable[[int, int, Cell], None] | None, watch: Watch) -> list[Outcome]:  # fmt: skip
     outcomes = {cell.label: Outcome(cell) for cell in exp.cells}
     plan = order(exp, seed)
     for index, (cell, rep) in enumerate(plan):
@@ -166,12 +173,18 @@ def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int],
                 loads = [_start(load) for load in cell.loads]
                 if loads:
                     _ready(loads, cell.loads)
-                if cell.command == "exec":
-                    result = run_command(session, cell, params)
-                else:
-                    result = session.add(
-                        session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s)
-                    ).result
+                where = cell.where(cpus)
+                watch.begin(where, away=where != cpus)
+                try:
+                    if cell.command == "exec":
+                        result, context = run_command(session, cell, params, watch.end)
+                    else:
+                        run = session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s)
+                        context = watch.end(run.result)
+                        run.analysis["context"] = context
+                        result = session.add(run).result
+                finally:
+                    watch.settle()
         except UsageError:
             raise
         except (Interrupted, KeyboardInterrupt) as exc:
@@ -188,4 +201,5 @@ def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int],
             _stop(loads)
         if rep >= 0:
             outcome.results.append(result)
+            outcome.contexts.append(context)
     return list(outcomes.values())

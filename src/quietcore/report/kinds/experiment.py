@@ -4,19 +4,28 @@ it has no row of its own (its cells have)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from quietcore.report.experiment import experiment_table
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
+from quietcore.safe import markup
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
 
 #: Figures beyond the bars and the forest, per experiment.
 EXTRA = {"prefetch": "stride", "numa": "numa", "affinity": "normalised", "smt": "normalised"}
+
+
+def spread_lines(analysis: dict[str, Any]) -> list[str]:
+    """Why each cell's runs differ, and the method, once."""
+    spread = analysis.get("spread", [])
+    if not spread:
+        return []
+    return [f"Why runs differ ({spread[0]['method']}):", *[s["sentence"] for s in spread]]
 
 
 class ExperimentKind(Kind):
@@ -26,8 +35,10 @@ class ExperimentKind(Kind):
 
     def terminal(self, out: Console, run: Run) -> None:
         out.print(experiment_table(run.analysis))
-        for sentence in run.analysis.get("notes", []) + [f"warning: {w}" for w in run.analysis.get("warnings", [])]:
-            out.print(sentence)
+        for sentence in run.analysis.get("notes", []) + spread_lines(run.analysis):
+            out.print(markup(sentence))
+        for warning in run.analysis.get("warnings", []):
+            out.print(markup(f"warning: {warning}"))
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures  # matplotlib: only when a report is drawn
@@ -37,7 +48,7 @@ class ExperimentKind(Kind):
         name = analysis["experiment"]
         s.title = f"Experiment {name}: {analysis['title']}"
         s.grids.append(grid(experiment_table(analysis)))
-        s.paragraphs += analysis.get("notes", [])
+        s.paragraphs += analysis.get("notes", []) + spread_lines(analysis)
         s.warnings += analysis.get("warnings", [])
         b.figure(s, figures.experiment_bars(analysis), f"{name}-bars", "Each cell's median and 95 % CI; dots are runs.")
         b.figure(s, figures.forest(analysis), f"{name}-forest", "Each cell against its baseline.")

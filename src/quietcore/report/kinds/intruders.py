@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from quietcore.attribution import explain
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 KIND_NAMES = {"task": "task", "irq": "IRQ", "softirq": "softirq", "vector": "vector", "ipi": "IPI", "work": "work",
               "timer": "timer"}  # fmt: skip
+STRETCHES = "stretches the intruders took"
 SHOWN = 25  # sources per CPU in a table; the JSON has them all
 
 
@@ -86,6 +88,8 @@ class IntrudersKind(Kind):
             shown.append(table(cpu, fixes))
         shown += [markup(f"[{i}] {fix}") for i, fix in enumerate(fixes, 1)]
         shown += [markup(line) for line in notes(analysis)]
+        if "explained" in analysis:
+            shown += [markup(line) for line in explain.lines(analysis["explained"], STRETCHES)]
         return shown
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
@@ -97,6 +101,8 @@ class IntrudersKind(Kind):
         for cpu in analysis["cpus"]:
             s.grids.append(grid(table(cpu, fixes)))
         s.paragraphs += [f"[{i}] {fix}" for i, fix in enumerate(fixes, 1)] + notes(analysis)
+        if "explained" in analysis:
+            s.paragraphs += explain.lines(analysis["explained"], STRETCHES)
 
 
 KIND = IntrudersKind()

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from quietcore.attribution import explain
 from quietcore.report import tables, text
 from quietcore.report.kinds.base import Kind, run_row
 from quietcore.runs.model import Run
+from quietcore.safe import markup
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
@@ -49,6 +51,8 @@ class NoiseKind(Kind):
                 out.print(tables.traced_table(cpu_trace, traced["clock"]))
         elif traced:
             out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
+        for line in explain.lines(run.analysis["explained"]) if "explained" in run.analysis else []:
+            out.print(markup(line))
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures  # matplotlib: only when a report is drawn
@@ -65,6 +69,8 @@ class NoiseKind(Kind):
             if cpu.attribution is not None:
                 s.paragraphs.append(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
                 s.grids.append(grid(tables.attribution_table(cpu.cpu, cpu.attribution)))
+        if "explained" in run.analysis:
+            s.paragraphs += explain.lines(run.analysis["explained"])
         b.figure(s, figures.noise_timeline(trace), "noise-timeline",
                  f"The whole run, binned: each of {figures.SLICES} slices is coloured by the longest of the gaps that "
                  f"started in it ({trace.events} gaps recorded), so the bad stretches stand out.")  # fmt: skip

@@ -1,0 +1,176 @@
+"""What happened around one run of an experiment besides its workload: the
+intrusions on the cell's CPUs (from one tracefs instance that the whole
+experiment shares, emptied before each run), and the covariates that can
+explain a slow run: context switches, migrations, page faults, the steal
+time of its CPUs, their clock frequency where it can be read.
+
+The workload of a run is every process the runner starts for it (the
+probe or the user's command, with its children); the competing loads of
+a `+load` cell started before it, so they are intruders, as they are."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quietcore.attribution import intruders, tracer
+from quietcore.errors import CommandError
+
+BUFFER_KB = 16384  # per CPU, for one run
+TOP = 8  # sources kept per run, the largest; the rest summed as "other"
+STAT = Path("/proc/stat")
+
+
+def _steal_ticks(cpus: frozenset[int]) -> int | None:
+    """The steal column of /proc/stat for these CPUs, in USER_HZ ticks."""
+    try:
+        lines = STAT.read_text().splitlines()
+    except OSError:
+        return None
+    total = 0
+    for line in lines:
+        name, *cols = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus and len(cols) >= 8:
+            total += int(cols[7])
+    return total
+
+
+def _freq_khz(cpus: frozenset[int]) -> float | None:
+    """The CPUs' current clock (cpufreq's scaling_cur_freq), averaged;
+    None where the kernel has no cpufreq (this VM)."""
+    values = []
+    for cpu in cpus:
+        try:
+            values.append(int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq").read_text()))
+        except (OSError, ValueError):
+            return None
+    return sum(values) / len(values) if values else None
+
+
+@dataclass
+class Watch:
+    """One experiment's tracing: `begin` before each run, `end` after it."""
+
+    trace: tracer.TraceSession | None
+    why_not: str = ""
+    _cpus: frozenset[int] = frozenset()
+    _steal: int | None = None
+    _freq: list[float] = field(default_factory=list)
+    _lost: int = 0
+    _moved: dict[int, set[int]] = field(default_factory=dict)
+
+    def settle(self) -> None:
+        """After a run, whatever happened: quietcore's threads back where they were."""
+        for tid, mask in self._moved.items():
+            with contextlib.suppress(OSError):  # a thread that has ended
+                os.sched_setaffinity(tid, mask)
+        self._moved = {}
+
+    def begin(self, cpus: frozenset[int], away: bool = False) -> None:
+        """Before a run on `cpus`; `away`: the run is pinned there, so
+        quietcore's other threads move off them until `settle`."""
+        self._cpus = cpus
+        if away:
+            self._moved = _move_off(cpus)
+        self._steal = _steal_ticks(cpus)
+        freq = _freq_khz(cpus)
+        self._freq = [freq] if freq is not None else []
+        if self.trace is not None:
+            self.trace.drain()  # what came between runs
+            self._lost = self.trace.lost()  # counted since the instance began: a run's are the difference
+            self.trace.mark()
+
+    def end(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The run's context: its intrusions (or why there are none) and its
+        covariates."""
+        out: dict[str, Any] = {"cpus": sorted(self._cpus)}
+        if self.trace is not None:
+            self.trace.mark()
+            out["intrusions"] = _intrusions(self.trace, self._cpus, self._lost)
+        else:
+            out["intrusions"] = {"why_not": self.why_not}
+        out["covariates"] = self._covariates(result, out["intrusions"])
+        return out
+
+    def _covariates(self, result: dict[str, Any], intrusions: dict[str, Any]) -> dict[str, Any]:
+        measured = result.get("measured", {})
+        counters = measured.get("counters", {})
+        cov: dict[str, Any] = {}
+        for key in ("ctxsw_voluntary", "ctxsw_involuntary", "minor_faults", "major_faults"):
+            if isinstance(measured.get(key), int):
+                cov[key] = measured[key]
+        if isinstance(counters.get("cpu_migrations"), int):
+            cov["migrations"] = counters["cpu_migrations"]
+        elif "migrations" in intrusions:
+            cov["migrations"] = intrusions["migrations"]
+        steal = _steal_ticks(self._cpus)
+        if steal is not None and self._steal is not None:
+            cov["steal_ns"] = (steal - self._steal) * 1e9 / os.sysconf("SC_CLK_TCK")
+        freq = _freq_khz(self._cpus)
+        if freq is not None and self._freq:
+            cov["freq_mhz"] = (freq + self._freq[0]) / 2000
+        return cov
+
+
+def _move_off(cpus: frozenset[int]) -> dict[int, set[int]]:
+    """This process's other threads (a progress bar's) off `cpus` where they
+    have somewhere else to run; returns their masks before. The calling
+    thread stays: it starts the workload, which inherits its mask, and the
+    probe refuses a CPU outside the mask it was given; it then sleeps in
+    wait() while the workload runs."""
+    before: dict[int, set[int]] = {}
+    for tid in intruders.own_threads() - {threading.get_native_id()}:
+        with contextlib.suppress(OSError):
+            mask = os.sched_getaffinity(tid)
+            if mask - cpus:
+                os.sched_setaffinity(tid, mask - cpus)
+                before[tid] = mask
+    return before
+
+
+def _intrusions(trace: tracer.TraceSession, cpus: frozenset[int], lost_before: int) -> dict[str, Any]:
+    raw = trace.drain()
+    lost = trace.lost() - lost_before
+    try:
+        to_ns, window = tracer.marked_clock(raw, trace.clock)
+    except ValueError as exc:
+        return {"why_not": str(exc)}
+    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=intruders.own_threads(),
+                             spawners=(os.getpid(),))  # fmt: skip
+    merged: dict[tuple[str, str, int | None], float] = {}
+    counts: dict[tuple[str, str, int | None], int] = {}
+    for cpu in found.cpus.values():
+        for use in cpu.uses.values():
+            key = (use.kind, use.name, use.pid)
+            merged[key] = merged.get(key, 0.0) + use.ns
+            counts[key] = counts.get(key, 0) + use.count
+    ranked = sorted(merged, key=lambda k: -merged[k])
+    sources = [{"kind": k, "name": n, "pid": p, "ns": merged[(k, n, p)], "count": counts[(k, n, p)]}
+               for k, n, p in ranked[:TOP]]  # fmt: skip
+    rest = sum(merged[k] for k in ranked[TOP:])
+    return {
+        "ns": sum(merged.values()),
+        "sources": sources,
+        "other_ns": rest,
+        "traced_ns": window[1] - window[0],
+        "migrations": found.migrations,
+        "lost_events": lost,
+    }
+
+
+def open_watch(intrusions: str) -> tuple[Watch, tracer.TraceSession | None]:
+    """`intrusions`: auto (trace when root can), on (must), off. Returns the
+    watch and the trace session to enter (None: nothing to trace)."""
+    if intrusions == "off":
+        return Watch(None, "--intrusions off"), None
+    ok, why = tracer.usable()
+    if not ok:
+        if intrusions == "on":
+            raise CommandError(f"--intrusions on: {why}", exit_code=3)
+        return Watch(None, why), None
+    session = tracer.TraceSession(None, intruders.EVENTS, BUFFER_KB)
+    return Watch(session), session
