@@ -125,7 +125,7 @@ def _select(exp: Experiment, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    exp, seed, node = plan(args)  # bad input ends here, before scipy is loaded
+    exp, seed, node = plan(args)  # bad input ends here, before the analysis is loaded
     from quietcore.experiments.analysis import analyse
     from quietcore.session import Session
 

@@ -20,7 +20,7 @@ WARMUP = 1
 def _reps(quick: bool, cells: list[Cell], full: int) -> int:
     """--quick: the fewest runs that still show a real difference across
     this many comparisons (stats.compare.quick_reps); else `full`."""
-    from quietcore.stats.compare import quick_reps  # scipy: not for listing the experiments
+    from quietcore.stats.compare import quick_reps  # numpy: not for listing the experiments
 
     return quick_reps(sum(not c.baseline for c in cells)) if quick else full
 

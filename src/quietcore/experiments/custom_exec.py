@@ -25,7 +25,7 @@ from quietcore.safe import plain
 from quietcore.sched import POLICIES
 from quietcore.store import sessions
 
-if TYPE_CHECKING:  # for the annotation alone: checking a command line must not load the analysis (scipy)
+if TYPE_CHECKING:  # for the annotation alone: checking a command line must not load the analysis
     from quietcore.session import Session
 
 

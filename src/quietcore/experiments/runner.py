@@ -28,7 +28,7 @@ from quietcore.levers.journal import Journal, node_journal
 from quietcore.probes.runner import child_env, probe_path
 from quietcore.sched import DEADLINE, is_rt
 
-if TYPE_CHECKING:  # the annotation alone: validating an experiment must not load the analysis (scipy)
+if TYPE_CHECKING:  # the annotation alone: validating an experiment must not load the analysis
     from quietcore.session import Session
 
 

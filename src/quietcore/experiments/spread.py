@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from quietcore.stats.compare import holm
+from quietcore.stats.rank import spearman, theil_sen
 
 METHOD = (
     "the Theil-Sen slope of run time on intruder time, with Sen's 95% interval, times the slow runs' "
@@ -50,7 +50,7 @@ def _fit(t: np.ndarray, x: np.ndarray) -> tuple[float, float, float] | None:
     interval; None when the intruder time does not vary."""
     if np.ptp(x) <= 0:
         return None
-    slope, _, lo, hi = stats.theilslopes(t, x, alpha=0.95)
+    slope, lo, hi = theil_sen(t, x, 0.95)
     if not all(np.isfinite(v) for v in (slope, lo, hi)):
         return None
     return float(slope), float(lo), float(hi)
@@ -79,7 +79,7 @@ def _covariates(t: np.ndarray, contexts: list[dict[str, Any]]) -> list[str]:
         values = [c.get("covariates", {}).get(key) for c in contexts]
         if any(v is None for v in values) or len(set(values)) < 2:
             continue
-        rho, p = stats.spearmanr(t, np.array(values, dtype=float))
+        rho, p = spearman(t, np.array(values, dtype=float))
         if np.isfinite(rho):
             tested.append((label, float(rho), float(p)))
     adjusted = holm([p for _, _, p in tested])

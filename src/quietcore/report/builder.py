@@ -122,7 +122,7 @@ class Builder:
         return s
 
     def comparison(self, a: SessionRecord, b: SessionRecord) -> Section:
-        from quietcore.report.crosscheck import compare_sessions  # scipy: only when sessions are compared
+        from quietcore.report.crosscheck import compare_sessions  # numpy: only when sessions are compared
 
         result = compare_sessions(self.conn, a, b)
         s = Section(f"Session {b.id} against session {a.id}")

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from quietcore.stats.bootstrap import SEED
 from quietcore.stats.percentiles import min_samples, quantile
+from quietcore.stats.rank import mann_whitney
 
 ALPHA = 0.05
 HIGH_CV = 0.10  # a cell varying more than this gets a warning
@@ -89,7 +89,7 @@ def compare(baseline: Sequence[float], candidate: Sequence[float]) -> Comparison
     """Candidate against baseline, for a lower-is-better figure (time)."""
     ratio = float(np.median(candidate) / np.median(baseline))
     low, high = ratio_ci(baseline, candidate)
-    p = float(stats.mannwhitneyu(candidate, baseline, alternative="two-sided").pvalue)
+    p = mann_whitney(candidate, baseline)[1]
     return Comparison(ratio, low, high, p)
 
 
@@ -154,7 +154,7 @@ def quick_reps(comparisons: int, floor: int = 6, alpha: float = ALPHA) -> int:
     for n in range(floor, 100):
         baseline = [*range(n - 1), n]  # the baseline's largest run beats the candidate's smallest
         candidate = [n - 1, *range(n + 1, 2 * n)]
-        p = float(stats.mannwhitneyu(candidate, baseline, alternative="two-sided", method="exact").pvalue)
+        p = mann_whitney(candidate, baseline, "exact")[1]
         if p * max(comparisons, 1) < alpha:
             return n
     return 100

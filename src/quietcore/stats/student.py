@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from quietcore.stats.rank import student_ppf
+
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high); one value has no spread, and its interval is itself."""
-    from scipy.stats import t
-
     if not values:
         raise ValueError("a mean needs at least one value")
     if not 0 < level < 1:
@@ -21,5 +21,5 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     mean = float(np.mean(values))
     if len(values) < 2:
         return mean, mean, mean
-    half = float(t.ppf((1 + level) / 2, len(values) - 1)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    half = student_ppf((1 + level) / 2, len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
     return mean, mean - half, mean + half

@@ -18,7 +18,9 @@ from quietcore.actions import Action
 from quietcore.facts.root import Root
 from quietcore.levers.journal import Journal
 from quietcore.runs.model import Run
+from quietcore.stats.compare import ALPHA, ratio_ci
 from quietcore.stats.percentiles import tail
+from quietcore.stats.rank import mann_whitney
 from quietcore.tune.state import LEVER, restorable
 
 #: name and unit of each figure, per CPU of one noise run
@@ -95,14 +97,10 @@ Verdict = tuple[float | None, tuple[float, float] | None, float | None, str]  # 
 
 
 def _verdict(before: list[float], after: list[float]) -> Verdict:
-    from scipy import stats
-
-    from quietcore.stats.compare import ALPHA, ratio_ci
-
     mb, ma = float(np.median(before)), float(np.median(after))
     if min(len(before), len(after)) < 2:
         return (ma / mb if mb else None), None, None, "too few rounds for a verdict (--rounds 5 or more)"
-    p = float(stats.mannwhitneyu(after, before, alternative="two-sided").pvalue)
+    p = mann_whitney(after, before)[1]
     if mb == 0:
         return None, None, p, ("more (none before)" if p < ALPHA and ma > 0 else "no detectable difference")
     ratio = ma / mb
