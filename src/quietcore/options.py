@@ -42,14 +42,20 @@ def cpus_option(text: str, online: frozenset[int], option: str = "--cpus", what:
     return cpus
 
 
+def _shown(x: float) -> str:
+    """A bound as a user would type it: 1048576, 10000000 and 0.001, not 1.04858e+06."""
+    return f"{int(x)}" if float(x).is_integer() else f"{x:g}"
+
+
 def _in_range(text: str, option: str, lo: T, hi: T, convert: Callable[[str], T]) -> T:
+    valid = f"(valid: {_shown(lo)}-{_shown(hi)})"
     try:
         value = convert(text)
     except ValueError:
-        raise UsageError(f"invalid {option} {text!r} (valid: {lo:g}-{hi:g})") from None
+        raise UsageError(f"invalid {option} {text!r} {valid}") from None
     # `not (lo <= value <= hi)` also refuses NaN.
     if not (lo <= value <= hi):
-        raise UsageError(f"invalid {option} {text!r} (valid: {lo:g}-{hi:g})")
+        raise UsageError(f"invalid {option} {text!r} {valid}")
     return value
 
 

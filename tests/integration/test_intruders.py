@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -138,6 +139,9 @@ def test_a_watch_without_workload_is_stored_and_reported(cli: CliRunner, db_file
         (["--cpus", "1", "--duration", "0"], "invalid --duration '0' (valid: 0.01-3600)"),
         (["--cpus", "1", "--no-pin", "--duration", "1"], "--no-pin goes with a command (-- CMD)"),
         (["--cpus", "1", "--", "no-such-command-qc"], "invalid command: command not found: 'no-such-command-qc'"),
+        (["--cpus", "", "--duration", "1"], "invalid --cpus ''"),
+        (["--cpus", "1", "--duration", "1", "--buffer-kb", "2"], "invalid --buffer-kb '2' (valid: 4-1048576)"),
+        (["--cpus", "1", "--duration", "1", "--explain-above", "-5"], "invalid --explain-above '-5'"),
     ],
 )  # fmt: skip
 def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
@@ -246,7 +250,7 @@ def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunne
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--explain-above", "0"], "invalid --explain-above '0' (valid: 1-1e+07)"),
+        (["--explain-above", "0"], "invalid --explain-above '0' (valid: 1-10000000)"),
         (["--explain-above", "50", "--mode", "fwq"], "--explain-above needs --mode spin (the tracer's gaps)"),
         (["--explain-above", "50", "--trace", "off"], "--explain-above needs the tracer: leave out --trace off"),
     ],
@@ -256,3 +260,53 @@ def test_explain_above_bad_input(cli: CliRunner, db_file: Path, args: list[str],
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not db_file.exists()
+
+
+#: One thread spins on the watched CPU; another, on the other CPU, maps and
+#: unmaps memory of the same process: each unmap flushes the spinner's TLB
+#: with an IPI.
+UNMAPPER = """
+import mmap, os, sys, threading, time
+watched, other = int(sys.argv[1]), int(sys.argv[2])
+stop = time.monotonic() + 1.0
+def spin():
+    os.sched_setaffinity(0, {watched})
+    while time.monotonic() < stop:
+        pass
+def unmap():
+    os.sched_setaffinity(0, {other})
+    while time.monotonic() < stop:
+        m = mmap.mmap(-1, 1 << 20)
+        m[0] = m[4096] = 1
+        m.close()
+        time.sleep(0.002)
+a, b = threading.Thread(target=spin), threading.Thread(target=unmap)
+a.start(); time.sleep(0.05); b.start(); a.join(); b.join()
+"""
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS or len(allowed_cpus()) < 2, reason="tracefs needs root; two CPUs")
+def test_an_ipi_is_named_with_its_sender_and_call_site(cli: CliRunner) -> None:
+    other = min(allowed_cpus())
+    proc = cli("intruders", "--cpus", str(CPU), "--no-pin", "--json", "--",
+               sys.executable, "-c", UNMAPPER, str(CPU), str(other))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (cpu,) = json.loads(proc.stdout)["cpus"]
+    (tlb,) = [s for s in cpu["sources"] if s["kind"] == "ipi" and s["name"] == "flush_tlb_func"]
+    # THEN the TLB flushes are named, most sent by the workload's own thread on the other CPU, with the call site
+    ours = sum(n for how, n in tlb["came"].items() if how.startswith(f"sent by the workload on CPU {other} ("))
+    assert tlb["count"] >= 10 and ours >= 2 * tlb["count"] / 3, tlb  # (KVM flushes a preempted vCPU without one)
+    assert tlb["fix"].startswith("the workload's own munmap or mprotect") and "nothing isolation can fix" in tlb["fix"]
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
+def test_a_buffer_too_small_says_what_it_lost(cli: CliRunner) -> None:
+    # 300 forks and execs on the watched CPU, into 4 KB a CPU read every 50 ms
+    proc = cli("intruders", "--cpus", str(CPU), "--buffer-kb", "4", "--",
+               "sh", "-c", "for i in $(seq 300); do /bin/true; done")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lost = re.search(
+        r"warning: the kernel lost ([\d,]+) trace events \(its buffer was full between reads\)", proc.stdout
+    )
+    assert lost and int(lost[1].replace(",", "")) > 0, proc.stdout
+    assert "give --buffer-kb more" in proc.stdout

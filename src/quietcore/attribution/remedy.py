@@ -69,7 +69,7 @@ def remedy(use: Use) -> Remedy:
         if use.name == "local_timer":
             return Remedy("the tick: nohz_full, with one task on the CPU", "cpu.nohz_full")
         if use.name == "reschedule":
-            if use.workload_sent == sum(use.came.values()) and use.workload_sent:
+            if 2 * use.workload_sent >= sum(use.came.values()) > 0:  # mostly its own
                 return Remedy("the workload waking its own threads: nothing isolation can fix", None)
             return Remedy("a task woken for this CPU: keep the woken task off (the shield)", "task.placement")
         if use.name == "irq_work":
@@ -78,7 +78,7 @@ def remedy(use: Use) -> Remedy:
             return Remedy("function calls from other CPUs: see the IPIs and their senders", None)
         return Remedy("raised by the hardware: nothing isolation can fix", None)
     if use.kind == "ipi":
-        if use.name == "flush_tlb_func" and use.workload_sent and use.workload_sent == use.count:
+        if use.name == "flush_tlb_func" and 2 * use.workload_sent >= use.count > 0:  # mostly its own
             return Remedy("the workload's own munmap or mprotect (a TLB shootdown): nothing isolation can fix; "
                           "fewer unmaps in the workload would", None)  # fmt: skip
         return _IPI.get(use.name, Remedy("a function call sent from another CPU: its sender is named", None))

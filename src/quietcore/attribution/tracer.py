@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,6 +187,40 @@ class TraceSession:
             self.instance.rmdir()
         if self.mounted_here:
             subprocess.run([_tool("umount"), str(MOUNTS[0])], check=False, capture_output=True)
+
+
+class Stream:
+    """The trace read as it is written: a thread drains trace_pipe every
+    `every_s`, so the kernel's buffers need to hold only that long's
+    events, whatever the run's length. The thread keeps off `away` (the
+    measured CPUs), where it has somewhere else to run."""
+
+    def __init__(self, session: TraceSession, away: frozenset[int] = frozenset(), every_s: float = 0.05) -> None:
+        self.session, self.away, self.every_s = session, away, every_s
+        self.chunks: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
+
+    def _read(self) -> None:
+        elsewhere = os.sched_getaffinity(0) - self.away
+        if elsewhere:
+            os.sched_setaffinity(0, elsewhere)
+        while not self._stop.wait(self.every_s):
+            self.chunks.append(self.session.drain())
+
+    def __enter__(self) -> Stream:
+        self.chunks.append(self.session.drain())  # the first mark, before a small buffer can lose it
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def text(self) -> str:
+        """Everything read, and what is left in the buffers now."""
+        self.chunks.append(self.session.drain())
+        return "".join(self.chunks)
 
 
 def _mask(cpus: frozenset[int]) -> str:

@@ -33,20 +33,24 @@ from quietcore.experiments.custom_exec import check_argv, end_group
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.measure import recorded
-from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
+from quietcore.options import USABLE, cpus_option, duration_option, int_in_range, positive_float, usable_cpus
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.session import Session
 from quietcore.store import sessions
 
 NAME = "intruders"
-BUFFER_KB = 16384  # per CPU: about 200,000 events each, which a busy CPU fills in seconds
+BUFFER_KB = 1024  # per CPU, the default: read every 50 ms, it holds about 12,000 events, 240,000 a second
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs to watch, e.g. 1 or 2-3")
     parser.add_argument("--duration", metavar="S", help="watch for S seconds, with no workload (0.01-3600)")
     parser.add_argument("--no-pin", action="store_true", help="with a command: leave its affinity as it is")
+    parser.add_argument(
+        "--buffer-kb", metavar="KB", default=str(BUFFER_KB),
+        help=f"the kernel's trace buffer per CPU, read every 50 ms (4-1048576, default {BUFFER_KB})",
+    )  # fmt: skip
     parser.add_argument("--explain-above", metavar="US",
                         help="each stretch over US µs the intruders took: what ran in it, who sent it")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -57,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_tags(parser)
 
 
-def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str], float | None]:
+def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str], float | None, int]:
     cpus = cpus_option(args.cpus, usable_cpus(online_cpus(common.live_root())), what=USABLE)
     argv = list(args.command)
     if argv and argv[0] == "--":
@@ -70,21 +74,22 @@ def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[s
     elif args.no_pin:
         raise UsageError("--no-pin goes with a command (-- CMD)")
     above = positive_float(args.explain_above, "--explain-above", 1, 1e7) * 1e3 if args.explain_above else None
+    buffer_kb = int_in_range(args.buffer_kb, "--buffer-kb", 4, 1 << 20)
     ok, why = tracer.usable()
     if not ok:
         raise CommandError(f"intruders: {why}", exit_code=3)
-    return cpus, duration, argv, above
+    return cpus, duration, argv, above, buffer_kb
 
 
 def run(args: argparse.Namespace) -> int:
-    cpus, duration, argv, above = plan(args)
+    cpus, duration, argv, above, buffer_kb = plan(args)
     path, chosen = common.db_path(args)
     with (
         common.node_lock(args, cpus),
         Session(NAME, path, chosen, common.tags(args), common.live_root()) as session,
     ):
         started = sessions.now_iso()
-        watched, status = watch(cpus, duration, argv, not args.no_pin, above)
+        watched, status = watch(cpus, duration, argv, not args.no_pin, above, buffer_kb)
         what = _short(shlex.join(argv)) if argv else "nothing (no workload)"
         analysis = watched | {"cpus_text": format_cpulist(cpus), "workload_text": what}
         params = {"cpus": sorted(cpus), "duration_s": duration, "argv": argv, "pinned": bool(argv) and not args.no_pin}
@@ -112,7 +117,12 @@ def _short(command: str, width: int = 60) -> str:
 
 
 def watch(
-    cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool, above: float | None = None
+    cpus: frozenset[int],
+    duration: float | None,
+    argv: list[str],
+    pin: bool,
+    above: float | None = None,
+    buffer_kb: int = BUFFER_KB,
 ) -> tuple[dict[str, Any], int]:
     """Trace every CPU while the workload runs (or for `duration`), then
     account for the watched CPUs. quietcore itself moves off them first, so
@@ -124,15 +134,16 @@ def watch(
     status, root = 0, None
     try:
         stacks = intruders.stack_triggers(cpus) if above is not None else {}
-        with tracer.TraceSession(None, intruders.EVENTS, BUFFER_KB, stacks) as trace:
+        with tracer.TraceSession(None, intruders.EVENTS, buffer_kb, stacks) as trace:
             trace.mark()
-            if argv:
-                status, root = _run(argv, cpus if pin else None)
-            else:
-                assert duration is not None
-                time.sleep(duration)
+            with tracer.Stream(trace, cpus) as stream:
+                if argv:
+                    status, root = _run(argv, cpus if pin else None)
+                else:
+                    assert duration is not None
+                    time.sleep(duration)
             trace.mark()
-            raw = trace.read()
+            raw = stream.text()
             lost, clock, missing = trace.lost(), trace.clock, trace.errors
     finally:
         os.sched_setaffinity(0, mine)

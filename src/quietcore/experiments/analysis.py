@@ -79,6 +79,10 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             traced = [c["intrusions"]["ns"] for c in o.contexts if "ns" in c["intrusions"]]
             if traced and len(traced) == len(values):
                 row["extra"]["intruders"] = f"{_median(traced) / 1e6:.2f} ms"
+            lost = [c["intrusions"].get("lost_events", 0) for c in o.contexts]
+            if any(lost):
+                warnings.append(f"{cell.label}: the trace lost {sum(lost):,} events in {sum(map(bool, lost))} runs: "
+                                "their intrusions are short by what those held")  # fmt: skip
             explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)
             if explained:
                 spread.append(explained)

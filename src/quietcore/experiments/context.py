@@ -20,7 +20,7 @@ from typing import Any
 from quietcore.attribution import intruders, tracer
 from quietcore.errors import CommandError
 
-BUFFER_KB = 16384  # per CPU, for one run
+BUFFER_KB = 1024  # per CPU: the trace is read every 50 ms while a run goes on
 TOP = 8  # sources kept per run, the largest; the rest summed as "other"
 STAT = Path("/proc/stat")
 
@@ -62,9 +62,14 @@ class Watch:
     _freq: list[float] = field(default_factory=list)
     _lost: int = 0
     _moved: dict[int, set[int]] = field(default_factory=dict)
+    _stream: tracer.Stream | None = None
 
     def settle(self) -> None:
-        """After a run, whatever happened: quietcore's threads back where they were."""
+        """After a run, whatever happened: the trace's reader stopped, and
+        quietcore's threads back where they were."""
+        if self._stream is not None:
+            self._stream.__exit__(None, None, None)
+            self._stream = None
         for tid, mask in self._moved.items():
             with contextlib.suppress(OSError):  # a thread that has ended
                 os.sched_setaffinity(tid, mask)
@@ -83,14 +88,17 @@ class Watch:
             self.trace.drain()  # what came between runs
             self._lost = self.trace.lost()  # counted since the instance began: a run's are the difference
             self.trace.mark()
+            self._stream = tracer.Stream(self.trace, cpus).__enter__()
 
     def end(self, result: dict[str, Any]) -> dict[str, Any]:
         """The run's context: its intrusions (or why there are none) and its
         covariates."""
         out: dict[str, Any] = {"cpus": sorted(self._cpus)}
-        if self.trace is not None:
+        if self.trace is not None and self._stream is not None:
+            self._stream.__exit__(None, None, None)
             self.trace.mark()
-            out["intrusions"] = _intrusions(self.trace, self._cpus, self._lost)
+            out["intrusions"] = _intrusions(self.trace, self._stream.text(), self._cpus, self._lost)
+            self._stream = None
         else:
             out["intrusions"] = {"why_not": self.why_not}
         out["covariates"] = self._covariates(result, out["intrusions"])
@@ -132,8 +140,7 @@ def _move_off(cpus: frozenset[int]) -> dict[int, set[int]]:
     return before
 
 
-def _intrusions(trace: tracer.TraceSession, cpus: frozenset[int], lost_before: int) -> dict[str, Any]:
-    raw = trace.drain()
+def _intrusions(trace: tracer.TraceSession, raw: str, cpus: frozenset[int], lost_before: int) -> dict[str, Any]:
     lost = trace.lost() - lost_before
     try:
         to_ns, window = tracer.marked_clock(raw, trace.clock)

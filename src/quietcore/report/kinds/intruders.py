@@ -64,8 +64,8 @@ def notes(analysis: dict[str, Any]) -> list[str]:
     out = []
     lost = analysis.get("lost_events", 0)
     if lost:
-        out.append(f"warning: the kernel lost {lost:,} trace events (its buffer was full): the figures are short by "
-                   "what they held; trace fewer seconds")  # fmt: skip
+        out.append(f"warning: the kernel lost {lost:,} trace events (its buffer was full between reads): the figures "
+                   "are short by what they held; give --buffer-kb more")  # fmt: skip
     if analysis.get("workload_migrations"):
         out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
     return out
