@@ -198,10 +198,12 @@ class Stream:
     def __init__(self, session: TraceSession, away: frozenset[int] = frozenset(), every_s: float = 0.05) -> None:
         self.session, self.away, self.every_s = session, away, every_s
         self.chunks: list[str] = []
+        self.tid = 0  # the reader's thread id, quietcore's own in the trace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
 
     def _read(self) -> None:
+        self.tid = threading.get_native_id()
         elsewhere = os.sched_getaffinity(0) - self.away
         if elsewhere:
             os.sched_setaffinity(0, elsewhere)

@@ -143,7 +143,7 @@ def watch(
                     assert duration is not None
                     time.sleep(duration)
             trace.mark()
-            raw = stream.text()
+            raw, reader = stream.text(), stream.tid
             lost, clock, missing = trace.lost(), trace.clock, trace.errors
     finally:
         os.sched_setaffinity(0, mine)
@@ -152,7 +152,7 @@ def watch(
     except ValueError as exc:
         raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
     workload = () if root is None else (root,)
-    found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, intruders.own_threads(),
+    found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, intruders.own_threads() | {reader},
                               episodes=above is not None)  # fmt: skip
     data = found.to_json()
     for cpu in data["cpus"]:

@@ -97,7 +97,8 @@ class Watch:
         if self.trace is not None and self._stream is not None:
             self._stream.__exit__(None, None, None)
             self.trace.mark()
-            out["intrusions"] = _intrusions(self.trace, self._stream.text(), self._cpus, self._lost)
+            raw = self._stream.text()
+            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream.tid)
             self._stream = None
         else:
             out["intrusions"] = {"why_not": self.why_not}
@@ -140,13 +141,15 @@ def _move_off(cpus: frozenset[int]) -> dict[int, set[int]]:
     return before
 
 
-def _intrusions(trace: tracer.TraceSession, raw: str, cpus: frozenset[int], lost_before: int) -> dict[str, Any]:
+def _intrusions(
+    trace: tracer.TraceSession, raw: str, cpus: frozenset[int], lost_before: int, reader: int
+) -> dict[str, Any]:
     lost = trace.lost() - lost_before
     try:
         to_ns, window = tracer.marked_clock(raw, trace.clock)
     except ValueError as exc:
         return {"why_not": str(exc)}
-    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=intruders.own_threads(),
+    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=intruders.own_threads() | {reader},
                              spawners=(os.getpid(),))  # fmt: skip
     merged: dict[tuple[str, str, int | None], float] = {}
     counts: dict[tuple[str, str, int | None], int] = {}

@@ -89,7 +89,8 @@ def _workload_cell(
         for kind in ("load", "disturb")
         if (where := factors.get(kind, "none")) != "none"
     )
-    levers = {k: v for k, v in factors.items() if k in LEVERS}
+    # shield=off: a cell without the shield, to compare with the shielded ones
+    levers = {k: v for k, v in factors.items() if k in LEVERS and (k, v) != ("shield", "off")}
     if "cmd" in workload:
         if policy == "deadline":
             raise UsageError("policy deadline is only available for built-in workloads, not for a command")
