@@ -6,20 +6,25 @@ reported; bad input and a user without root get one line."""
 from __future__ import annotations
 
 import contextlib
+import heapq  # noqa: F401  (loaded before as_nobody forks: nobody cannot read /root)
 import io
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import quietcore.commands.intruders  # noqa: F401  (imported before as_nobody forks: nobody cannot read /root)
+import quietcore.attribution.sampled
+import quietcore.commands.intruders  # noqa: F401
 from quietcore import cli as quietcore_cli
 from quietcore.probes.runner import probe_path
 from tests.conftest import CliRunner, allowed_cpus, as_nobody
@@ -151,19 +156,65 @@ def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str)
     assert not db_file.exists()
 
 
-@pytest.mark.skipif(not ROOT, reason="plays a user without root: needs root to become one")
-def test_without_root_it_says_why_and_exits_3() -> None:
-    def work(answer: dict[str, Any]) -> None:
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            answer["code"] = quietcore_cli.main(["intruders", "--cpus", "0", "--duration", "1"])
-        answer["err"] = err.getvalue()
+@pytest.fixture
+def nobodys() -> Iterator[Path]:
+    """A directory user nobody may write, under one anyone may enter."""
+    base = Path(tempfile.mkdtemp(prefix="qc-nobody-"))
+    base.chmod(0o777)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
-    answer = as_nobody(work)
-    assert answer.get("code") == 3, answer
-    assert (
-        answer["err"].strip() == "quietcore: error: intruders: tracefs needs root: run as root for traced attribution"
+
+def _as_nobody(argv: list[str], tmp: Path) -> dict[str, Any]:
+    """quietcore's main, run by user nobody in a forked child (nobody cannot
+    read this machine's Python under /root: what it needs is loaded first)."""
+    env = {"QUIETCORE_DB": str(tmp / "r.db"), "XDG_DATA_HOME": str(tmp), "QUIETCORE_STATE_DIR": str(tmp / "state")}
+
+    def work(answer: dict[str, Any]) -> None:
+        os.environ.update(env)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            answer["code"] = quietcore_cli.main(argv)
+        answer["out"], answer["err"] = out.getvalue(), err.getvalue()
+
+    return as_nobody(work)
+
+
+@pytest.mark.skipif(not ROOT, reason="plays a user without root: needs root to become one")
+def test_without_root_it_samples_and_names_the_task_with_its_time(nobodys: Path) -> None:
+    # GIVEN a task taking 20 % of the CPU, and a user without root
+    pin = lambda: os.sched_setaffinity(0, {CPU})  # noqa: E731
+    planted = subprocess.Popen([sys.executable, "-c", PLANTED.replace("1.0", "3.0")], stdout=subprocess.DEVNULL,
+                               preexec_fn=pin)  # fmt: skip
+    try:
+        time.sleep(0.3)
+        before = int(Path(f"/proc/{planted.pid}/schedstat").read_text().split()[0])
+        t0 = time.monotonic()
+        answer = _as_nobody(["intruders", "--cpus", str(CPU), "--duration", "1", "--json"], nobodys)
+        ran = int(Path(f"/proc/{planted.pid}/schedstat").read_text().split()[0]) - before
+        elapsed = time.monotonic() - t0
+    finally:
+        planted.kill()
+        planted.wait()
+    # THEN it samples, says so and what sampling misses, and names the task with the time it ran
+    assert answer.get("code") == 0, answer
+    data = json.loads(answer["out"])
+    assert data["mode"] == "sampled" and data["misses"].startswith("sampled every 50 ms, not traced")
+    (cpu,) = data["cpus"]
+    mine = [s for s in cpu["sources"] if s["kind"] == "task" and s["pid"] == planted.pid]
+    assert mine, cpu["sources"]
+    # its own CPU time over the sampled second: 20 % of the run (the child's life is a little longer)
+    assert 0.8 * ran * 1.0 / elapsed <= mine[0]["ns"] <= 1.2 * ran, (mine[0]["ns"], ran, elapsed)
+    assert mine[0]["fix"].startswith("the shield")
+    # AND what needs the tracer says so
+    refused = _as_nobody(["intruders", "--cpus", str(CPU), "--duration", "1", "--explain-above", "50"], nobodys)
+    assert refused.get("code") == 3, refused
+    expected = (
+        "quietcore: error: --explain-above needs the tracer: tracefs needs root: run as root for traced attribution"
     )
+    assert refused["err"].strip() == expected
 
 
 #: Spins half of each second on the watched CPU, for 10 s at most.

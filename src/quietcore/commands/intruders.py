@@ -26,7 +26,7 @@ import subprocess
 import time
 from typing import Any
 
-from quietcore.attribution import explain, intruders, remedy, tracer
+from quietcore.attribution import explain, intruders, remedy, sampled, tracer
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.custom_exec import check_argv, end_group
@@ -76,8 +76,8 @@ def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[s
     above = positive_float(args.explain_above, "--explain-above", 1, 1e7) * 1e3 if args.explain_above else None
     buffer_kb = int_in_range(args.buffer_kb, "--buffer-kb", 4, 1 << 20)
     ok, why = tracer.usable()
-    if not ok:
-        raise CommandError(f"intruders: {why}", exit_code=3)
+    if not ok and above is not None:
+        raise CommandError(f"--explain-above needs the tracer: {why}", exit_code=3)
     return cpus, duration, argv, above, buffer_kb
 
 
@@ -127,6 +127,8 @@ def watch(
     """Trace every CPU while the workload runs (or for `duration`), then
     account for the watched CPUs. quietcore itself moves off them first, so
     that it is not one of the intruders it names."""
+    if not tracer.usable()[0]:
+        return _sampled(cpus, duration, argv, pin)
     mine = os.sched_getaffinity(0)
     elsewhere = mine - cpus
     if elsewhere:
@@ -163,22 +165,55 @@ def watch(
     return data | {"lost_events": lost, "clock": clock, "missing_events": missing}, status
 
 
-def _run(argv: list[str], cpus: frozenset[int] | None) -> tuple[int, int]:
-    """The command in its own process group (Ctrl-C ends all it started);
-    returns its exit status and pid."""
+def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:
+    """Without the tracer: every task's CPU time and last CPU, sampled."""
+    mine = os.sched_getaffinity(0)
+    if mine - cpus:
+        os.sched_setaffinity(0, mine - cpus)
+    try:
+        proc = _start(argv, cpus if pin else None) if argv else None
+        end = time.monotonic() + (duration or 0.0)
+        sampler = sampled.Sampler(cpus, proc.pid if proc else None, intruders.own_threads())
+        try:
+            found = sampler.run(lambda: proc.poll() is not None if proc else time.monotonic() >= end,
+                                time.monotonic, time.sleep)  # fmt: skip
+        except KeyboardInterrupt:
+            if proc is not None:
+                end_group(proc)
+            raise
+    finally:
+        os.sched_setaffinity(0, mine)
+    data = found.to_json()
+    for cpu in data["cpus"]:
+        for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
+            source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
+    status = _status(proc.returncode) if proc is not None else 0
+    return data | {"mode": "sampled", "misses": sampled.MISSES, "lost_events": 0}, status
 
+
+def _start(argv: list[str], cpus: frozenset[int] | None) -> subprocess.Popen[bytes]:
     def setup() -> None:
         if cpus:
             os.sched_setaffinity(0, cpus)
 
     try:
-        proc = subprocess.Popen(argv, preexec_fn=setup, process_group=0)
+        return subprocess.Popen(argv, preexec_fn=setup, process_group=0)
     except OSError as exc:
         raise CommandError(f"cannot start {argv[0]!r}: {exc}", exit_code=3) from exc
+
+
+def _status(code: int) -> int:
+    """A command's exit status as a shell gives it: 128 + N for signal N."""
+    return 128 - code if code < 0 and -code in signal.valid_signals() else code
+
+
+def _run(argv: list[str], cpus: frozenset[int] | None) -> tuple[int, int]:
+    """The command in its own process group (Ctrl-C ends all it started);
+    returns its exit status and pid."""
+    proc = _start(argv, cpus)
     try:
         proc.wait()
     except KeyboardInterrupt:
         end_group(proc)
         raise
-    status = proc.returncode
-    return (128 + -status if status < 0 and -status in signal.valid_signals() else status), proc.pid
+    return _status(proc.returncode), proc.pid

@@ -52,8 +52,10 @@ def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
         if fix and fix not in fixes:
             fixes.append(fix)
         name = source["name"] + (f" ({source['pid']})" if source.get("pid") is not None else "")
+        counted = source["kind"] in ("irq", "softirq", "vector") and not source["ns"]  # sampled: a count alone
+        time_ = "-" if counted else ms(source["ns"])
         out.add_row(KIND_NAMES.get(source["kind"], source["kind"]), markup(name), f"{source['count']:,}",
-                    ms(source["ns"]), ms(source["longest_ns"]) if source["kind"] == "task" else "",
+                    time_, ms(source["longest_ns"]) if source["kind"] == "task" else "",
                     markup(_came(source["came"])), f"[{fixes.index(fix) + 1}]" if fix else "")  # fmt: skip
     if len(cpu["sources"]) > SHOWN:
         out.caption = f"{len(cpu['sources']) - SHOWN} smaller sources not shown (--json has them)"
@@ -61,7 +63,7 @@ def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
 
 
 def notes(analysis: dict[str, Any]) -> list[str]:
-    out = []
+    out = [f"Sampled, not traced ({analysis['misses']})"] if analysis.get("mode") == "sampled" else []
     lost = analysis.get("lost_events", 0)
     if lost:
         out.append(f"warning: the kernel lost {lost:,} trace events (its buffer was full between reads): the figures "
