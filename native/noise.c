@@ -36,11 +36,12 @@ static const char usage[] =
     "  --threshold-ns N  a gap over N ns is an event (1-1000000000; default:\n"
     "                    20 x the fastest loop period, at least 500 ns)\n"
     "  --max-events N    events kept per CPU (0-100000000, default 100000)\n"
+    "  --stop-above-ns N stop every CPU at the first gap of N ns or more (1-1e10)\n"
     "  --preheat-ms MS   spin before measuring (1-10000, default 100)\n";
 
 typedef struct {
     cpu_set_t cpus;
-    double duration, threshold_ns;
+    double duration, threshold_ns, stop_above_ns;
     uint64_t max_events, preheat_ms, work, quantum_us, max_samples;
     enum noise_mode mode;
     sched_opts sched;
@@ -56,6 +57,7 @@ static int parse(probe_ctx *ctx, int argc, char **argv, noise_opts *o)
         OPT_DURATION(&o->duration),
         {.name = "mode", .type = OPT_CHOICE, .out = &mode, .choices = mode_names},
         {.name = "threshold-ns", .type = OPT_DOUBLE, .out = &o->threshold_ns, .dmin = 1, .dmax = 1e9},
+        {.name = "stop-above-ns", .type = OPT_DOUBLE, .out = &o->stop_above_ns, .dmin = 1, .dmax = 1e10},
         {.name = "max-events", .type = OPT_U64, .out = &o->max_events, .umax = 100000000},
         {.name = "preheat-ms", .type = OPT_U64, .out = &o->preheat_ms, .umin = 1, .umax = 10000},
         {.name = "work", .type = OPT_U64, .out = &o->work, .umin = 1, .umax = 100000000},
@@ -84,6 +86,7 @@ static void emit_cpu_common(json_t *j, const noise_thread *t, uint64_t origin, d
     json_kv_i64(j, "cpu", t->cpu);
     json_kv_i64(j, "cpu_observed_start", t->cpu_start);
     json_kv_i64(j, "cpu_observed_end", t->cpu_end);
+    json_kv_bool(j, "stopped_above", t->stopped_above);
     json_kv_f64(j, "start_ns", (double)(t->t_start - origin) * ns_per_tick);
     json_kv_f64(j, "measured_ns", (double)(t->t_end - t->t_start) * ns_per_tick);
     json_key(j, "ctxsw");
@@ -256,6 +259,7 @@ static void between_barriers(noise_run *r, noise_shared *sh, double rough_hz)
         sh->threshold = (uint64_t)(r->o->threshold_ns * rough_hz / 1e9);
     }
     r->threshold = sh->threshold;
+    sh->stop_above = (uint64_t)(r->o->stop_above_ns * rough_hz / 1e9);
     r->origin_pair = counter_pair_read();
     r->origin = r->origin_pair.ticks;
     sh->deadline = r->origin + (uint64_t)(r->o->duration * rough_hz);

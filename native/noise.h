@@ -27,6 +27,7 @@ typedef struct {
     uint64_t cap, recorded;
     uint64_t loops, gaps, gap_ticks, max_gap, preheat_min;
     uint64_t t_start, t_end;
+    bool stopped_above; /* this spinner saw the gap over --stop-above-ns */
     uint64_t *series; /* fwq: ticks per quantum; ftq: work units per quantum */
     uint64_t nseries, cap_series, work_sum, work_max, sink;
     struct rusage ru0, ru1;
@@ -40,6 +41,8 @@ struct noise_shared {
     uint64_t preheat_ticks;
     uint64_t threshold; /* ticks; set by main between preheat and go */
     uint64_t deadline;
+    uint64_t stop_above; /* ticks; 0: off. A gap this long stops every spinner */
+    volatile sig_atomic_t halt; /* set by the spinner that saw it */
     volatile sig_atomic_t *stop;
     enum noise_mode mode;
     uint64_t work;      /* fwq: LCG steps per quantum; ftq: steps per unit */

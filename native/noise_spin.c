@@ -76,10 +76,18 @@ static void measure(noise_thread *t)
                 max_gap = d;
             if (n < t->cap)
                 t->events[n++] = (gap_event){prev, d};
+            if (t->sh->stop_above && d >= t->sh->stop_above) {
+                /* Stop here, and every other spinner at its next check, so
+                 * that the trace around this gap is the last one kept. */
+                t->stopped_above = true;
+                t->sh->halt = 1;
+                prev = now;
+                break;
+            }
         }
         prev = now;
         if (__builtin_expect(++loops % CHECK_EVERY == 0, 0))
-            if (now >= deadline || *t->sh->stop)
+            if (now >= deadline || *t->sh->stop || t->sh->halt)
                 break;
     }
     t->t_end = prev;

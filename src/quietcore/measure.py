@@ -111,6 +111,9 @@ class Measurer:
                 found = intruders.account(trace_text.splitlines(), options.cpus, to_ns, own=intruders.own_threads(),
                                           spawners=(os.getpid(),), episodes=True)  # fmt: skip
                 run.analysis["explained"] = explain.explain_gaps(explain.probe_gaps(run.trace), found, explain_above_ns)
+                stopped = explain.stopped_at(run.result)
+                if stopped is not None:
+                    run.analysis["stopped"] = stopped | {"trace": explain.window(trace_text, to_ns, stopped)}
         return run
 
     def _analyze(

@@ -298,9 +298,45 @@ def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunne
     assert held >= 15, cpu["gaps"]
 
 
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs and SCHED_FIFO need root")
+def test_noise_stops_at_the_first_long_gap_keeps_its_trace_and_runs_the_command(
+    cli: CliRunner, db_file: Path, tmp_path: Path
+) -> None:
+    argv = [str(probe_path()), "disturb", "--cpus", str(CPU), "--period-us", "10000", "--burst-us", "300",
+            "--policy", "fifo", "--priority", "1", "--duration", "5"]  # fmt: skip
+    disturber = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = tmp_path / "env.txt"
+    hook = f"sh -c 'env | grep ^QUIETCORE_ > {seen}'"
+    try:
+        assert disturber.stderr is not None and "running" in disturber.stderr.readline()
+        tids = {int(t) for t in os.listdir(f"/proc/{disturber.pid}/task")}
+        proc = cli("noise", "--cpus", str(CPU), "--duration", "5", "--stop-above", "200", "--on-threshold", hook)
+    finally:
+        disturber.kill()  # never leave a real-time spinner behind
+        disturber.wait()
+    assert proc.returncode == 0, proc.stderr
+    # THEN it stops at the first burst (one a 10 ms), not after 5 s
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("Stopped at a gap of ")]
+    kept = Path(line.rsplit(": ", 1)[1])
+    assert kept == db_file.parent / "traces" / "session-1-gap.txt"
+    measured = json.loads(cli("results", "export", "1").stdout)["runs"][0]["envelope"]["result"]["cpus"][0]
+    assert measured["stopped_above"] and measured["measured_ns"] < 1e9 and measured["events"][-1][1] >= 200e3
+    # AND the kept trace, in the kernel's text format, holds the disturber switching in
+    text = kept.read_text()
+    assert text.startswith("# quietcore: the trace around the gap of ") and "sched_switch" in text
+    assert any(f"next_pid={tid} " in text for tid in tids), text[-2000:]
+    # AND the command ran with the gap in its environment
+    env = dict(x.split("=", 1) for x in seen.read_text().split())
+    assert env["QUIETCORE_GAP_CPU"] == str(CPU) and env["QUIETCORE_TRACE"] == str(kept)
+    assert float(env["QUIETCORE_GAP_NS"]) >= 200e3 and env["QUIETCORE_SESSION"] == "1"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--on-threshold", "true"], "--on-threshold goes with --stop-above US"),
+        (["--stop-above", "50", "--on-threshold", "no-such-command-qc"], "invalid --on-threshold: command not found"),
+        (["--stop-above", "50", "--mode", "ftq"], "--stop-above needs --mode spin (the tracer's gaps)"),
         (["--explain-above", "0"], "invalid --explain-above '0' (valid: 1-10000000)"),
         (["--explain-above", "50", "--mode", "fwq"], "--explain-above needs --mode spin (the tracer's gaps)"),
         (["--explain-above", "50", "--trace", "off"], "--explain-above needs the tracer: leave out --trace off"),

@@ -8,8 +8,10 @@ host."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from quietcore.attribution.traceline import LINE
 
 if TYPE_CHECKING:  # annotations only: the report reads stored explanations without the tracer's numpy
     from quietcore.attribution.intruders import Episode, Trace
@@ -92,6 +94,39 @@ def explain_gaps(
             })  # fmt: skip
         cpus.append({"cpu": cpu_id, "over": len(over), "gaps": gaps})
     return {"above_ns": above_ns, "limit": limit, "origin_ns": origin_ns, "cpus": cpus}
+
+
+KEPT_BEFORE_NS = 20e6  # of the trace before the gap that stopped a run, kept
+
+
+def stopped_at(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The gap that stopped the probe (--stop-above): of the CPUs that saw
+    one, the earliest (each CPU's last event is its gap)."""
+    gaps = [(c["events"][-1][0], c["events"][-1][1], c["cpu"]) for c in result["cpus"]
+            if c.get("stopped_above") and c.get("events")]  # fmt: skip
+    if not gaps:
+        return None
+    start, duration, cpu = min(gaps)
+    return {"cpu": cpu, "start_ns": float(start), "duration_ns": float(duration)}
+
+
+def window(text: str, to_ns: Callable[[str], float], gap: dict[str, Any]) -> str:
+    """The trace's lines from KEPT_BEFORE_NS before the gap to its end, as
+    the kernel wrote them (Documentation/trace/ftrace.rst, "The File
+    System"), with a line that says what they are."""
+    lo, hi = gap["start_ns"] - KEPT_BEFORE_NS, gap["start_ns"] + gap["duration_ns"]
+    kept, keep = [], False
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if m:
+            at = to_ns(m["ts"])
+            keep = lo <= at <= hi
+        if keep:  # a stack's lines go with the event before them
+            kept.append(line)
+    at, before = gap["start_ns"] / 1e9, KEPT_BEFORE_NS / 1e6
+    head = (f"# quietcore: the trace around the gap of {gap['duration_ns'] / 1e3:.1f} us on CPU {gap['cpu']} "
+            f"at {at:.6f} s that stopped the run, from {before:g} ms before")  # fmt: skip
+    return "\n".join([head, *kept]) + "\n"
 
 
 def lines(explained: dict[str, Any], what: str = "gaps") -> list[str]:

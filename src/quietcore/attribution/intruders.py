@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.attribution.tracer import LINE
+from quietcore.attribution.traceline import LINE
 
 #: The events `intruders` traces, on every CPU (tracefs system/event).
 EVENTS = (

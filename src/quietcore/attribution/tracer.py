@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quietcore.attribution.traceline import LINE
+
 MOUNTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 PREFIX = "quietcore-"
 #: (event, the part of its name the interval is called by)
@@ -37,8 +39,6 @@ EVENTS = (
     "irq_vectors/irq_work_entry", "irq_vectors/irq_work_exit",
     "sched/sched_switch",
 )  # fmt: skip
-LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?(?P<ts>\d+(?:\.\d+)?):\s+"
-                   r"(?P<event>\w+):\s*(?P<rest>.*)$")  # fmt: skip
 
 
 def _mounted() -> Path | None:

@@ -17,10 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.experiments.custom_exec import check_argv
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.options import (
@@ -36,6 +42,7 @@ from quietcore.probes.noise import MODES, NoiseOptions, event_cap
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.report.progress import progress_bar
+from quietcore.safe import write_atomic
 from quietcore.sched import NAMES as POLICIES
 from quietcore.session import Session
 from quietcore.stats.percentiles import histogram_quantile
@@ -65,6 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--explain-above", metavar="US",
                         help="trace every CPU; explain each gap over US µs: what ran in it, who sent it")  # fmt: skip
+    parser.add_argument("--stop-above", metavar="US",
+                        help="stop at the first gap of US µs or more; explain it, keep its trace")  # fmt: skip
+    parser.add_argument("--on-threshold", metavar="CMD",
+                        help="with --stop-above: then run CMD (no shell), the gap in its environment")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_wait(parser)
     common.add_db(parser)
@@ -96,20 +107,29 @@ def options_from(args: argparse.Namespace) -> NoiseOptions:
 
 
 def explain_option(args: argparse.Namespace, options: NoiseOptions) -> float | None:
-    """--explain-above US, in ns; it needs the spinning probe and the tracer."""
-    if args.explain_above is None:
+    """--explain-above US (or --stop-above US), in ns; it needs the spinning
+    probe and the tracer."""
+    if args.on_threshold is not None:
+        if args.stop_above is None:
+            raise UsageError("--on-threshold goes with --stop-above US")
+        check_argv(shlex.split(args.on_threshold), "--on-threshold")
+    if args.explain_above is None and args.stop_above is None:
         return None
-    above = positive_float(args.explain_above, "--explain-above", 1, 1e7) * 1e3
+    option = "--explain-above" if args.explain_above is not None else "--stop-above"
+    above = positive_float(args.explain_above or args.stop_above, option, 1, 1e7) * 1e3
     if options.mode != "spin":
-        raise UsageError(f"--explain-above needs --mode spin (the tracer's gaps), not --mode {options.mode}")
+        raise UsageError(f"{option} needs --mode spin (the tracer's gaps), not --mode {options.mode}")
     if args.trace == "off":
-        raise UsageError("--explain-above needs the tracer: leave out --trace off")
+        raise UsageError(f"{option} needs the tracer: leave out --trace off")
     return above
 
 
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     above = explain_option(args, options)
+    if args.stop_above is not None:
+        stop_ns = positive_float(args.stop_above, "--stop-above", 1, 1e7) * 1e3
+        options = dataclasses.replace(options, stop_above_ns=stop_ns)
     path, chosen = common.db_path(args)
     root = common.live_root()
     with (
@@ -127,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         run_ = session.add(
             session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing, above)
         )
+    kept = _keep(run_, session) if "stopped" in run_.analysis else None
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))
@@ -137,6 +158,37 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             out.print(warning)
         out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
+    if args.stop_above is not None:
+        return _stopped(run_, kept, args.on_threshold, session.id, args.json)
+    return 0
+
+
+def _keep(run: Run, session: Session) -> Path:
+    """The trace around the gap that stopped the run, in a file beside the database."""
+    where = session.db_path.parent / "traces"
+    where.mkdir(mode=0o755, exist_ok=True)
+    path = where / f"session-{session.id}-gap.txt"
+    write_atomic(path, run.analysis["stopped"]["trace"])
+    return path
+
+
+def _stopped(run: Run, kept: Path | None, command: str | None, session_id: int, quiet: bool) -> int:
+    """Say where it stopped; with --on-threshold, run the command with the gap in its environment."""
+    stopped = run.analysis.get("stopped")
+    say = (lambda line: print(line, file=sys.stderr)) if quiet else print
+    if stopped is None or kept is None:
+        say(f"No gap reached --stop-above {run.params['stop_above_ns'] / 1e3:g} µs: the run went its whole length.")
+        return 0
+    say(f"Stopped at a gap of {stopped['duration_ns'] / 1e3:.1f} µs on CPU {stopped['cpu']} at "
+        f"{stopped['start_ns'] / 1e9:.6f} s; the trace around it: {kept}")  # fmt: skip
+    if command is None:
+        return 0
+    env = {**os.environ, "QUIETCORE_GAP_CPU": str(stopped["cpu"]),
+           "QUIETCORE_GAP_NS": f"{stopped['duration_ns']:.0f}", "QUIETCORE_GAP_AT_NS": f"{stopped['start_ns']:.0f}",
+           "QUIETCORE_TRACE": str(kept), "QUIETCORE_SESSION": str(session_id)}  # fmt: skip
+    done = subprocess.run(shlex.split(command), env=env, check=False)
+    if done.returncode:
+        say(f"warning: --on-threshold {shlex.split(command)[0]} exited with {done.returncode}")
     return 0
 
 

@@ -51,6 +51,7 @@ class NoiseOptions:
     force: bool = False
     work: int | None = None
     quantum_us: int | None = None
+    stop_above_ns: float | None = None  # every CPU stops at the first gap this long
 
     def args(self) -> list[str]:
         args = ["--cpus", format_cpulist(self.cpus), "--duration", repr(self.duration), "--mode", self.mode]
@@ -63,6 +64,8 @@ class NoiseOptions:
         args += ["--policy", self.policy, "--priority", str(self.priority)]
         if self.force:
             args.append("--force")
+        if self.stop_above_ns is not None:
+            args += ["--stop-above-ns", repr(self.stop_above_ns)]
         return [*args, "--max-events", str(self.max_events)]
 
     def params(self) -> dict[str, Any]:
@@ -77,6 +80,7 @@ class NoiseOptions:
             "max_events_basis": self.max_events_basis,
             "work": self.work,
             "quantum_us": self.quantum_us,
+            "stop_above_ns": self.stop_above_ns,
         }
 
 
