@@ -2,7 +2,7 @@
 
 Every other import sits at the top of its module, where a linter sees the
 arrow. These few are kept out because loading them costs more than some
-commands take in all (scipy's FFT and filters 0.2 s, matplotlib 0.3 s here), or
+commands take in all (matplotlib 0.3 s here), or
 because they exist only for one command (mpi4py for `survey`, pyarrow for a
 Parquet export). The rule covers our own modules that import one of them at
 their top (`report.figures` loads matplotlib): those too are imported inside
@@ -17,8 +17,6 @@ and `results list` no numpy.
 from __future__ import annotations
 
 HEAVY: dict[str, str] = {
-    "scipy": "the periodic sources' FFT and filters: about 0.2 s to load (the rank tests are "
-    "quietcore.stats.rank: scipy.stats alone took 0.7 s)",
     "matplotlib": "the report's figures: about 0.3 s, and a font cache on first use",
     "jinja2": "the HTML report's templates",
     "mpi4py": "survey alone, and it starts MPI when loaded",

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from quietcore.attribution import counters, explain, intruders, tracer
+from quietcore.attribution.noise import analyze
 from quietcore.errors import CommandError
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
@@ -124,10 +125,6 @@ class Measurer:
         user_hz: int,
         on_cpu: Callable[[int], None],
     ) -> dict[str, Any]:
-        # scipy (the periodic sources) only once there is something to analyse: a command
-        # refused for its options never loads it (quietcore.lazy).
-        from quietcore.attribution.noise import analyze
-
         try:
             return analyze(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
                            user_hz=user_hz, on_cpu=on_cpu)  # fmt: skip

@@ -252,8 +252,12 @@ def test_run_names_the_task_that_made_some_runs_slow(cli: CliRunner, db_file: Pa
     assert "Theil-Sen" in spread["method"]
     # AND every run stored its intrusions and covariates
     conn = sqlite3.connect(db_file)
-    stored = [json.loads(a) for (a,) in conn.execute("SELECT analysis FROM runs WHERE kind = 'exec'")]
+    stored = [json.loads(a) for (a,) in conn.execute("SELECT analysis FROM runs WHERE kind = 'exec' ORDER BY seq")]
     assert len(stored) == 10
+    # AND the slow runs it names are those that had the task (runs numbered in the order they ran)
+    hit = {i + 1 for i, a in enumerate(stored)
+           if sum(x["ns"] for x in a["context"]["intrusions"]["sources"] if x["pid"] == bursts.pid) > 10e6}  # fmt: skip
+    assert len(set(spread["slow"]) & hit) >= 2 * len(spread["slow"]) / 3, (spread["slow"], hit)
     for analysis in stored:
         context = analysis["context"]
         assert context["cpus"] == [CPU] and context["intrusions"]["lost_events"] == 0

@@ -24,6 +24,7 @@ def test_a_task_that_took_the_slow_runs_time_accounts_for_their_excess() -> None
     contexts = [context(40e6 if h else 0.0, ctxsw_involuntary=30 if h else 2) for h in hit]
     out = explain("compute other", times, contexts, "s", virtualized=True)
     assert out is not None and out["explained"] and out["slow_runs"] == 5
+    assert {2, 5, 8} <= set(out["slow"]) and "(no. " in out["sentence"]  # the three hit, numbered from 1
     lo, hi = out["interval"]
     assert lo <= out["share"] <= hi
     # The runs above the median are the three hit and two of the others: the 40 ms of three is ~their excess.

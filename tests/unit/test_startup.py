@@ -128,6 +128,6 @@ def test_an_import_inside_a_function_loads_a_lazy_library() -> None:
                 if not any(is_heavy(t) for t in targets):
                     eager.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
     assert eager == [], "imports that belong at the top of their module:\n" + "\n".join(eager)
-    # The check can fail: report.figures loads matplotlib at its top, stats.periodicity scipy.
+    # The check can fail: report.figures loads matplotlib at its top, stats.periodicity numpy.
     assert is_heavy("quietcore.report.figures") and is_heavy("quietcore.stats.periodicity")
     assert not is_heavy("quietcore.safe")

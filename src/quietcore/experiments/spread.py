@@ -123,10 +123,13 @@ def explain(
         out["slope"] = {"value": fit[0], "ci": [fit[1], fit[2]]}
     slow = t > np.median(t)
     k = int(slow.sum())
+    which = [int(i) + 1 for i in np.flatnonzero(slow)]  # the cell's runs, numbered in the order they ran
     excess_ms = float((t[slow] - np.median(t)).mean()) * 1e3
-    out.update({"share": share, "interval": interval, "slow_runs": k, "excess_ms": excess_ms, "covariates": covariates})
+    out.update({"share": share, "interval": interval, "slow_runs": k, "slow": which, "excess_ms": excess_ms,
+                "covariates": covariates})  # fmt: skip
     sources = _sources(contexts)
-    words = f"{label}: the {k} slowest run{'s' if k > 1 else ''} took {excess_ms:.2f} ms more than the median"
+    words = (f"{label}: the {k} slowest run{'s' if k > 1 else ''} (no. {', '.join(map(str, which))} in the order "
+             f"run) took {excess_ms:.2f} ms more than the median")  # fmt: skip
     if sources and k < len(t):
         name, ns = max(sources.items(), key=lambda kv: float(kv[1][slow].mean() - kv[1][~slow].mean()))
         a, b = float(ns[slow].mean()) / 1e6, float(ns[~slow].mean()) / 1e6
