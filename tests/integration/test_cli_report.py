@@ -21,7 +21,7 @@ from quietcore.store import db, sessions
 from quietcore.store.schema import MIGRATIONS
 from tests.conftest import CliRunner
 
-SCHED = ("run", "sched", "--quick", "--cells", "compute *", "--reps", "2", "--warmup", "0")
+SCHED = ("run", "sched", "--quick", "--cells", "compute *", "--reps", "2", "--warmup", "0", "--intrusions", "off")
 
 
 @pytest.fixture(scope="module")

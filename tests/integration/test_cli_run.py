@@ -61,9 +61,11 @@ def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path
     """Each built-in experiment end to end, 2 runs a cell (the runner, its
     workloads and levers; the statistics have tests of their own). The
     runner is one for all, so one of them, the shortest, also has a warm-up
-    a cell, to show that warm-ups are stored."""
+    a cell, to show that warm-ups are stored, and one, tickless (pinned and
+    unpinned cells, the shield as a lever), has its runs traced."""
+    traced = "auto" if name == "tickless" else "off"
     started = time.monotonic()
-    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2", "--warmup", str(warmup))
+    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2", "--warmup", str(warmup), "--intrusions", traced)
     assert time.monotonic() - started < 90, "--quick should take about a minute at most"
     measured = [r for r in data["rows"] if r.get("stats")]
     assert measured, data["warnings"]
@@ -79,6 +81,11 @@ def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path
     assert kinds[-1] == "experiment"
     # Every run is stored: warm-ups and measured ones.
     assert len(kinds) - 1 == sum(1 for r in data["rows"] if r.get("stats")) * (2 + warmup)
+    if traced == "auto" and ROOT:
+        contexts = [
+            json.loads(a)["context"] for (a,) in conn.execute("SELECT analysis FROM runs WHERE kind = 'matmul'")
+        ]
+        assert contexts and all("ns" in c["intrusions"] and c["intrusions"]["lost_events"] == 0 for c in contexts)
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ import pytest
 from quietcore.probes.runner import probe_path
 from tests.conftest import CliRunner, allowed_cpus
 
-PERIOD_US, BURST_US, MEASURE_S = 10_000, 200, 5.0
+PERIOD_US, BURST_US, MEASURE_S = 10_000, 200, 4.0
 
 
 @pytest.mark.slow
