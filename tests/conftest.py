@@ -3,12 +3,17 @@ CLI run as a user runs it (a subprocess, `python -m quietcore`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +74,18 @@ def sched_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
 
 @pytest.fixture(scope="session")
 def lab_quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
-    """One `quietcore lab --quick --report DIR` for the suite: its database, the
-    report directory and what it printed. The lab test checks the session and
-    the terminal; the browser test opens the report."""
+    """One `quietcore lab --quick --report DIR --prometheus DIR` for the suite: its
+    database (the metrics file in `metrics` beside it), the report directory and what it printed.
+    The lab test checks the session, the terminal and the metrics; the browser
+    test opens the report."""
     base = tmp_path_factory.mktemp("lab")
     path, out = base / "results.db", base / "lab-report"
     state = base / "state"
     state.mkdir(mode=0o755)
     env = {**os.environ, "QUIETCORE_DB": str(path), "QUIETCORE_STATE_DIR": str(state)}
-    argv = [sys.executable, "-m", "quietcore", "lab", "--quick", "--report", str(out)]
+    (base / "metrics").mkdir()
+    argv = [sys.executable, "-m", "quietcore", "lab", "--quick", "--report", str(out), "--prometheus",
+            str(base / "metrics")]  # fmt: skip
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return path, out, proc
@@ -154,3 +162,67 @@ def as_nobody(work: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         answer = json.loads(pipe.read())
     os.waitpid(pid, 0)
     return answer
+
+
+HAVE_SLURM = all(shutil.which(x) for x in ("slurmctld", "slurmd", "srun", "sinfo", "munged"))
+
+
+def _slurm_conf(where: Path) -> str:
+    cpus = len(os.sched_getaffinity(0))
+    host = socket.gethostname()
+    return "\n".join([
+        "ClusterName=quietcore", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
+        "AuthType=auth/munge", "CredType=cred/munge", f"StateSaveLocation={where}/state",
+        f"SlurmdSpoolDir={where}/spool", f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/slurmd.pid",
+        f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/slurmd.log",
+        "SlurmctldPort=16817", "SlurmdPort=16818",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
+        f"NodeName={host} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
+        f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP", "",
+    ])  # fmt: skip
+
+
+@contextlib.contextmanager
+def slurm_node(where: Path, extra: Sequence[str] = ()) -> Iterator[dict[str, str]]:
+    """A single-node Slurm of this host: munged (if none runs), slurmctld
+    and slurmd on their own configuration (plus `extra` lines), state and
+    ports, waited for until the node is idle; every daemon it started is
+    stopped afterwards, even when the test fails. Yields the environment
+    that points srun and scontrol at it."""
+    if not HAVE_SLURM or os.geteuid() != 0:
+        pytest.skip("needs slurm-wlm and munge, as root")
+    for d in ("state", "spool"):
+        (where / d).mkdir()
+    (where / "slurm.conf").write_text(_slurm_conf(where) + "".join(f"{line}\n" for line in extra))
+    env = {**os.environ, "SLURM_CONF": str(where / "slurm.conf")}
+    # In the foreground (-D), as children of the test: stopped by it whatever happens.
+    daemons: list[subprocess.Popen[bytes]] = []
+    logs = open(where / "daemons.log", "wb")  # noqa: SIM115 (closed in the finally)
+    try:
+        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True, check=False).returncode != 0:
+            Path("/run/munge").mkdir(parents=True, exist_ok=True)
+            daemons.append(subprocess.Popen(["munged", "--foreground", "--force"], stdout=logs, stderr=logs))
+            time.sleep(0.3)
+        for daemon in ("slurmctld", "slurmd"):
+            daemons.append(subprocess.Popen([daemon, "-D"], env=env, stdout=logs, stderr=logs))
+        deadline, state = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True,
+                                   check=False).stdout.strip()  # fmt: skip
+            if state == "idle":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the test Slurm node never became idle ({state!r}); see {where}/daemons.log")
+        yield env
+    finally:
+        for proc in reversed(daemons):
+            proc.send_signal(signal.SIGTERM)
+        for proc in daemons:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logs.close()

@@ -22,6 +22,7 @@ HEAVY: dict[str, str] = {
     "mpi4py": "survey alone, and it starts MPI when loaded",
     "pyarrow": "the Parquet export alone (an optional dependency)",
     "jsonschema": "checking an export or an import against the schema",
+    "prometheus_client": "--prometheus alone: 30 ms here (it loads http.server and wsgiref)",
 }
 
 #: Loaded by the commands that compute, at their import, but deferred where only reading

@@ -59,7 +59,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
+            os.fchmod(handle.fileno(), 0o644)  # by the descriptor: the name could be swapped under a path
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -43,6 +43,14 @@ def test_lab_quick_measures_every_online_cpu(lab_quick: tuple[Path, Path, subpro
     # --report DIR; without it, lab writes where `report` does (commands.report.default_out, tested there).
     report = out / "index.html"
     assert f"Report: {report}" in proc.stdout and report.stat().st_size > 10_000
+    # --prometheus DIR: both rounds' CPUs in one file, with the values stored
+    written = db_file.parent / "metrics" / "quietcore.prom"
+    assert f"Metrics for node_exporter: {written}" in proc.stdout
+    metrics = written.read_text()
+    assert 'command="lab"' in metrics
+    for cpu, measured, lost in conn.execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
+        line = next(m for m in metrics.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
+        assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
 
 
 def test_lab_rounds_leave_a_cpu_free() -> None:

@@ -11,19 +11,17 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import allowed_cpus
+from tests.conftest import allowed_cpus, slurm_node
 
 HAVE_MPI = bool(shutil.which("mpirun")) and importlib.util.find_spec("mpi4py") is not None
 NEEDS_MPI = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun (openmpi-bin) and mpi4py (quietcore[mpi])")
@@ -167,68 +165,11 @@ def test_bad_options_are_one_line(cli_env: dict[str, str], args: list[str], word
     assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-HAVE_SLURM = all(shutil.which(x) for x in ("slurmctld", "slurmd", "srun", "sinfo", "munged"))
-
-
-def _slurm_conf(where: Path) -> str:
-    cpus = len(os.sched_getaffinity(0))
-    host = socket.gethostname()
-    return "\n".join([
-        "ClusterName=quietcore", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"StateSaveLocation={where}/state",
-        f"SlurmdSpoolDir={where}/spool", f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/slurmd.pid",
-        f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/slurmd.log",
-        "SlurmctldPort=16817", "SlurmdPort=16818",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
-        f"NodeName={host} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
-        f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP", "",
-    ])  # fmt: skip
-
-
 @pytest.fixture
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A single-node Slurm of this host: munged (if none runs), slurmctld
-    and slurmd on their own configuration, state and ports, waited for until
-    the node is idle; every daemon it started is stopped afterwards, even
-    when the test fails. Yields the environment that points srun at it."""
-    if not HAVE_SLURM or os.geteuid() != 0:
-        pytest.skip("needs slurm-wlm and munge, as root")
-    where = tmp_path_factory.mktemp("slurm")
-    for d in ("state", "spool"):
-        (where / d).mkdir()
-    (where / "slurm.conf").write_text(_slurm_conf(where))
-    env = {**os.environ, "SLURM_CONF": str(where / "slurm.conf")}
-    # In the foreground (-D), as children of the test: stopped by it whatever happens.
-    daemons: list[subprocess.Popen[bytes]] = []
-    logs = open(where / "daemons.log", "wb")  # noqa: SIM115 (closed in the finally)
-    try:
-        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True, check=False).returncode != 0:
-            Path("/run/munge").mkdir(parents=True, exist_ok=True)
-            daemons.append(subprocess.Popen(["munged", "--foreground", "--force"], stdout=logs, stderr=logs))
-            time.sleep(0.3)
-        for daemon in ("slurmctld", "slurmd"):
-            daemons.append(subprocess.Popen([daemon, "-D"], env=env, stdout=logs, stderr=logs))
-        deadline, state = time.monotonic() + 60, ""
-        while time.monotonic() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True,
-                                   check=False).stdout.strip()  # fmt: skip
-            if state == "idle":
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the test Slurm node never became idle ({state!r}); see {where}/daemons.log")
+    """A single-node Slurm of this host (tests/conftest.py), for srun."""
+    with slurm_node(tmp_path_factory.mktemp("slurm")) as env:
         yield env
-    finally:
-        for proc in reversed(daemons):
-            proc.send_signal(signal.SIGTERM)
-        for proc in daemons:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        logs.close()
 
 
 @NEEDS_MPI
@@ -255,12 +196,20 @@ def test_two_tasks_under_srun_make_one_session(slurm: dict[str, str], cli_env: d
 @NEEDS_MPI
 @TWO_CPUS
 def test_exports_per_node(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
-    """A survey's node traces (netgauge / LogGOPSim), PSNAP histograms, and
-    the flat table's host and rank columns."""
+    """A survey's node traces (netgauge / LogGOPSim), PSNAP histograms, the
+    flat table's host and rank columns, and each node's metrics file."""
     import csv
     import io
 
-    assert mpirun(cli_env, 2, "--duration", "0.5").returncode == 0
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    assert mpirun(cli_env, 2, "--duration", "0.5", "--prometheus", str(metrics)).returncode == 0
+    # --prometheus DIR: this node's first rank wrote both ranks' CPUs, with the values stored
+    written = (metrics / "quietcore.prom").read_text()
+    assert 'command="survey"' in written
+    for cpu, measured, lost in sqlite3.connect(db_file).execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
+        line = next(m for m in written.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
+        assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
     quietcore = [sys.executable, "-m", "quietcore", "results", "export", "1"]
     out = tmp_path / "traces"
     proc = subprocess.run([*quietcore, "--format", "trace", "--out", str(out)], env=cli_env, capture_output=True,

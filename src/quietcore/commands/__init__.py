@@ -26,6 +26,8 @@ COMMANDS: dict[str, str] = {
     "tune": "Shield CPUs from OS noise: plan from the topology, apply, verify, revert.",
     "survey": "Measure every node of an MPI job at once: start under mpirun or srun.",
     "simulate": "What this node's noise would cost a bulk-synchronous job on many nodes.",
+    "check": "Check this node's noise against its reference: PASS or FAIL, for a health check.",
+    "reference": "Keep the reference noise `quietcore check` compares with, per configuration.",
 }
 
 

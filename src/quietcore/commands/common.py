@@ -6,11 +6,11 @@ import argparse
 import os
 import sqlite3
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from quietcore.errors import StoreError
+from quietcore.errors import StoreError, UsageError
 from quietcore.facts.root import Root
 from quietcore.levers.journal import recover
 from quietcore.lock import NodeLock
@@ -20,7 +20,9 @@ from quietcore.store import db, legacy, sessions
 from quietcore.store import journal as node
 
 if TYPE_CHECKING:
+    from quietcore.fleet.verdict import Verdict
     from quietcore.lock import NodeLock
+    from quietcore.runs.model import Run
 
 
 def add_db(parser: argparse.ArgumentParser, default: object = None) -> None:
@@ -47,6 +49,32 @@ def tags(args: argparse.Namespace) -> dict[str, str]:
 def live_root() -> Root:
     """Measuring commands read the node they run on."""
     return Root("/")
+
+
+def add_prometheus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus", metavar="DIR",
+                        help="also write DIR/quietcore.prom for node_exporter's textfile collector")  # fmt: skip
+
+
+def prometheus_dir(args: argparse.Namespace) -> Path | None:
+    """--prometheus DIR: an existing directory (node_exporter's
+    --collector.textfile.directory), refused before anything is measured."""
+    if getattr(args, "prometheus", None) is None:
+        return None
+    where = Path(args.prometheus)
+    if not where.is_dir():
+        raise UsageError(f"--prometheus {args.prometheus}: not a directory (give node_exporter's "
+                         "--collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter)")  # fmt: skip
+    return where
+
+
+def publish(where: Path, command: str, facts: Mapping[str, Any], fingerprint: str, runs: Iterable[Run],
+            verdict: Verdict | None = None) -> str:  # fmt: skip
+    """Write the metrics file; say where."""
+    from quietcore.fleet import prometheus  # prometheus_client: see quietcore.lazy
+
+    written = prometheus.write(where, prometheus.snapshot(command, facts, fingerprint, runs, verdict))
+    return f"Metrics for node_exporter: {written}"
 
 
 def add_wait(parser: argparse.ArgumentParser) -> None:

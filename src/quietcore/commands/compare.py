@@ -19,6 +19,7 @@ from rich.table import Table
 from quietcore.commands import common
 from quietcore.report import text
 from quietcore.report.experiment import fmt, shown_unit
+from quietcore.report.side import figure_rows
 from quietcore.store import db
 
 NAME = "compare"
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         a, b = resolve(conn, args.a), resolve(conn, args.b)
-        result = compare_sessions(conn, a, b)
+        result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b)}
     finally:
         conn.close()
     if args.json:
@@ -58,8 +59,18 @@ def run(args: argparse.Namespace) -> int:
         for change in result["changes"]:
             changes.add_row(change["fact"], str(change["a"]), str(change["b"]))
         out.print(changes)
+    if result["figures"]:
+        figures = Table(title="Per CPU, what both measured (a peer's figure beside quietcore's)", title_justify="left")
+        for name in ("CPU", "figure", "A", "B", "B/A"):
+            figures.add_column(name, justify="left" if name == "figure" else "right")
+        for row in result["figures"]:
+            ratio = f"{row['b'] / row['a']:.2f}" if row["a"] else "-"
+            figures.add_row(str(row["cpu"]), row["figure"], f"{row['a']:,.2f} ({row['a_from']})",
+                            f"{row['b']:,.2f} ({row['b_from']})", ratio)  # fmt: skip
+        out.print(figures)
     if not result["cells"]:
-        out.print("No experiment cell was measured in both sessions; nothing to compare run by run.")
+        if not result["figures"]:
+            out.print("No experiment cell was measured in both sessions; nothing to compare run by run.")
         return 0
     table = Table(title="B against A, per cell", title_justify="left")
     for name in ("experiment", "cell", "A median (n)", "B median (n)", "B/A [95% CI]", "p (Holm)", "verdict"):

@@ -28,6 +28,7 @@ from quietcore.probes.noise import NoiseOptions, event_cap
 from quietcore.report import text
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
+from quietcore.runs.model import Run
 from quietcore.session import Session
 from quietcore.store import db, sessions
 
@@ -44,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", metavar="S", help="seconds per round (0.1-3600), overrides --quick")
     parser.add_argument("--report", metavar="DIR", help="where to write the report (default: reports/session-N "
                         "beside the database; replaced if it exists)")  # fmt: skip
+    common.add_prometheus(parser)
     common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
@@ -61,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     per_round = QUICK_ROUND_S if args.quick else ROUND_S
     if args.duration is not None:
         per_round = duration_option(args.duration, lo=0.1, hi=3600)
+    metrics = common.prometheus_dir(args)
     root = common.live_root()
     plan = rounds(online_cpus(root))
     trial_ms = 50 if args.quick else 100
@@ -76,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         calibration = session.add(session.node.calibrate(trials=5, trial_ms=trial_ms)).result
         rows: list[dict[str, Any]] = []
         analyses: list[CpuAnalysis] = []
+        measured_runs: list[Run] = []
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
             measured = session.add(
@@ -84,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
                     _ticker(update, label, calib_s + i * per_round),
                 )
             )
+            measured_runs.append(measured)
             rows += measured.summary
             analyses += measured.noise.cpus
         record_audit(session, root)
+    if metrics is not None:
+        text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, measured_runs))
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu))
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
@@ -99,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def record_audit(session: Session, root: Root) -> None:
-    """The audit of the node as it was measured, for the report."""
+def record_audit(session: Session, root: Root) -> list[dict[str, Any]]:
+    """The audit of the node as it was measured, for the report; its findings."""
 
     started = sessions.now_iso()
     journal, source = common.journal_of(root)
@@ -108,6 +115,7 @@ def record_audit(session: Session, root: Root) -> None:
     findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
     session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
                                           "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
+    return findings
 
 
 def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> Callable[[float], None]:

@@ -77,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-threshold", metavar="CMD",
                         help="with --stop-above: then run CMD (no shell), the gap in its environment")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common.add_prometheus(parser)
     common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
@@ -127,6 +128,9 @@ def explain_option(args: argparse.Namespace, options: NoiseOptions) -> float | N
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     above = explain_option(args, options)
+    metrics = common.prometheus_dir(args)
+    if metrics is not None and options.mode != "spin":
+        raise UsageError(f"--prometheus needs --mode spin (its gaps), not --mode {options.mode}")
     if args.stop_above is not None:
         stop_ns = positive_float(args.stop_above, "--stop-above", 1, 1e7) * 1e3
         options = dataclasses.replace(options, stop_above_ns=stop_ns)
@@ -148,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing, above)
         )
     kept = _keep(run_, session) if "stopped" in run_.analysis else None
+    published = common.publish(metrics, "noise", session.facts, session.fingerprint, [run_]) if metrics else None
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))
@@ -157,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         warning = text.virt_warning(session.facts)
         if warning:
             out.print(warning)
+        if published:
+            out.print(published)
         out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
     if args.stop_above is not None:
         return _stopped(run_, kept, args.on_threshold, session.id, args.json)

@@ -4,11 +4,17 @@
   quietcore results show ID
   quietcore results export ID [--format json|csv|parquet|trace|psnap] [--out FILE|DIR [--force]]
   quietcore results import FILE
+  quietcore results import --from oslat|cyclictest|rtla-osnoise FILE
   quietcore results schema
 
 --db PATH goes before or after the action.
 
 ID is a session number from `results list`, or the start of its UUID.
+
+import --from reads a peer's result: oslat's or cyclictest's --json file, or
+rtla osnoise top's or hist's text. Each becomes a session of one run of its
+own kind, which `results show`, `compare` and `report` put beside
+quietcore's own (compare sets the figures both give side by side per CPU).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.peers import FORMATS, parse
+from quietcore.peers.common import MAX_BYTES
 from quietcore.report import export, text
 from quietcore.report.kinds import kind_of
 from quietcore.safe import plain, write_atomic
@@ -48,8 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     exp.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     sub.add_parser("schema", help="print the JSON schema of the export (its path is in the package)")
-    imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say)")
+    imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say), or from a "
+                         "peer's result file (--from)")  # fmt: skip
     imp.add_argument("file", metavar="FILE")
+    imp.add_argument("--from", dest="peer", choices=FORMATS, metavar="TOOL",
+                     help="a peer's file: oslat or cyclictest --json, rtla-osnoise top or hist text")  # fmt: skip
+    common.add_tags(imp)
     for action in (ls, show, exp, imp):
         # `results list --db X` as well as `results --db X list`: SUPPRESS keeps the
         # action's missing --db from hiding the one given before it.
@@ -69,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
             show(conn, args.id)
         elif args.action == "export":
             export_(conn, args)
+        elif args.peer is not None:
+            import_peer(conn, args.peer, Path(args.file), common.tags(args))
         else:
             import_(conn, Path(args.file))
     finally:
@@ -161,3 +175,26 @@ def import_(conn: sqlite3.Connection, path: Path) -> None:
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path} is a malformed quietcore export (missing or wrong {exc})") from exc
     print(plain(f"Imported {path} as session {session_id}."))
+
+
+def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str, str]) -> None:
+    """A peer's file as a session of one run of its kind (nothing stored if it does not parse)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    if len(raw) > MAX_BYTES:
+        raise UsageError(f"{path}: over {MAX_BYTES >> 20} MB, not a result file of {tool}; nothing imported")
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not text ({exc.reason} at byte {exc.start}), nothing imported") from exc
+    got = parse(tool, content, path.name)
+    session_id = sessions.create_session(conn, "import", ["quietcore", "results", "import", "--from", tool, str(path)],
+                                         got.facts, "imported", tags)  # fmt: skip
+    sessions.add_run(conn, session_id, got.run)
+    sessions.finish_session(conn, session_id, "complete")
+    cpus = ", ".join(str(c["cpu"]) for c in got.run.result["cpus"])
+    print(plain(f"Imported {path} ({tool}, CPU {cpus}) as session {session_id}. Next: quietcore results show "
+                f"{session_id}, or quietcore compare {session_id} ID"))  # fmt: skip

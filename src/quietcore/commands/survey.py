@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from typing import Any
 
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also audit every node; findings that differ between nodes are listed once, with them",
     )
     parser.add_argument("--out", metavar="DB", help="the results database rank 0 writes (as --db)")
+    common.add_prometheus(parser)
     parser.add_argument("--json", action="store_true", help="rank 0 prints the survey as JSON")
     common.add_tags(parser)
     common.add_db(parser)
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         work_us = []
     if not work_us or not all(1 <= w <= 1_000_000 for w in work_us):
         raise UsageError(f"invalid --work-us {args.work_us!r} (valid: µs from 1 to 1000000, comma-separated)")
+    metrics = common.prometheus_dir(args)  # each rank, of its own node
     if args.out:
         args.db = args.out
     MPI = _mpi()
@@ -101,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         )
         print(alone, file=sys.stderr)
 
-    mine = node.measure(comm, args.mode, duration, max_events, send)
+    mine = node.measure(comm, args.mode, duration, max_events, send, keep=metrics is not None)
+    if metrics is not None:
+        written = node.publish(comm, mine, metrics)
+        if written:
+            print(f"quietcore survey: metrics of {socket.gethostname()} for node_exporter: {written}", file=sys.stderr)
     if args.audit:
         hosts = comm.allgather(mine.payload["place"]["host"])
         if hosts.index(hosts[rank]) == rank:  # one audit per node: its first rank's

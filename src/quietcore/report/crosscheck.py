@@ -37,7 +37,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def fact_changes(a: SessionRecord, b: SessionRecord) -> list[tuple[str, Any, Any]]:
     fa, fb = _flatten(a.facts), _flatten(b.facts)
-    keys = sorted(set(fa) | set(fb))
+    # A peer's file says little of its node: set side by side only what both say.
+    keys = sorted(set(fa) & set(fb) if "imported" in a.facts or "imported" in b.facts else set(fa) | set(fb))
     return [(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k) and k not in DRIFTING]
 
 

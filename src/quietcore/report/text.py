@@ -99,12 +99,19 @@ def session_header(row: SessionRecord) -> Table:
     table.add_row("command", " ".join(row.argv))
     table.add_row("status", row.status + (f": {row.error}" if row.error else ""))
     table.add_row("host", f"{row.host}  started {row.started_at}  ended {row.ended_at or '-'}")
-    table.add_row(
-        "node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}"
-    )
+    imported = facts.get("imported")
+    if imported:  # a peer's file: its node is what the file says, no more
+        host = f" of host {imported['host']}" if imported.get("host") else ""
+        release = f", kernel {kernel['release']}" if kernel.get("release") else ""
+        table.add_row("node", plain(f"imported from {imported.get('tool')} file {imported.get('file')}{host}{release}"))
+    else:
+        table.add_row(
+            "node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}"
+        )
     table.add_row("fingerprint", row.fingerprint)
-    hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
-    table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")
+    if not imported:
+        hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
+        table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")
     tags = row.tags
     if tags:
         table.add_row("tags", ", ".join(f"{k}={v}" for k, v in sorted(tags.items())))

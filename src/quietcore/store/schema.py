@@ -118,6 +118,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE journal_v4 RENAME TO journal;
     CREATE INDEX journal_open ON journal(state);
     """,
+    # 5: references: a node's noise per CPU for one configuration, which `quietcore check` compares with.
+    """
+    CREATE TABLE refs (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        host TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        created_at TEXT NOT NULL,
+        data TEXT NOT NULL,
+        UNIQUE (name, host)
+    );
+    CREATE INDEX refs_fingerprint ON refs(fingerprint);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

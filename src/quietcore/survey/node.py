@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,11 @@ from quietcore.errors import QuietcoreError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import irqbalance_running, read_tasks
+from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report.kinds.survey import verdict_text
 from quietcore.runs.model import Run
+from quietcore.runs.reference import CpuNoise
 from quietcore.stats.percentiles import tail
 from quietcore.store.sessions import now_iso
 from quietcore.survey import clock
@@ -51,6 +54,7 @@ class Mine:
     # this rank's first CPU, all its gaps (starts from the measurement's start) and span: for the prediction
     trace: tuple[np.ndarray, np.ndarray, float] | None = None
     coupled: list[dict[str, Any]] = field(default_factory=list)
+    cpus: list[CpuNoise] = field(default_factory=list)  # this rank's CPUs with their gaps, for --prometheus
 
 
 def config_of(facts: dict[str, Any]) -> dict[str, str]:
@@ -114,7 +118,7 @@ def audit_of() -> dict[str, tuple[str, str]]:
     return {f.id: (f.status.value, f.summary) for f in run_checks(AuditContext(Root("/")))}
 
 
-def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -> Mine:
+def measure(comm: Any, mode: str, duration: float, max_events: int, send: int, keep: bool = False) -> Mine:
     """Collective: every rank calls it."""
     from quietcore.measure import Measurer
 
@@ -149,7 +153,29 @@ def measure(comm: Any, mode: str, duration: float, max_events: int, send: int) -
     p999 = p999 / 1e3 if p999 is not None else None
     payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
                "p999_us": p999}  # fmt: skip
-    return Mine(payload, flat, None, (start, end), trace)
+    return Mine(payload, flat, None, (start, end), trace, cpus=cpu_noise(run, keep_gaps=True) if keep else [])
+
+
+def publish(comm: Any, mine: Mine, where: Path) -> str | None:
+    """Collective: each node's first rank writes the node's metrics file, with every
+    CPU its ranks measured (`--prometheus`: each node writes its own)."""
+    from quietcore.fleet import prometheus  # prometheus_client: see quietcore.lazy
+
+    host = socket.gethostname()
+    hosts = comm.allgather(host)
+    local = comm.Split(hosts.index(host), comm.Get_rank())
+    try:
+        got = local.gather(mine.cpus, root=0)
+        first = local.Get_rank() == 0
+    finally:
+        local.Free()
+    if not first or got is None:
+        return None
+    config = mine.payload.get("config") or {}
+    cpus = sorted((c for part in got for c in part), key=lambda c: c.cpu)
+    snap = prometheus.Snapshot("survey", str(mine.payload.get("fingerprint", "")), str(config.get("kernel", "")),
+                               str(config.get("virtualization", "")), time.time(), cpus)  # fmt: skip
+    return str(prometheus.write(where, snap))
 
 
 @dataclass

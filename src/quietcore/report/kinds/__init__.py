@@ -9,11 +9,13 @@ from quietcore.report.kinds import (
     audit,
     calibrate,
     cell,
+    check,
     ctxswitch,
     experiment,
     intruders,
     latency,
     noise,
+    peer,
     prove,
     simulate,
     survey,
@@ -23,7 +25,8 @@ from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
                                               experiment.KIND, audit.KIND, prove.KIND, survey.KIND,
-                                              simulate.KIND, intruders.KIND)}  # fmt: skip
+                                              simulate.KIND, intruders.KIND, check.KIND, peer.OSLAT,
+                                              peer.CYCLICTEST, peer.RTLA)}  # fmt: skip
 GENERIC = Kind()
 
 

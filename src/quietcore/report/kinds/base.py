@@ -19,6 +19,13 @@ MEASURED_KEYS = ("wall_ns", "cpu_ns", "user_ns", "system_ns", "ctxsw_voluntary",
                  "major_faults")  # fmt: skip
 MEASURED = tuple(f"measured_{k}" for k in MEASURED_KEYS)
 RUN_JSON = ("params", "envelope", "context", "analysis")
+#: The figures several tools measure alike, in µs or %: a spinning loop's longest gap (quietcore
+#: noise, oslat's max, rtla osnoise's longest single noise), the share of the CPU it had (noise,
+#: rtla), and a timer's wake-up latency (quietcore latency, cyclictest).
+GAP_MAX = "longest gap (µs)"
+AVAILABLE = "available (%)"
+WAKE_MAX, WAKE_P50, WAKE_P99 = "wake-up latency max (µs)", "wake-up latency p50 (µs)", "wake-up latency p99 (µs)"
+FIGURES = (GAP_MAX, AVAILABLE, WAKE_MAX, WAKE_P50, WAKE_P99)
 
 
 class Kind:
@@ -35,6 +42,11 @@ class Kind:
     def rows(self, run: Run) -> list[dict[str, Any]]:
         """Rows of the flat export table: one per run by default."""
         return [run_row(run)] if self.in_table else []
+
+    def figures(self, run: Run) -> dict[int, dict[str, float]]:
+        """Per CPU, the figures a peer's tool also gives, by their shared names
+        (FIGURES): what `compare` sets beside each other across tools."""
+        return {}
 
     def to_json(self, run: Run) -> dict[str, Any]:
         """The run in the JSON export (schemas/results-v1.schema.json)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from quietcore.report import tables
-from quietcore.report.kinds.base import Kind
+from quietcore.report.kinds.base import WAKE_MAX, WAKE_P50, WAKE_P99, Kind
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
@@ -27,6 +27,15 @@ class LatencyKind(Kind):
 
         s.grids.append(grid(tables.latency_table(run.result)))
         b.figure(s, figures.latency_histogram(run.result), "latency", "Wake-up latency per CPU, p99 and max marked.")
+
+    def figures(self, run: Run) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for c in run.result.get("cpus", []):
+            figures = {WAKE_MAX: c["max_ns"] / 1e3, WAKE_P50: c["p50_ns"] / 1e3}
+            if c.get("samples", 0) >= 100:
+                figures[WAKE_P99] = c["p99_ns"] / 1e3
+            out[int(c["cpu"])] = figures
+        return out
 
 
 KIND = LatencyKind()

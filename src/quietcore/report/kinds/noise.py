@@ -10,7 +10,7 @@ from rich.console import Console
 
 from quietcore.attribution import explain
 from quietcore.report import tables, text
-from quietcore.report.kinds.base import Kind, run_row
+from quietcore.report.kinds.base import AVAILABLE, GAP_MAX, Kind, run_row
 from quietcore.runs.model import Run
 from quietcore.safe import markup
 
@@ -86,6 +86,10 @@ class NoiseKind(Kind):
     def rows(self, run: Run) -> list[dict[str, Any]]:
         shared = run_row(run)
         return [{**shared, **summary} for summary in run.summary] or [shared]
+
+    def figures(self, run: Run) -> dict[int, dict[str, float]]:
+        return {int(r["cpu"]): {GAP_MAX: float(r["max_gap_ns"]) / 1e3, AVAILABLE: float(r["available_pct"])}
+                for r in run.summary}  # fmt: skip
 
 
 KIND = NoiseKind()

@@ -1,0 +1,184 @@
+"""Check this node's noise against its reference: PASS or FAIL, for a health check.
+
+Measures every CPU for --duration seconds (1 by default; the whole check
+takes about 2 s here) and compares each with the reference kept for this
+configuration (`quietcore reference set`): the lost ratio of each 100 ms
+window by a one-sided Mann-Whitney U test, Holm over the CPUs; a CPU fails
+when p < 0.001 and it loses more than --tolerance of its time beyond the
+reference, or when a periodic source the reference lacks costs more than
+that. Fixed limits fail on their own. Facts of the configuration that
+changed since the reference are named. Prints one line and stores a small
+session.
+
+exit codes: 0 PASS, 1 FAIL, 2 bad usage, 3 UNKNOWN (could not measure or
+judge: the CPUs in use by another quietcore, no reference and no limit)
+
+example: quietcore check --slurm-drain --prometheus /var/lib/prometheus/node-exporter
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from typing import Any
+
+from quietcore.commands import common
+from quietcore.commands.lab import record_audit
+from quietcore.errors import CommandError
+from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpus import online_cpus
+from quietcore.facts.root import Root
+from quietcore.fleet import slurm
+from quietcore.fleet.baseline import cpu_noise
+from quietcore.fleet.verdict import TOLERANCE, Limits, Verdict, drift, judge, to_json
+from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
+from quietcore.probes.noise import NoiseOptions
+from quietcore.report import text
+from quietcore.runs.reference import Reference
+from quietcore.session import Session
+from quietcore.store import db, references
+
+NAME = "check"
+UNKNOWN = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpus", metavar="LIST", help="CPUs to check (default: the reference's, else every one)")
+    parser.add_argument("--duration", metavar="S", default="1", help="seconds to measure (0.2-60, default 1)")
+    parser.add_argument("--reference", metavar="auto|NAME", default="auto",
+                        help="compare with this reference (auto: the one for this configuration)")  # fmt: skip
+    parser.add_argument("--tolerance", metavar="X", default=str(TOLERANCE),
+                        help=f"lost ratio over the reference's failing a CPU (0-1, default {TOLERANCE:g})")  # fmt: skip
+    parser.add_argument("--max-lost-ratio", metavar="X", help="fail a CPU that loses more than X of its time (0-1)")
+    parser.add_argument("--max-gap-us", metavar="N", help="fail a CPU with a gap over N µs")
+    parser.add_argument("--max-events-per-s", metavar="N", help="fail a CPU with more than N gaps a second")
+    parser.add_argument("--audit", action="store_true", help="also audit the node: a failing finding fails the check")
+    parser.add_argument("--slurm-drain", action="store_true",
+                        help="drain this node in Slurm on FAIL; resume it on PASS if quietcore drained it")  # fmt: skip
+    parser.add_argument(
+        "--slurm-node", metavar="NAME", help="this node's Slurm NodeName (default: the short host name)"
+    )
+    common.add_prometheus(parser)
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    common.add_wait(parser)
+    common.add_db(parser)
+    common.add_tags(parser)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    def opt(value: str | None, name: str, lo: float, hi: float, scale: float = 1.0) -> float | None:
+        return None if value is None else positive_float(value, name, lo, hi) * scale
+
+    return Limits(
+        tolerance=positive_float(args.tolerance, "--tolerance", 0, 1),
+        max_lost_ratio=opt(args.max_lost_ratio, "--max-lost-ratio", 0, 1),
+        max_gap_s=opt(args.max_gap_us, "--max-gap-us", 1, 1e8, 1e-6),
+        max_events_per_s=opt(args.max_events_per_s, "--max-events-per-s", 0, 1e9),
+    )
+
+
+def _reference(args: argparse.Namespace, fingerprint: str) -> Reference | None:
+    path, chosen = common.db_path(args)
+    conn = db.open_db(path, create=True, chosen=chosen)
+    try:
+        host = socket.gethostname()
+        if args.reference == "auto":
+            return references.for_node(conn, fingerprint, host)
+        return references.named(conn, args.reference, host)
+    finally:
+        conn.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    limits = _limits(args)
+    duration = duration_option(args.duration, lo=0.2, hi=60)
+    metrics = common.prometheus_dir(args)
+    binary = slurm.scontrol() if args.slurm_drain else ""
+    node = slurm.node_name(args.slurm_node) if args.slurm_drain else ""
+    root = common.live_root()
+    online = online_cpus(root)
+    usable = usable_cpus(online)
+    path, chosen = common.db_path(args)
+    try:
+        with Session("check", path, chosen, common.tags(args), root) as session:
+            reference = _reference(args, session.fingerprint)
+            if args.cpus is not None:
+                cpus = cpus_option(args.cpus, usable, what=USABLE)
+            else:
+                cpus = frozenset(reference.cpus) & usable if reference is not None else usable
+                cpus = cpus or usable
+            if reference is None and limits == Limits(tolerance=limits.tolerance):
+                raise CommandError("no reference for this configuration and no fixed limit: set one with "
+                                   "`quietcore reference set SESSION` (from `quietcore noise --cpus "
+                                   f"{format_cpulist(usable)} --duration 30`) or give --max-lost-ratio",
+                                   UNKNOWN)  # fmt: skip
+            with common.node_lock(args, cpus):
+                measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
+            findings = _audit(session, root) if args.audit else []
+            changed = drift(reference.facts, session.facts) if reference is not None else []
+            verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
+            for f in findings:
+                verdict.passed = False
+                verdict.cpus[0].reasons.append(f"audit {f['id']}: {f['summary']}")
+            result = to_json(verdict)
+            session.record(
+                "check",
+                {
+                    "cpus": format_cpulist(cpus),
+                    "duration_s": duration,
+                    "limits": limits.__dict__,
+                    "reference": args.reference,
+                },
+                measured.started,
+                {"result": result},
+                result,
+            )
+            session_id, facts, fingerprint = session.id, session.facts, session.fingerprint
+    except CommandError as exc:
+        if exc.exit_code != UNKNOWN:
+            raise
+        _say_unknown(str(exc), args.json)
+        return UNKNOWN
+    said = []
+    if metrics is not None:
+        said.append(common.publish(metrics, "check", facts, fingerprint, [measured], verdict))
+    if args.slurm_drain:
+        try:
+            action = slurm.act(binary, node, verdict.passed, verdict.line())
+        except CommandError as exc:
+            action = f"Slurm: {exc}"
+        if action:
+            said.append(action)
+    if args.json:
+        print(json.dumps({"session": session_id, **result, "actions": said}, indent=2))
+    else:
+        print(verdict.line())
+        _details(verdict, said, session_id)
+    return 0 if verdict.passed else 1
+
+
+def _audit(session: Session, root: Root) -> list[dict[str, Any]]:
+    """The audit's failing findings (recorded with the session, as lab records its audit)."""
+    return [f for f in record_audit(session, root) if f.get("status") == "fail"]
+
+
+def _details(verdict: Verdict, said: list[str], session_id: int) -> None:
+    """Below the line: what was seen but does not fail, the actions, where it is stored."""
+    out = text.console()
+    for c in verdict.cpus:
+        for note in c.notes:
+            out.print(f"  CPU {c.cpu}: {note}")
+    if verdict.reference is not None:
+        r = verdict.reference
+        out.print(f"  against reference {r.name!r} (session {r.session_id}, {r.host}, {r.fingerprint})")
+    for line in said:
+        out.print(f"  {line}")
+    out.print(f"  stored as session {session_id}")
+
+
+def _say_unknown(why: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"verdict": "unknown", "line": f"UNKNOWN {why}"}, indent=2))
+    else:
+        print(f"UNKNOWN {why}")

@@ -1,0 +1,153 @@
+"""Keep the reference noise `quietcore check` compares with, per configuration.
+
+  quietcore reference set SESSION [--name N]
+  quietcore reference list
+  quietcore reference show [NAME]
+
+`set` takes every CPU of a noise, lab or survey session (a survey's per
+node) that measured at least 5 s with every gap recorded, and keeps it with
+the session's configuration fingerprint and facts; a session too short, or
+of another command, is refused with the reason. NAME defaults to the
+fingerprint, so each configuration keeps its own and setting it again
+replaces it. `show` without NAME shows the one `check --reference auto`
+would take here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+from typing import Any
+
+from rich.table import Table
+
+from quietcore.commands import common
+from quietcore.errors import CommandError, UsageError
+from quietcore.fleet.baseline import from_session
+from quietcore.measure import Measurer
+from quietcore.report import text
+from quietcore.runs.reference import CpuNoise, Reference
+from quietcore.safe import plain
+from quietcore.store import db, references, sessions
+
+NAME = "reference"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    common.add_db(parser)
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
+    put = sub.add_parser("set", help="keep a session's noise as the reference for its configuration")
+    put.add_argument("session", metavar="SESSION")
+    put.add_argument("--name", metavar="N", help="name it (default: the configuration fingerprint)")
+    sub.add_parser("list", help="one line per reference")
+    show = sub.add_parser("show", help="a reference's CPUs: lost time, windows, periodic sources")
+    show.add_argument("name", metavar="NAME", nargs="?")
+    show.add_argument("--json", action="store_true", help="print it as JSON")
+    for action in sub.choices.values():
+        common.add_db(action, default=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    path, chosen = common.db_path(args)
+    conn = db.open_db(path, create=False, chosen=chosen, write=args.action == "set")
+    try:
+        if args.action == "set":
+            set_(conn, args.session, args.name)
+        elif args.action == "list":
+            list_(conn)
+        else:
+            show(conn, args.name, args.json)
+    finally:
+        conn.close()
+    return 0
+
+
+def set_(conn: Any, ident: str, name: str | None) -> None:
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+        raise UsageError(f"invalid --name {name!r} (valid: letters, digits, '.', '_', '-', up to 64)")
+    row = sessions.get_session(conn, ident)
+    if row.status != "complete":
+        raise UsageError(f"session {row.id} is {row.status}: a reference needs a complete session")
+    taken = from_session(row.command, sessions.runs_of(conn, row.id), row.host)
+    if not taken.hosts:
+        why = "; ".join(taken.refused) or f"session {row.id} ({row.command}) has no spin-mode noise run"
+        raise UsageError(f"session {row.id} cannot serve as a reference: {why}")
+    out = text.console()
+    for host, cpus in sorted(taken.hosts.items()):
+        facts = row.facts if host == row.host else {}
+        fingerprint = row.fingerprint if host == row.host else _node_fingerprint(conn, row.id, host)
+        chosen = name or fingerprint
+        references.put(conn, chosen, host, fingerprint, row.id, facts, cpus)
+        lost = max(c.lost_ratio for c in cpus)
+        out.print(plain(f"Reference {chosen!r} for {host} ({fingerprint}): CPUs "
+                        f"{','.join(str(c.cpu) for c in cpus)}, {min(c.measured_s for c in cpus):.3g} s each, "
+                        f"at most {lost * 100:.2g} % lost"), highlight=False)  # fmt: skip
+    for why in taken.refused:
+        out.print(plain(f"  left out: {why}"), highlight=False)
+
+
+def _node_fingerprint(conn: Any, session_id: int, host: str) -> str:
+    """A survey's other nodes: the fingerprint each rank's run carries."""
+    for run in sessions.runs_of(conn, session_id):
+        place = run.params.get("survey") or {}
+        if place.get("host") == host and place.get("fingerprint"):
+            return str(place["fingerprint"])
+    return "unknown"
+
+
+def list_(conn: Any) -> None:
+    rows = references.all_references(conn)
+    out = text.console()
+    if not rows:
+        out.print("No references yet: `quietcore reference set SESSION` (a noise, lab or survey session).")
+        return
+    table = Table()
+    for name in ("name", "host", "fingerprint", "session", "set (UTC)", "CPUs", "lost (max)"):
+        table.add_column(name)
+    for r in rows:
+        table.add_row(plain(r.name), plain(r.host), r.fingerprint, str(r.session_id), r.created_at[:19],
+                      ",".join(str(c) for c in sorted(r.cpus)),
+                      f"{max(c.lost_ratio for c in r.cpus.values()) * 100:.2g} %")  # fmt: skip
+    out.print(table)
+
+
+def show(conn: Any, name: str | None, as_json: bool) -> None:
+    host = socket.gethostname()
+    if name is not None:
+        ref = references.named(conn, name, host)
+    else:
+        here = Measurer(common.live_root()).fingerprint
+        found = references.for_node(conn, here, host)
+        if found is None:
+            raise CommandError("no reference for this node yet: `quietcore reference set SESSION`", 1)
+        ref = found
+    if as_json:
+        print(json.dumps(_json(ref), indent=2))
+        return
+    out = text.console()
+    out.print(plain(f"Reference {ref.name!r}: {ref.host}, fingerprint {ref.fingerprint}, from session "
+                    f"{ref.session_id}, set {ref.created_at[:19]} UTC"), highlight=False)  # fmt: skip
+    table = Table()
+    for col in ("CPU", "measured", "lost", "windows p50 / p90 / max", "events/s", "max gap", "periodic sources"):
+        table.add_column(col)
+    for c in sorted(ref.cpus.values(), key=lambda c: c.cpu):
+        w = sorted(c.windows)
+        spread = " / ".join(f"{w[min(len(w) - 1, int(q * len(w)))] * 100:.2g} %" for q in (0.5, 0.9)) + (
+            f" / {w[-1] * 100:.2g} %"
+        )
+        table.add_row(str(c.cpu), f"{c.measured_s:.3g} s", f"{c.lost_ratio * 100:.2g} %", spread,
+                      f"{c.events_per_s:.0f}", f"{c.max_gap_s * 1e6:.0f} µs",
+                      _sources(c))  # fmt: skip
+    out.print(table)
+
+
+def _sources(c: CpuNoise) -> str:
+    return plain(", ".join(f"{p.label()} {p.name or ''}".strip() for p in c.periodic) or "none")
+
+
+def _json(ref: Reference) -> dict[str, Any]:
+    return {"id": ref.id, "name": ref.name, "host": ref.host, "fingerprint": ref.fingerprint,
+            "session": ref.session_id, "created_at": ref.created_at,
+            "cpus": [c.to_json() for c in sorted(ref.cpus.values(), key=lambda c: c.cpu)]}  # fmt: skip

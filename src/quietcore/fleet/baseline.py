@@ -1,0 +1,104 @@
+"""A noise run's CPUs as the check compares them (quietcore.runs.reference):
+the lost time in whole windows, the totals, the periodic sources. One
+function for a reference's session and for the check's own measurement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from quietcore.runs.model import Run
+from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic
+from quietcore.runs.trace import CpuTrace
+
+#: What a reference needs per CPU: 5 s of noise (50 windows), so that a 1 s check's
+#: 10 windows can be told from it at p < 0.001 and its periodic sources are sure.
+MIN_WINDOWS = 50
+
+
+def window_lost(trace: CpuTrace, window_s: float = WINDOW_S) -> np.ndarray:
+    """The lost ratio of each whole window of the CPU's span, gaps split at the
+    window edges. Linear in the gaps: a spinner's gaps never overlap, so the lost
+    time before t is the sum of the gaps ended by t plus the part of the one
+    under way."""
+    width = window_s * 1e9
+    # A last window 99 % full counts (a 5 s run measures 4.9999 s), over its own length.
+    count = int(trace.measured_ns / width + 0.01)
+    if count == 0:
+        return np.empty(0)
+    edges = np.minimum(trace.span_start_ns + width * np.arange(count + 1), trace.span_end_ns)
+    starts, durations = trace.start_ns, trace.duration_ns
+    ends = starts + durations
+    done = np.concatenate(([0.0], np.cumsum(durations)))
+    k = np.searchsorted(ends, edges, side="right")  # gaps ended by each edge
+    lost = done[k]
+    under = k < starts.size
+    k_under = np.minimum(k, max(starts.size - 1, 0))
+    if starts.size:
+        lost += np.where(under & (starts[k_under] < edges), edges - starts[k_under], 0.0)
+    ratios: np.ndarray = np.diff(lost) / np.diff(edges)
+    return ratios
+
+
+def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
+    """Every CPU of a spin-mode noise run (none for fwq and ftq, which have no gaps)."""
+    trace = run.trace
+    if trace is None:
+        return []
+    rows = {int(r["cpu"]): r for r in run.summary}
+    out = []
+    for c in trace.cpus:
+        row = rows.get(c.cpu)
+        if row is None:
+            continue
+        measured_s = float(row["measured_ns"]) / 1e9
+        analysis = run.noise.of(c.cpu)
+        periodic = tuple(
+            Periodic(p.frequency_hz, p.median_duration_ns / 1e9, p.lost_ns / float(row["measured_ns"]), p.name)
+            for p in (analysis.periodic if analysis else ())
+        )
+        out.append(CpuNoise(cpu=c.cpu, measured_s=measured_s,
+                            lost_ratio=float(row["lost_ns"]) / float(row["measured_ns"]),
+                            events_per_s=float(row["events_per_s"]), max_gap_s=float(row["max_gap_ns"]) / 1e9,
+                            windows=tuple(window_lost(c).tolist()), periodic=periodic,
+                            dropped=int(row["events_dropped"]),
+                            gaps_s=tuple((c.duration_ns / 1e9).tolist()) if keep_gaps else ()))  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a session offers as references: per host its CPUs, and why some were refused."""
+
+    hosts: dict[str, list[CpuNoise]]
+    refused: list[str]
+
+
+def from_session(command: str, runs: Iterable[Run], host: str) -> Taken:
+    """The CPUs of a noise, lab or survey session, per host (a survey's per node,
+    from each rank's run; the others are all of `host`). A CPU measured twice
+    keeps its longer run."""
+    hosts: dict[str, dict[int, CpuNoise]] = {}
+    refused: list[str] = []
+    for run in runs:
+        if run.kind != "noise" or run.interrupted or run.params.get("tune"):
+            continue
+        where = str((run.params.get("survey") or {}).get("host") or host)
+        for c in cpu_noise(run):
+            if c.dropped:
+                refused.append(f"CPU {c.cpu} on {where}: {c.dropped} gaps were not recorded (--max-events or "
+                               "survey --send-events filled), so its windows undercount")  # fmt: skip
+                continue
+            if len(c.windows) < MIN_WINDOWS:
+                refused.append(f"CPU {c.cpu} on {where}: {c.measured_s:.3g} s measured, a reference needs "
+                               f"{MIN_WINDOWS * WINDOW_S:g} s ({MIN_WINDOWS} windows of "
+                               f"{WINDOW_S * 1e3:g} ms)")  # fmt: skip
+                continue
+            kept = hosts.setdefault(where, {})
+            if c.cpu not in kept or c.measured_s > kept[c.cpu].measured_s:
+                kept[c.cpu] = c
+    if command not in ("noise", "lab", "survey"):
+        return Taken({}, [f"a {command} session has no noise of the node at rest (take a noise, lab or survey one)"])
+    return Taken({h: sorted(c.values(), key=lambda c: c.cpu) for h, c in hosts.items()}, refused)

@@ -1,0 +1,198 @@
+"""The check's verdict: this node's short measurement against its reference,
+by a stated test, and against any fixed limits.
+
+Per CPU, the lost ratio of each 100 ms window of the check is compared with
+the reference's windows by a one-sided Mann-Whitney U test (is the check's
+noise stochastically larger?), Holm-adjusted over the CPUs. A CPU fails when
+the adjusted p is under ALPHA *and* the shift between the two sets of windows
+(the Hodges-Lehmann estimate: the median of every check-minus-reference
+difference) is over --tolerance of the CPU: significance alone would fail a
+node for a difference too small to matter, a threshold alone for one run's
+bad luck, and a shift of the windows' middle, unlike a total, is not moved by
+one long stall of a vCPU by its host. A periodic
+source the reference does not have fails the CPU when it costs more than the
+tolerance on its own; a smaller one is named. Fixed limits fail on their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic, Reference
+from quietcore.stats.compare import holm
+from quietcore.stats.rank import mann_whitney
+
+ALPHA = 0.001
+TOLERANCE = 0.005  # of the CPU's time: 0.5 % more lost than the reference
+FREQ_MATCH = 0.02  # a source within 2 % of a reference source's frequency is that source...
+DURATION_MATCH = 2.0  # ... unless its bursts are over twice as long (or under half)
+
+
+@dataclass(frozen=True)
+class Limits:
+    tolerance: float = TOLERANCE
+    max_lost_ratio: float | None = None
+    max_gap_s: float | None = None
+    max_events_per_s: float | None = None
+
+
+@dataclass
+class CpuVerdict:
+    cpu: int
+    passed: bool
+    lost_ratio: float
+    reference_lost_ratio: float | None
+    p: float | None  # Holm-adjusted, one-sided
+    shift: float | None = None  # Hodges-Lehmann shift of the windows' lost ratio over the reference's
+    reasons: list[str] = field(default_factory=list)  # why it failed
+    notes: list[str] = field(default_factory=list)  # what was seen but does not fail it
+    new_sources: list[Periodic] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    cpus: list[CpuVerdict]
+    reference: Reference | None
+    drift: list[str]
+
+    def line(self) -> str:
+        """The one line a health check prints: PASS or FAIL and why."""
+        failed = [c for c in self.cpus if not c.passed]
+        if not failed:
+            worst = max(self.cpus, key=lambda c: c.lost_ratio)
+            against = (f" (reference {_pct(worst.reference_lost_ratio)})"
+                       if worst.reference_lost_ratio is not None else "")  # fmt: skip
+            cpus = f"{len(self.cpus)} CPU{'s' if len(self.cpus) > 1 else ''}"
+            head = f"PASS {cpus}: at most {_pct(worst.lost_ratio)} lost{against}"
+        else:
+            head = "FAIL " + "; ".join(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)
+        if self.drift:
+            head += f"; configuration drift since the reference: {', '.join(self.drift)}"
+        return head
+
+
+def _pct(ratio: float | None) -> str:
+    return "?" if ratio is None else f"{ratio * 100:.2g} %" if ratio < 0.1 else f"{ratio * 100:.1f} %"
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def one_sided_larger(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
+    """p of 'the check's windows are stochastically larger than the reference's'."""
+    u1, two_sided = mann_whitney(check, ref)
+    half = two_sided / 2
+    return half if u1 > len(check) * len(ref) / 2 else 1.0 - half
+
+
+def hodges_lehmann(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
+    """The median of every pairwise difference check - reference: the shift the rank test tests."""
+    diffs = np.subtract.outer(np.asarray(check, dtype=float), np.asarray(ref, dtype=float))
+    return float(np.median(diffs))
+
+
+def new_sources(check: CpuNoise, ref: CpuNoise) -> list[Periodic]:
+    """The check's periodic sources the reference does not have (by frequency, or
+    by a burst length that changed over twofold)."""
+    out = []
+    for s in check.periodic:
+        known = any(abs(s.frequency_hz - r.frequency_hz) <= FREQ_MATCH * r.frequency_hz
+                    and 1 / DURATION_MATCH <= s.median_duration_s / max(r.median_duration_s, 1e-9) <= DURATION_MATCH
+                    for r in ref.periodic)  # fmt: skip
+        if not known:
+            out.append(s)
+    return out
+
+
+def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, drift: list[str]) -> Verdict:
+    """The verdict of every checked CPU (see the module's text for the rule)."""
+    compared = [c for c in check if reference is not None and c.cpu in reference.cpus and c.windows]
+    raw = [one_sided_larger(c.windows, reference.cpus[c.cpu].windows) for c in compared] if reference else []
+    adjusted = dict(zip((c.cpu for c in compared), holm(raw) if raw else [], strict=True))
+    out = []
+    for c in check:
+        ref = reference.cpus.get(c.cpu) if reference is not None else None
+        v = CpuVerdict(c.cpu, True, c.lost_ratio, ref.lost_ratio if ref else None, adjusted.get(c.cpu))
+        if ref is not None and v.p is not None:
+            v.shift = hodges_lehmann(c.windows, ref.windows)
+            if v.p < ALPHA and v.shift > limits.tolerance:
+                v.reasons.append(f"{_pct(c.lost_ratio)} lost (reference {_pct(ref.lost_ratio)}, {_p(v.p)})")
+            for s in new_sources(c, ref):
+                if s.lost_ratio > limits.tolerance:
+                    v.reasons.append(f"new periodic source {s.label()} ({_pct(s.lost_ratio)} of the CPU)")
+                else:
+                    v.notes.append(f"new periodic source {s.label()} ({_pct(s.lost_ratio)} of the CPU, "
+                                   "under the tolerance)")  # fmt: skip
+                v.new_sources.append(s)
+        elif reference is not None:
+            v.notes.append("not in the reference: held to the fixed limits only")
+        if limits.max_lost_ratio is not None and c.lost_ratio > limits.max_lost_ratio:
+            v.reasons.append(f"{_pct(c.lost_ratio)} lost, over --max-lost-ratio {limits.max_lost_ratio:g}")
+        if limits.max_gap_s is not None and c.max_gap_s > limits.max_gap_s:
+            v.reasons.append(f"a gap of {c.max_gap_s * 1e6:.0f} µs, over --max-gap-us {limits.max_gap_s * 1e6:g}")
+        if limits.max_events_per_s is not None and c.events_per_s > limits.max_events_per_s:
+            v.reasons.append(f"{c.events_per_s:.0f} events/s, over --max-events-per-s {limits.max_events_per_s:g}")
+        v.passed = not v.reasons
+        out.append(v)
+    return Verdict(all(v.passed for v in out), out, reference, drift)
+
+
+def drift(before: dict[str, object], now: dict[str, object]) -> list[str]:
+    """The facts that differ between the reference's node and this one, by dotted
+    name (`boot_params.nohz_full`, `thp.enabled`), the volatile evidence left out."""
+    a, b = _flat(before), _flat(now)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and not k.startswith("virtualization.evidence"))
+
+
+def _flat(d: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(d, dict):
+        return {prefix.rstrip("."): d}
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        out |= _flat(v, f"{prefix}{k}.")
+    return out
+
+
+def to_json(v: Verdict) -> dict[str, object]:
+    """The verdict as stored with the check's run and printed by --json."""
+    ref = v.reference
+    return {
+        "verdict": "pass" if v.passed else "fail",
+        "line": v.line(),
+        "reference": None
+        if ref is None
+        else {
+            "id": ref.id,
+            "name": ref.name,
+            "host": ref.host,
+            "fingerprint": ref.fingerprint,
+            "session": ref.session_id,
+        },
+        "drift": v.drift,
+        "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows, Holm over the CPUs, "
+        f"alpha {ALPHA:g}, and a Hodges-Lehmann shift over the tolerance",
+        "cpus": [
+            {
+                "cpu": c.cpu,
+                "passed": c.passed,
+                "lost_ratio": c.lost_ratio,
+                "reference_lost_ratio": c.reference_lost_ratio,
+                "p": c.p,
+                "shift": c.shift,
+                "reasons": c.reasons,
+                "notes": c.notes,
+                "new_sources": [
+                    {
+                        "frequency_hz": s.frequency_hz,
+                        "median_duration_s": s.median_duration_s,
+                        "lost_ratio": s.lost_ratio,
+                    }
+                    for s in c.new_sources
+                ],
+            }
+            for c in v.cpus
+        ],
+    }

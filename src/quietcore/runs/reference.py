@@ -1,0 +1,99 @@
+"""A CPU's noise as a health check compares it: the lost time in fixed
+windows (the distribution the check tests), the run's totals and its
+periodic sources. A reference keeps one per CPU, taken from a noise, lab or
+survey session; `quietcore check` makes one from its own short measurement.
+Stored as JSON in the references table and decoded here, once."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
+#: 10 periods of a 100 Hz source, and a 1 s check still has 10 windows.
+WINDOW_S = 0.1
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A periodic source as the check matches it: how often, how long, how much."""
+
+    frequency_hz: float
+    median_duration_s: float
+    lost_ratio: float  # of the CPU's measured time
+    name: str | None
+
+    def label(self) -> str:
+        """`100 Hz x 200 µs`, as the check's line says it."""
+        return f"{self.frequency_hz:.3g} Hz x {_short_s(self.median_duration_s)}"
+
+
+@dataclass(frozen=True)
+class CpuNoise:
+    cpu: int
+    measured_s: float
+    lost_ratio: float  # 0-1
+    events_per_s: float
+    max_gap_s: float
+    windows: tuple[float, ...]  # lost ratio of each whole WINDOW_S window, in time order
+    periodic: tuple[Periodic, ...] = ()
+    dropped: int = 0  # gaps the probe counted but did not record (the windows undercount them)
+    gaps_s: tuple[float, ...] = field(default=(), compare=False)  # every recorded gap (only in a check's own)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpu": self.cpu, "measured_s": self.measured_s, "lost_ratio": self.lost_ratio,
+                "events_per_s": self.events_per_s, "max_gap_s": self.max_gap_s, "window_s": WINDOW_S,
+                "windows": list(self.windows), "dropped": self.dropped,
+                "periodic": [{"frequency_hz": p.frequency_hz, "median_duration_s": p.median_duration_s,
+                              "lost_ratio": p.lost_ratio, "name": p.name} for p in self.periodic]}  # fmt: skip
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> CpuNoise:
+        periodic = tuple(
+            Periodic(
+                float(p["frequency_hz"]),
+                float(p["median_duration_s"]),
+                float(p["lost_ratio"]),
+                str(p["name"]) if p.get("name") else None,
+            )
+            for p in d.get("periodic") or []
+        )
+        return CpuNoise(int(d["cpu"]), float(d["measured_s"]), float(d["lost_ratio"]), float(d["events_per_s"]),
+                        float(d["max_gap_s"]), tuple(float(w) for w in d["windows"]), periodic,
+                        int(d.get("dropped") or 0))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A node's reference noise for one configuration, per CPU."""
+
+    id: int
+    name: str
+    host: str
+    fingerprint: str
+    session_id: int
+    created_at: str
+    facts: dict[str, Any]
+    cpus: dict[int, CpuNoise]
+
+    @staticmethod
+    def from_row(row: Mapping[str, Any]) -> Reference:
+        data = json.loads(row["data"])
+        cpus = {int(c["cpu"]): CpuNoise.from_json(c) for c in data["cpus"]}
+        return Reference(int(row["id"]), str(row["name"]), str(row["host"]), str(row["fingerprint"]),
+                         int(row["session_id"]), str(row["created_at"]), dict(data.get("facts") or {}),
+                         cpus)  # fmt: skip
+
+
+def _short_s(seconds: float) -> str:
+    """A duration in the unit that keeps it short: 200 µs, 1.3 ms, 2 s."""
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"

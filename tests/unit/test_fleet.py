@@ -1,0 +1,198 @@
+"""The fleet's pure parts: the windows a check tests, the verdict's rule,
+drift, the Prometheus file's names, the Grafana dashboard's queries, the
+systemd units, and the peers' parsers on files from real runs (oslat and
+cyclictest on the CI machine) and on rtla osnoise's documented text."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quietcore.errors import UsageError
+from quietcore.fleet import prometheus, slurm
+from quietcore.fleet.baseline import window_lost
+from quietcore.fleet.verdict import Limits, drift, judge, new_sources
+from quietcore.peers import parse
+from quietcore.runs.reference import CpuNoise, Periodic, Reference
+from quietcore.runs.trace import CpuTrace
+
+PACKAGE = Path(prometheus.__file__).parent
+PEERS = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
+
+
+def _trace(pairs: list[tuple[float, float]], measured_ns: float = 1e9) -> CpuTrace:
+    a = np.asarray(pairs, dtype=float).reshape(-1, 2)
+    return CpuTrace(1, a[:, 0], a[:, 1], 0.0, measured_ns, float(a[:, 1].sum()), 0, 0)
+
+
+def test_windows_split_a_gap_at_their_edge_and_count_a_nearly_whole_last_one() -> None:
+    # a 2 ms gap inside window 0, a 2 ms gap across the 100 ms edge, one in the last (99.99 % long) window
+    got = window_lost(_trace([(50e6, 2e6), (99e6, 2e6), (950e6, 1e6)], measured_ns=0.9999e9))
+    assert len(got) == 10
+    assert got[0] == pytest.approx(3e6 / 100e6) and got[1] == pytest.approx(1e6 / 100e6)
+    assert got[9] == pytest.approx(1e6 / 99.9e6) and not got[2:9].any()  # the last 99.9 ms long
+    assert window_lost(_trace([], measured_ns=0.05e9)).size == 0
+
+
+def _noise(windows: list[float], periodic: tuple[Periodic, ...] = (), cpu: int = 1) -> CpuNoise:
+    return CpuNoise(cpu, len(windows) * 0.1, float(np.mean(windows)), 500.0, 2e-4, tuple(windows), periodic)
+
+
+def _reference(*cpus: CpuNoise) -> Reference:
+    return Reference(1, "r", "host", "fp", 1, "2026-11-24", {}, {c.cpu: c for c in cpus})
+
+
+RNG = np.random.default_rng(7)
+REF = _noise(list(np.linspace(0.008, 0.012, 60)))  # 1 % lost, every window within 0.2 % of it
+
+
+def test_a_shift_of_every_window_fails_and_one_long_stall_does_not() -> None:
+    shifted = judge([_noise(list(0.03 + 0.001 * RNG.standard_normal(10)))], _reference(REF), Limits(), [])
+    assert not shifted.passed and shifted.cpus[0].p is not None and shifted.cpus[0].p < 1e-3
+    assert shifted.cpus[0].shift == pytest.approx(0.02, abs=0.002)
+    assert shifted.line().startswith("FAIL CPU 1: 3 % lost (reference 1 %, p < 0.001)")
+    # one window stalled 5 ms by the host: the total rises 0.5 %, the windows' middle does not move
+    stalled = list(0.01 + 0.001 * RNG.standard_normal(10))
+    stalled[3] += 0.05
+    calm = judge([_noise(stalled)], _reference(REF), Limits(), [])
+    assert calm.passed and calm.line().startswith("PASS 1 CPU: at most")
+    # a small but sure shift (0.3 % of the CPU) is under the tolerance
+    small = judge([_noise(list(0.013 + 0.0002 * RNG.standard_normal(10)))], _reference(REF), Limits(), [])
+    assert small.passed and small.cpus[0].p is not None and small.cpus[0].p < 1e-3
+
+
+def test_fixed_limits_fail_alone_and_a_cpu_outside_the_reference_is_held_to_them() -> None:
+    other = _noise([0.2] * 10, cpu=5)
+    verdict = judge([other], _reference(REF), Limits(max_lost_ratio=0.1, max_gap_s=1e-4, max_events_per_s=100), [])
+    (cpu,) = verdict.cpus
+    assert not verdict.passed and cpu.p is None and "not in the reference" in cpu.notes[0]
+    assert [r.split(",")[-1].strip() for r in cpu.reasons] == [
+        "over --max-lost-ratio 0.1", "over --max-gap-us 100", "over --max-events-per-s 100"]  # fmt: skip
+    assert judge([other], None, Limits(max_lost_ratio=0.5), []).passed
+
+
+def test_a_new_periodic_source_is_told_by_frequency_or_burst_length() -> None:
+    tick = Periodic(250.0, 20e-6, 0.005, "the scheduler tick")
+    host = Periodic(100.0, 20e-6, 0.002, None)
+    ref = _noise([0.01] * 60, (tick, host))
+    planted = Periodic(100.2, 210e-6, 0.021, None)
+    assert new_sources(_noise([0.03] * 10, (Periodic(250.5, 22e-6, 0.005, None), planted)), ref) == [planted]
+    verdict = judge([_noise([0.03] * 10, (planted,))], _reference(ref), Limits(), [])
+    assert "new periodic source 100 Hz x 210 µs (2.1 % of the CPU)" in verdict.line()
+    faint = Periodic(33.0, 10e-6, 0.0003, None)
+    quiet = judge([_noise([0.01] * 10, (faint,))], _reference(ref), Limits(), [])
+    assert quiet.passed and "under the tolerance" in quiet.cpus[0].notes[0]
+
+
+def test_drift_names_the_facts_that_changed_but_not_the_evidence() -> None:
+    before = {"boot_params": {"nohz_full": "1-3"}, "thp": {"enabled": "never"}, "virtualization": {"evidence": ["a"]}}
+    now = {"boot_params": {}, "thp": {"enabled": "always"}, "virtualization": {"evidence": ["b"]}}
+    assert drift(before, now) == ["boot_params.nohz_full", "thp.enabled"]
+    verdict = judge([_noise([0.01] * 10)], _reference(REF), Limits(), ["thp.enabled"])
+    assert verdict.line().endswith("; configuration drift since the reference: thp.enabled")
+
+
+def _snapshot() -> prometheus.Snapshot:
+    cpus = [CpuNoise(c, 1.0, 0.01, 500.0, 3e-4, (0.01,) * 10, (), 0, (6e-7, 2e-5, 2e-5, 3e-4)) for c in (0, 1)]
+    verdict = judge(cpus, _reference(*cpus), Limits(), [])
+    return prometheus.Snapshot("check", "fp", "6.18", "KVM", 1.7e9, cpus, verdict)
+
+
+def test_the_metrics_follow_prometheus_naming_and_the_histogram_counts_every_gap() -> None:
+    text = prometheus.text(_snapshot()).decode()
+    names = set(re.findall(r"^# TYPE (\S+) (\S+)", text, re.M))
+    assert all(n.startswith("quietcore_") and not n.endswith("_total") for n, _ in names)
+    assert ("quietcore_gap_seconds", "histogram") in names and ("quietcore_available_ratio", "gauge") in names
+    assert 'quietcore_gap_seconds_bucket{cpu="1",le="1e-05"} 1.0' in text
+    assert 'quietcore_gap_seconds_bucket{cpu="1",le="0.0001"} 3.0' in text
+    assert 'quietcore_gap_seconds_count{cpu="1"} 4.0' in text
+    assert 'quietcore_available_ratio{cpu="0"} 0.99' in text and "quietcore_check_passed 1.0" in text
+    promtool = shutil.which("promtool")
+    if promtool:
+        lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
+
+
+def test_every_grafana_query_names_a_metric_quietcore_writes() -> None:
+    written = set(re.findall(r"^(quietcore_[a-z_]+)", prometheus.text(_snapshot()).decode(), re.M))
+    dashboard = json.loads((PACKAGE / "grafana" / "quietcore.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    named = {m for q in queries for m in re.findall(r"quietcore_[a-z_]+", q)}
+    assert named and named <= written, named - written
+    # the panels the issue names: available ratio, lost seconds, worst gap, verdicts over time
+    assert {"quietcore_available_ratio", "quietcore_lost_seconds", "quietcore_max_gap_seconds",
+            "quietcore_check_passed"} <= named  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_the_systemd_units_verify_as_the_docs_install_them(tmp_path: Path) -> None:
+    quietcore = shutil.which("quietcore") or "/usr/bin/true"
+    for unit in ("quietcore-check.service", "quietcore-check.timer"):
+        text = (PACKAGE / "systemd" / unit).read_text()
+        (tmp_path / unit).write_text(text.replace("ExecStart=quietcore ", f"ExecStart={quietcore} "))
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "quietcore-check.service"),
+                           str(tmp_path / "quietcore-check.timer")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--prometheus /var/lib/prometheus/node-exporter" in (tmp_path / "quietcore-check.service").read_text()
+
+
+def test_scontrols_node_line_gives_the_state_and_the_reason_without_its_tail() -> None:
+    line = ("NodeName=vm Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 State=IDLE+DRAIN ThreadsPerCore=1 "
+            "Partitions=test Reason=quietcore: FAIL CPU 1: 3.9 % lost (reference 1 %, p < 0.001) "
+            "[root@2026-11-24T19:52:08]\n")  # fmt: skip
+    flags, reason = slurm.parse_node(line)
+    assert flags == {"IDLE", "DRAIN"} and reason == "quietcore: FAIL CPU 1: 3.9 % lost (reference 1 %, p < 0.001)"
+    assert slurm.parse_node("NodeName=vm State=IDLE Partitions=test\n") == ({"IDLE"}, "")
+    with pytest.raises(UsageError, match="--slurm-node"):
+        slurm.node_name("vm; reboot")
+
+
+def test_oslat_and_cyclictest_files_of_real_runs_parse() -> None:
+    oslat = parse("oslat", (PEERS / "oslat-cpu1.json").read_text(), "oslat-cpu1.json").run
+    (cpu,) = oslat.result["cpus"]
+    assert oslat.kind == "oslat" and (cpu["cpu"], cpu["max_us"], cpu["duration_s"]) == (1, 757.0, 2.0)
+    raw = json.loads((PEERS / "oslat-cpu1.json").read_text())["thread"]["0"]["histogram"]
+    assert cpu["histogram_us"] == [[float(k), v] for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))]
+    cyclic = parse("cyclictest", (PEERS / "cyclictest-cpu1.json").read_text(), "c.json").run
+    (cpu,) = cyclic.result["cpus"]
+    assert (cpu["cycles"], cpu["min_us"], cpu["max_us"], cpu["p50_us"]) == (2000, 14.0, 29.0, 16.0)
+
+
+def test_rtla_osnoise_top_and_hist_text_parse() -> None:
+    top = parse("rtla-osnoise", (PEERS / "rtla-osnoise-top.txt").read_text(), "top.txt").run
+    assert top.result["mode"] == "top" and top.result["duration_s"] == 30
+    assert [(c["cpu"], c["available_pct"], c["max_single_us"], c["irq"]) for c in top.result["cpus"]] == [
+        (0, 99.6444, 212.0, 7834.0), (1, 99.7655, 187.0, 7812.0)]  # fmt: skip
+    hist = parse("rtla-osnoise", (PEERS / "rtla-osnoise-hist.txt").read_text(), "hist.txt").run
+    assert [(c["cpu"], c["count"], c["max_us"], c["histogram_us"][1]) for c in hist.result["cpus"]] == [
+        (0, 29297, 212.0, [10.0, 1203]), (1, 29430, 187.0, [10.0, 960])]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tool", "text", "words"),
+    [
+        ("oslat", "{not json", "not JSON"),
+        ("oslat", '{"thread": {}}', "no thread measured"),
+        ("cyclictest", (PEERS / "oslat-cpu1.json").read_text(), "written by oslat, not cyclictest"),
+        ("oslat", '{"thread": {"0": {"cpu": 1, "min": 1, "avg": "x", "max": 3, "duration": 1}}}', "avg is not"),
+        (
+            "oslat",
+            '{"thread": {"0": {"cpu": 1, "min": 1, "avg": 1, "max": 3, "duration": 1, "histogram": {"1": -4}}}}',
+            "negative count",
+        ),
+        ("rtla-osnoise", "hello", "not rtla osnoise top or hist output"),
+        ("rtla-osnoise", "Operating System Noise\nCPU Period\n", "no CPU row"),
+        ("rtla-osnoise", "# RTLA osnoise histogram\nIndex CPU-000\n0 1 2\n", "a histogram row of 2 columns"),
+    ],
+)
+def test_a_bad_peer_file_is_one_line_and_nothing(tool: str, text: str, words: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(words)) as caught:
+        parse(tool, text, "f")
+    assert caught.value.exit_code == 2 and "\n" not in str(caught.value) and "nothing imported" in str(caught.value)
