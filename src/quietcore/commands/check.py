@@ -1,7 +1,7 @@
 """Check this node's noise against its reference: PASS or FAIL, for a health check.
 
-Measures every CPU for --duration seconds (1 by default; the whole check
-takes about 2 s here) and compares each with the reference kept for this
+Measures every CPU for --duration seconds (0.5 by default; the whole
+check takes under a second here) and compares each with the reference kept for this
 configuration (`quietcore reference set`): the lost ratio of each 100 ms
 window by a one-sided Mann-Whitney U test, Holm over the CPUs; a CPU fails
 when p < 0.001 and it loses more than --tolerance of its time beyond the
@@ -45,7 +45,7 @@ UNKNOWN = 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", metavar="LIST", help="CPUs to check (default: the reference's, else every one)")
-    parser.add_argument("--duration", metavar="S", default="1", help="seconds to measure (0.2-60, default 1)")
+    parser.add_argument("--duration", metavar="S", default="0.5", help="seconds to measure (0.2-60, default 0.5)")
     parser.add_argument("--reference", metavar="auto|NAME", default="auto",
                         help="compare with this reference (auto: the one for this configuration)")  # fmt: skip
     parser.add_argument("--tolerance", metavar="X", default=str(TOLERANCE),
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             with common.node_lock(args, cpus):
                 measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
             findings = _audit(session, root) if args.audit else []
-            changed = drift(reference.facts, session.facts) if reference is not None else []
+            changed = _drift(reference, session.facts, session.fingerprint)
             verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
             for f in findings:
                 verdict.passed = False
@@ -156,6 +156,15 @@ def run(args: argparse.Namespace) -> int:
         print(verdict.line())
         _details(verdict, said, session_id)
     return 0 if verdict.passed else 1
+
+
+def _drift(reference: Reference | None, facts: dict[str, Any], fingerprint: str) -> list[str]:
+    """The facts that changed since the reference, when its configuration was another."""
+    if reference is None or reference.fingerprint == fingerprint:
+        return []
+    if not reference.facts:  # a survey's other nodes: only their fingerprint was kept
+        return [f"fingerprint {reference.fingerprint} -> {fingerprint}"]
+    return drift(reference.facts, facts) or [f"fingerprint {reference.fingerprint} -> {fingerprint}"]
 
 
 def _audit(session: Session, root: Root) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ from quietcore.runs.model import Run
 from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic
 from quietcore.runs.trace import CpuTrace
 
-#: What a reference needs per CPU: 5 s of noise (50 windows), so that a 1 s check's
-#: 10 windows can be told from it at p < 0.001 and its periodic sources are sure.
+#: What a reference needs per CPU: 5 s of noise (50 windows), so that a 0.5 s check's
+#: 5 windows can be told from it at p < 0.001 (at best 1 in 3.5 million) and its
+#: periodic sources are sure.
 MIN_WINDOWS = 50
 
 

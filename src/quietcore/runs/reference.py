@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
-#: 10 periods of a 100 Hz source, and a 1 s check still has 10 windows.
+#: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
 WINDOW_S = 0.1
 
 
