@@ -11,7 +11,7 @@ Every figure is printed beside its peer's with the ratio quietcore/peer.
 Targets (checked, and printed as PASS/MISS): quietcore's minimum loop period
 at most 30 ns on x86-64, and its lost time within 10 % of oslat's.
 
-usage: python bench/compare_peers.py [--cpu N] [--rounds R] [--seconds S]
+usage: python bench/compare_peers.py [--cpu N] [--rounds R] [--seconds S] [--keep DIR]
 Needs rt-tests (oslat, cyclictest), optionally linux-perf, and root.
 """
 
@@ -54,11 +54,20 @@ def quietcore_noise(cpu: int, seconds: float) -> dict[str, float]:
     }
 
 
+KEEP: Path | None = None  # --keep DIR: the peers' last JSON files are copied there
+
+
+def _kept(path: Path) -> None:
+    if KEEP is not None:
+        shutil.copy(path, KEEP / path.name)
+
+
 def oslat(cpu: int, seconds: float, main_cpu: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "oslat.json"
         subprocess.run(["oslat", "-c", str(cpu), "-C", str(main_cpu), "-D", str(int(seconds)), "-b", "1024", "-q",
                         f"--json={path}"], capture_output=True, check=True, timeout=600)  # fmt: skip
+        _kept(path)
         t = next(iter(json.loads(path.read_text())["thread"].values()))
     hist = {int(k): v for k, v in t["histogram"].items()}
     loops = sum(hist.values())
@@ -89,6 +98,7 @@ def cyclictest(cpu: int, seconds: float) -> dict[str, float]:
         path = Path(tmp) / "cyc.json"
         argv = ["cyclictest", "-t1", f"-a{cpu}", "-m", "-p80", "-i1000", "-h20000", "-q", "-D", str(int(seconds))]
         subprocess.run([*argv, f"--json={path}"], capture_output=True, check=True, timeout=600)
+        _kept(path)
         t = next(iter(json.loads(path.read_text())["thread"].values()))
     hist = sorted((int(k), v) for k, v in t["histogram"].items())
     total, seen, p99 = sum(v for _, v in hist), 0, float("nan")
@@ -125,7 +135,10 @@ def main() -> int:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--keep", metavar="DIR", type=Path, help="copy oslat's and cyclictest's JSON files here")
     args = parser.parse_args()
+    global KEEP
+    KEEP = args.keep
     missing = [tool for tool in ("oslat", "cyclictest") if not shutil.which(tool)]
     if missing:
         print(f"bench: needs {' and '.join(missing)} (apt-get install rt-tests)", file=sys.stderr)

@@ -226,3 +226,37 @@ def slurm_node(where: Path, extra: Sequence[str] = ()) -> Iterator[dict[str, str
                 proc.kill()
                 proc.wait()
         logs.close()
+
+
+BENCH_PEERS = Path(__file__).resolve().parents[1] / "bench" / "compare_peers.py"
+
+
+@pytest.fixture(scope="session")
+def peer_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One short run of bench/compare_peers.py for the suite (oslat, cyclictest and
+    quietcore's probes, 1 s each on the last CPU): what it printed, and the
+    directory it kept oslat's and cyclictest's JSON files in. The bench test reads
+    the first; the import test imports the files."""
+    if not shutil.which("oslat") or not shutil.which("cyclictest") or os.geteuid() != 0:
+        pytest.skip("needs rt-tests (oslat, cyclictest), as root")
+    kept = tmp_path_factory.mktemp("peers")
+    proc = subprocess.run([sys.executable, str(BENCH_PEERS), "--rounds", "1", "--seconds", "1", "--keep", str(kept)],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc, kept
+
+
+@pytest.fixture(scope="session")
+def quiet_noise(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database whose session 1 is 5 s of noise on every CPU of the node at rest
+    (untraced), for the suite: the fleet tests' reference and simulate's trace. Copy
+    it before writing to it."""
+    where = tmp_path_factory.mktemp("quiet")
+    state = where / "state"
+    state.mkdir(mode=0o755)
+    env = {**os.environ, "QUIETCORE_DB": str(where / "results.db"), "QUIETCORE_STATE_DIR": str(state)}
+    cpus = ",".join(str(c) for c in allowed_cpus())
+    proc = subprocess.run([sys.executable, "-m", "quietcore", "noise", "--cpus", cpus, "--duration", "5", "--trace",
+                           "off"], env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return where / "results.db"

@@ -47,12 +47,20 @@ def stored(db: Path) -> list[tuple[str, dict[str, Any], dict[str, Any], str]]:
 
 @NEEDS_MPI
 @TWO_CPUS
-def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_file: Path) -> None:
+def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
     """mpirun -n 2: one session, a noise run per rank on its own CPU, the
     survey's run with each rank's clock offset and uncertainty. The events
     come over in several Gatherv rounds (a limit of 64 elements a round
-    forces them) and arrive whole."""
-    proc = mpirun({**cli_env, "QUIETCORE_GATHER_LIMIT": "64"}, 2, "--duration", "1", "--json")
+    forces them) and arrive whole. Then its exports per node (netgauge /
+    LogGOPSim traces, PSNAP histograms, the flat table's host and rank
+    columns) and each node's metrics file."""
+    import csv
+    import io
+
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    proc = mpirun({**cli_env, "QUIETCORE_GATHER_LIMIT": "64"}, 2, "--duration", "1", "--json", "--prometheus",
+                  str(metrics))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     runs = stored(db_file)
@@ -70,6 +78,39 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
         cpu = json.loads(envelope)["result"]["cpus"][0]
         assert len(cpu["events"]) == cpu["events_recorded"] > 0, "events lost in the gather"
         assert params["survey"]["rank"] in (0, 1)
+    # --prometheus DIR: this node's first rank wrote both ranks' CPUs, with the values stored
+    written = (metrics / "quietcore.prom").read_text()
+    assert 'command="survey"' in written
+    for cpu, measured, lost in sqlite3.connect(db_file).execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
+        line = next(m for m in written.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
+        assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
+    quietcore = [sys.executable, "-m", "quietcore", "results", "export", "1"]
+    out = tmp_path / "traces"
+    proc = subprocess.run([*quietcore, "--format", "trace", "--out", str(out)], env=cli_env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    host = socket.gethostname()
+    files = sorted(p.name for p in out.iterdir())
+    assert files == [f"{host}-rank0-cpu0.trace", f"{host}-rank1-cpu1.trace"]
+    runs = stored(db_file)
+    for name, (_, params, _, envelope) in zip(files, runs[:2], strict=True):
+        lines = (out / name).read_text().splitlines()
+        cpu = json.loads(envelope)["result"]["cpus"][0]
+        assert len(lines) == len(cpu["events"]) and params["survey"]["host"] == host
+        start, length = (float(x) for x in lines[0].split("\t"))
+        assert start >= 0 and length > 0
+    psnap = subprocess.run([*quietcore, "--format", "psnap"], env=cli_env, capture_output=True, text=True,
+                           check=False).stdout.splitlines()  # fmt: skip
+    ranks = {line.split()[0] for line in psnap}
+    assert ranks == {"0", "1"} and all(line.split()[3] == host for line in psnap)
+    assert sum(int(line.split()[2]) for line in psnap) == sum(len(json.loads(e)["result"]["cpus"][0]["events"])
+                                                              for *_, e in runs[:2])  # fmt: skip
+    table = subprocess.run([*quietcore, "--format", "csv"], env=cli_env, capture_output=True, text=True,
+                           check=False).stdout  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert sorted((r["host"], r["rank"]) for r in rows) == [(host, "0"), (host, "1")]
+    bad = subprocess.run([*quietcore, "--format", "trace"], env=cli_env, capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "give --out DIR" in bad.stderr
 
 
 @NEEDS_MPI
@@ -191,52 +232,6 @@ def test_two_tasks_under_srun_make_one_session(slurm: dict[str, str], cli_env: d
     assert sorted(p["cpus"] for p in places) == ["0", "1"]
     assert {p["slurm"]["SLURM_PROCID"] for p in places} == {"0", "1"}
     assert len({p["slurm"]["SLURM_JOB_ID"] for p in places}) == 1
-
-
-@NEEDS_MPI
-@TWO_CPUS
-def test_exports_per_node(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
-    """A survey's node traces (netgauge / LogGOPSim), PSNAP histograms, the
-    flat table's host and rank columns, and each node's metrics file."""
-    import csv
-    import io
-
-    metrics = tmp_path / "metrics"
-    metrics.mkdir()
-    assert mpirun(cli_env, 2, "--duration", "0.5", "--prometheus", str(metrics)).returncode == 0
-    # --prometheus DIR: this node's first rank wrote both ranks' CPUs, with the values stored
-    written = (metrics / "quietcore.prom").read_text()
-    assert 'command="survey"' in written
-    for cpu, measured, lost in sqlite3.connect(db_file).execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
-        line = next(m for m in written.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
-        assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
-    quietcore = [sys.executable, "-m", "quietcore", "results", "export", "1"]
-    out = tmp_path / "traces"
-    proc = subprocess.run([*quietcore, "--format", "trace", "--out", str(out)], env=cli_env, capture_output=True,
-                          text=True, check=False)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    host = socket.gethostname()
-    files = sorted(p.name for p in out.iterdir())
-    assert files == [f"{host}-rank0-cpu0.trace", f"{host}-rank1-cpu1.trace"]
-    runs = stored(db_file)
-    for name, (_, params, _, envelope) in zip(files, runs[:2], strict=True):
-        lines = (out / name).read_text().splitlines()
-        cpu = json.loads(envelope)["result"]["cpus"][0]
-        assert len(lines) == len(cpu["events"]) and params["survey"]["host"] == host
-        start, length = (float(x) for x in lines[0].split("\t"))
-        assert start >= 0 and length > 0
-    psnap = subprocess.run([*quietcore, "--format", "psnap"], env=cli_env, capture_output=True, text=True,
-                           check=False).stdout.splitlines()  # fmt: skip
-    ranks = {line.split()[0] for line in psnap}
-    assert ranks == {"0", "1"} and all(line.split()[3] == host for line in psnap)
-    assert sum(int(line.split()[2]) for line in psnap) == sum(len(json.loads(e)["result"]["cpus"][0]["events"])
-                                                              for *_, e in runs[:2])  # fmt: skip
-    table = subprocess.run([*quietcore, "--format", "csv"], env=cli_env, capture_output=True, text=True,
-                           check=False).stdout  # fmt: skip
-    rows = list(csv.DictReader(io.StringIO(table)))
-    assert sorted((r["host"], r["rank"]) for r in rows) == [(host, "0"), (host, "1")]
-    bad = subprocess.run([*quietcore, "--format", "trace"], env=cli_env, capture_output=True, text=True, check=False)
-    assert bad.returncode == 2 and "give --out DIR" in bad.stderr
 
 
 @NEEDS_MPI
