@@ -1,8 +1,8 @@
 """A health check's cost: `quietcore check` as slurmd or a timer runs it,
 start-up, measuring, analysis, the verdict and the metrics file included,
-against its target (<= 10 s with the default 1 s measurement) and beside the
-peer measured in the same run: `oslat -D 1` on the same CPUs, the nearest
-single-shot noise measurement a site would otherwise script.
+against its target (<= 10 s with the default 0.5 s measurement), and a 1 s
+check beside the peer measured in the same run: `oslat -D 1` on the same
+CPUs, the nearest single-shot noise measurement a site would otherwise script.
 
     python bench/check.py [--reps 5]
 
@@ -46,16 +46,19 @@ def main() -> int:
         timed([*QC, "reference", "set", "1"], env)
         check = [*QC, "check", "--prometheus", str(where / "metrics")]
         oslat = shutil.which("oslat")
-        ours, peer = [], []
+        ours, second, peer = [], [], []
         for _ in range(args.reps):  # interleaved: the host's noise falls on both alike
             ours.append(timed(check, env, ok=(0, 1)))
+            second.append(timed([*check, "--duration", "1"], env, ok=(0, 1)))
             if oslat:
                 peer.append(timed([oslat, "--cpu-list", cpus, "--duration", "1"], env))
     mine = statistics.median(ours)
-    ratio = f"  {mine / statistics.median(peer):4.2f}x oslat -D 1" if peer else "  (no oslat: apt-get install rt-tests)"
     met = mine <= TARGET_S
-    print(f"{'check, default 1 s, start-up to metrics file':<46} {mine:6.2f} s (target <= {TARGET_S:g} s) "
-          f"{'PASS' if met else 'MISS'}{ratio}")  # fmt: skip
+    print(f"{'check, default 0.5 s, start-up to metrics file':<48} {mine:6.2f} s (target <= {TARGET_S:g} s) "
+          f"{'PASS' if met else 'MISS'}")  # fmt: skip
+    one = statistics.median(second)
+    ratio = f"{one / statistics.median(peer):4.2f}x oslat -D 1" if peer else "(no oslat: apt-get install rt-tests)"
+    print(f"{'check --duration 1, the same':<48} {one:6.2f} s {ratio}")
     return 0 if met else 1
 
 
