@@ -96,6 +96,10 @@ def test_drift_names_the_facts_that_changed_but_not_the_evidence() -> None:
     assert drift(before, now) == ["boot_params.nohz_full", "thp.enabled"]
     verdict = judge([_noise([0.01] * 10)], _reference(REF), Limits(), ["thp.enabled"])
     assert verdict.line().endswith("; configuration drift since the reference: thp.enabled")
+    # a failing audit finding fails the node, not a CPU
+    verdict.fail_node("audit cpu.nohz_full: the kernel is built without CONFIG_NO_HZ_FULL")
+    assert not verdict.passed and all(c.passed for c in verdict.cpus)
+    assert verdict.line().startswith("FAIL audit cpu.nohz_full: the kernel is built without CONFIG_NO_HZ_FULL;")
 
 
 def _snapshot() -> prometheus.Snapshot:

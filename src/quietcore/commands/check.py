@@ -119,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
             changed = _drift(reference, session.facts, session.fingerprint)
             verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
             for f in findings:
-                verdict.passed = False
-                verdict.cpus[0].reasons.append(f"audit {f['id']}: {f['summary']}")
+                verdict.fail_node(f"audit {f['id']}: {f['summary']}")
             result = to_json(verdict)
             session.record(
                 "check",

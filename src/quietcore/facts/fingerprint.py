@@ -102,3 +102,26 @@ def fingerprint(facts: dict[str, Any]) -> str:
     stable["virtualization"].pop("evidence", None)
     digest = hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()
     return digest[:16]
+
+
+#: Facts that change while the configuration does not (the fingerprint leaves them out too).
+DRIFTING = ("virtualization.evidence",)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested facts as dotted names: {"thp": {"enabled": "never"}} -> {"thp.enabled": "never"}."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out |= flatten(item, f"{prefix}{key}.")
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def changed(a: dict[str, Any], b: dict[str, Any], common_only: bool = False) -> list[tuple[str, Any, Any]]:
+    """The facts that differ between two nodes (or one node then and now), by dotted
+    name, with both values; `common_only`: only those both name."""
+    fa, fb = flatten(a), flatten(b)
+    keys = sorted(set(fa) & set(fb) if common_only else set(fa) | set(fb))
+    return [(k, fa.get(k), fb.get(k)) for k in keys
+            if fa.get(k) != fb.get(k) and not any(k == d or k.startswith(d + ".") for d in DRIFTING)]  # fmt: skip

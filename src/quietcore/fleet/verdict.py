@@ -16,9 +16,11 @@ tolerance on its own; a smaller one is named. Fixed limits fail on their own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from quietcore.facts.fingerprint import changed
 from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic, Reference
 from quietcore.stats.compare import holm
 from quietcore.stats.rank import mann_whitney
@@ -56,18 +58,23 @@ class Verdict:
     cpus: list[CpuVerdict]
     reference: Reference | None
     drift: list[str]
+    node: list[str] = field(default_factory=list)  # why the node fails apart from any CPU (the audit)
+
+    def fail_node(self, why: str) -> None:
+        self.node.append(why)
+        self.passed = False
 
     def line(self) -> str:
         """The one line a health check prints: PASS or FAIL and why."""
         failed = [c for c in self.cpus if not c.passed]
-        if not failed:
+        if not failed and not self.node:
             worst = max(self.cpus, key=lambda c: c.lost_ratio)
             against = (f" (reference {_pct(worst.reference_lost_ratio)})"
                        if worst.reference_lost_ratio is not None else "")  # fmt: skip
             cpus = f"{len(self.cpus)} CPU{'s' if len(self.cpus) > 1 else ''}"
             head = f"PASS {cpus}: at most {_pct(worst.lost_ratio)} lost{against}"
         else:
-            head = "FAIL " + "; ".join(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)
+            head = "FAIL " + "; ".join([*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)])
         if self.drift:
             head += f"; configuration drift since the reference: {', '.join(self.drift)}"
         return head
@@ -140,20 +147,10 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
     return Verdict(all(v.passed for v in out), out, reference, drift)
 
 
-def drift(before: dict[str, object], now: dict[str, object]) -> list[str]:
+def drift(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """The facts that differ between the reference's node and this one, by dotted
     name (`boot_params.nohz_full`, `thp.enabled`), the volatile evidence left out."""
-    a, b = _flat(before), _flat(now)
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and not k.startswith("virtualization.evidence"))
-
-
-def _flat(d: object, prefix: str = "") -> dict[str, object]:
-    if not isinstance(d, dict):
-        return {prefix.rstrip("."): d}
-    out: dict[str, object] = {}
-    for k, v in d.items():
-        out |= _flat(v, f"{prefix}{k}.")
-    return out
+    return [name for name, _, _ in changed(before, now)]
 
 
 def to_json(v: Verdict) -> dict[str, object]:
@@ -172,6 +169,7 @@ def to_json(v: Verdict) -> dict[str, object]:
             "session": ref.session_id,
         },
         "drift": v.drift,
+        "node": v.node,
         "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows, Holm over the CPUs, "
         f"alpha {ALPHA:g}, and a Hodges-Lehmann shift over the tolerance",
         "cpus": [

@@ -8,11 +8,10 @@ from dataclasses import asdict
 from typing import Any
 
 from quietcore.errors import UsageError
+from quietcore.facts.fingerprint import changed
 from quietcore.runs.model import SessionRecord
 from quietcore.stats.compare import compare_many, describe
 from quietcore.store import sessions
-
-DRIFTING = ("virtualization.evidence",)  # changes while the configuration does not
 
 
 def resolve(conn: sqlite3.Connection, ident: str) -> SessionRecord:
@@ -26,20 +25,9 @@ def resolve(conn: sqlite3.Connection, ident: str) -> SessionRecord:
     return sessions.get_session(conn, ident)
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out |= _flatten(item, f"{prefix}{key}.")
-        return out
-    return {prefix.rstrip("."): value}
-
-
 def fact_changes(a: SessionRecord, b: SessionRecord) -> list[tuple[str, Any, Any]]:
-    fa, fb = _flatten(a.facts), _flatten(b.facts)
     # A peer's file says little of its node: set side by side only what both say.
-    keys = sorted(set(fa) & set(fb) if "imported" in a.facts or "imported" in b.facts else set(fa) | set(fb))
-    return [(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k) and k not in DRIFTING]
+    return changed(a.facts, b.facts, common_only="imported" in a.facts or "imported" in b.facts)
 
 
 def cell_values(conn: sqlite3.Connection, session_id: int) -> dict[tuple[str, str], tuple[list[float], dict[str, Any]]]:
