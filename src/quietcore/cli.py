@@ -62,6 +62,14 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def healthcheck() -> int:
+    """`quietcore-healthcheck`: `quietcore check --slurm-drain --wait 30` and any
+    options given, for slurm.conf's HealthCheckProgram, which takes a path alone."""
+    argv = ["check", "--slurm-drain", "--wait", "30", *sys.argv[1:]]
+    sys.argv[1:] = argv  # the session stores the command as it ran
+    return main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:
         # Answered before the parser, which imports every command module.

@@ -243,6 +243,13 @@ def test_check_cannot_judge_without_a_reference_or_limit_and_refuses_bad_input(t
                         (["reference", "set", "1", "--name", "a b"], "--name")):  # fmt: skip
         bad = _qc(env, *args)
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    # quietcore-healthcheck (slurm.conf's HealthCheckProgram takes a path alone) is check --slurm-drain
+    healthcheck = Path(sys.executable).parent / "quietcore-healthcheck"
+    if healthcheck.exists() and shutil.which("scontrol"):
+        done = subprocess.run([str(healthcheck)], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 3 and done.stdout.startswith("UNKNOWN no reference"), done.stdout + done.stderr
+        argv = sqlite3.connect(env["QUIETCORE_DB"]).execute("SELECT argv FROM sessions ORDER BY id DESC").fetchone()[0]
+        assert json.loads(argv) == ["quietcore", "check", "--slurm-drain", "--wait", "30"]
     # With a fixed limit alone it judges: nothing loses 100 % of a CPU
     limited = _qc(env, "check", "--max-lost-ratio", "0.99", "--duration", "0.3")
     assert limited.returncode == 0 and limited.stdout.startswith("PASS")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -156,6 +157,16 @@ def test_scontrols_node_line_gives_the_state_and_the_reason_without_its_tail() -
     assert slurm.parse_node("NodeName=vm State=IDLE Partitions=test\n") == ({"IDLE"}, "")
     with pytest.raises(UsageError, match="--slurm-node"):
         slurm.node_name("vm; reboot")
+
+
+def test_the_node_name_is_the_option_then_slurmds_then_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURMD_NODENAME", "node017")
+    assert slurm.node_name("gpu3") == "gpu3" and slurm.node_name(None) == "node017"
+    monkeypatch.setenv("SLURMD_NODENAME", "x;reboot")
+    with pytest.raises(UsageError, match="--slurm-node"):
+        slurm.node_name(None)
+    monkeypatch.delenv("SLURMD_NODENAME")
+    assert slurm.node_name(None) == socket.gethostname().split(".")[0]
 
 
 def test_oslat_and_cyclictest_files_of_real_runs_parse() -> None:

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-drain", action="store_true",
                         help="drain this node in Slurm on FAIL; resume it on PASS if quietcore drained it")  # fmt: skip
     parser.add_argument(
-        "--slurm-node", metavar="NAME", help="this node's Slurm NodeName (default: the short host name)"
+        "--slurm-node", metavar="NAME", help="this node's Slurm NodeName (default: $SLURMD_NODENAME, else the host)"
     )
     common.add_prometheus(parser)
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")

@@ -5,6 +5,7 @@ or another check drained stays drained."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -28,8 +29,11 @@ def scontrol() -> str:
 
 
 def node_name(option: str | None) -> str:
-    """--slurm-node, else this host's short name (Slurm's NodeName as most sites write it)."""
-    name = option or socket.gethostname().split(".")[0]
+    """--slurm-node; else the name slurmd gives its HealthCheckProgram, prolog and
+    epilog ($SLURMD_NODENAME, the one variable of their environment); else this
+    host's short name (Slurm's NodeName as most sites write it). Checked either way:
+    it goes to scontrol."""
+    name = option or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", name):
         raise UsageError(f"invalid --slurm-node {name!r} (valid: a Slurm node name: letters, digits, '.', '_', '-')")
     return name
