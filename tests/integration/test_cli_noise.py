@@ -13,9 +13,10 @@ from quietcore.facts.cpulist import format_cpulist
 from tests.conftest import CliRunner, allowed_cpus
 
 
-def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path) -> None:
+def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
     cpu = allowed_cpus()[-1]
-    proc = cli("noise", "--cpus", str(cpu), "--duration", "1", "--json", "--tag", "purpose=test")
+    proc = cli("noise", "--cpus", str(cpu), "--duration", "1", "--json", "--tag", "purpose=test", "--prometheus",
+               str(tmp_path))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     (row,) = out["cpus"]
@@ -36,6 +37,14 @@ def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path) -> Non
     stored = json.loads(envelope)["result"]["cpus"][0]
     assert stored["loops"] == row["loops"] and stored["histogram"] == row["histogram"]
     assert conn.execute("SELECT cpu, loops FROM noise_cpu").fetchall() == [(cpu, row["loops"])]
+    # --prometheus DIR: the run's figures for node_exporter, as stored
+    metrics = dict(line.rsplit(" ", 1) for line in (tmp_path / "quietcore.prom").read_text().splitlines()
+                   if line.startswith("quietcore_"))  # fmt: skip
+    assert float(metrics[f'quietcore_max_gap_seconds{{cpu="{cpu}"}}']) == pytest.approx(row["max_gap_ns"] / 1e9)
+    assert float(metrics[f'quietcore_gap_seconds_count{{cpu="{cpu}"}}']) == row["gaps"] - row["events_dropped"]
+    assert 'command="noise"' in next(k for k in metrics if k.startswith("quietcore_info"))
+    fwq = cli("noise", "--cpus", str(cpu), "--duration", "0.1", "--mode", "fwq", "--prometheus", str(tmp_path))
+    assert fwq.returncode == 2 and "--prometheus needs --mode spin" in fwq.stderr
 
 
 def test_noise_table(cli: CliRunner) -> None:
