@@ -32,12 +32,16 @@ def _trace(pairs: list[tuple[float, float]], measured_ns: float = 1e9) -> CpuTra
     return CpuTrace(1, a[:, 0], a[:, 1], 0.0, measured_ns, float(a[:, 1].sum()), 0, 0)
 
 
-def test_windows_split_a_gap_at_their_edge_and_count_a_nearly_whole_last_one() -> None:
-    # a 2 ms gap inside window 0, a 2 ms gap across the 100 ms edge, one in the last (99.99 % long) window
-    got = window_lost(_trace([(50e6, 2e6), (99e6, 2e6), (950e6, 1e6)], measured_ns=0.9999e9))
+def test_windows_split_gaps_at_their_edge_leave_out_their_longest_and_count_a_nearly_whole_last_one() -> None:
+    # window 0: gaps of 0.5 and 0.3 ms, then a 2 ms one across the 100 ms edge (1 ms in each window);
+    # window 1: that 1 ms and a 0.2 ms gap; window 9 (99.9 ms long): a 0.1 and a 4 ms gap (a host's stall)
+    pairs = [(10e6, 0.5e6), (20e6, 0.3e6), (99e6, 2e6), (150e6, 0.2e6), (920e6, 0.1e6), (950e6, 4e6)]
+    got = window_lost(_trace(pairs, measured_ns=0.9999e9))
     assert len(got) == 10
-    assert got[0] == pytest.approx(3e6 / 100e6) and got[1] == pytest.approx(1e6 / 100e6)
-    assert got[9] == pytest.approx(1e6 / 99.9e6) and not got[2:9].any()  # the last 99.9 ms long
+    # window 0 keeps 0.5 + 0.3 (its longest gap, the 2 ms one that starts there, is left out for its 1 ms there);
+    # window 1 the other 1 ms of it (its own longest, the 0.2 ms one, left out)
+    assert got[0] == pytest.approx(0.8e6 / 100e6) and got[1] == pytest.approx(1.0e6 / 100e6)
+    assert got[9] == pytest.approx(0.1e6 / 99.9e6) and not got[2:9].any()
     assert window_lost(_trace([], measured_ns=0.05e9)).size == 0
 
 

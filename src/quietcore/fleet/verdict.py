@@ -1,7 +1,8 @@
 """The check's verdict: this node's short measurement against its reference,
 by a stated test, and against any fixed limits.
 
-Per CPU, the lost ratio of each 100 ms window of the check is compared with
+Per CPU, the lost ratio of each 100 ms window of the check (but for the
+window's longest gap: fleet.baseline.window_lost says why) is compared with
 the reference's windows by a one-sided Mann-Whitney U test (is the check's
 noise stochastically larger?), Holm-adjusted over the CPUs. A CPU fails when
 the adjusted p is under ALPHA *and* the shift between the two sets of windows
@@ -170,7 +171,8 @@ def to_json(v: Verdict) -> dict[str, object]:
         },
         "drift": v.drift,
         "node": v.node,
-        "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows, Holm over the CPUs, "
+        "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows (each but for its longest "
+        "gap), Holm over the CPUs, "
         f"alpha {ALPHA:g}, and a Hodges-Lehmann shift over the tolerance",
         "cpus": [
             {
