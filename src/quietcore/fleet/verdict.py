@@ -171,9 +171,8 @@ def to_json(v: Verdict) -> dict[str, object]:
         },
         "drift": v.drift,
         "node": v.node,
-        "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows (each but for its longest "
-        "gap), Holm over the CPUs, "
-        f"alpha {ALPHA:g}, and a Hodges-Lehmann shift over the tolerance",
+        "test": f"one-sided Mann-Whitney U on the lost ratio of {WINDOW_S * 1e3:g} ms windows (each but for its "
+        f"longest gap), Holm over the CPUs, alpha {ALPHA:g}, and a Hodges-Lehmann shift over the tolerance",
         "cpus": [
             {
                 "cpu": c.cpu,
