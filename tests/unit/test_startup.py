@@ -56,7 +56,7 @@ def test_every_command_module_leaves_the_lazy_libraries_alone() -> None:
 
 
 def test_listing_sessions_loads_no_numpy() -> None:
-    statement = "import quietcore.commands.results, quietcore.knobs.pmqos"
+    statement = "import quietcore.commands.results, quietcore.commands.reference, quietcore.knobs.pmqos"
     assert "numpy" not in loaded_after(statement, tuple(DEFERRED))
 
 

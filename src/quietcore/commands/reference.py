@@ -25,8 +25,6 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.fleet.baseline import from_session
-from quietcore.measure import Measurer
 from quietcore.report import text
 from quietcore.runs.reference import CpuNoise, Reference
 from quietcore.safe import plain
@@ -70,6 +68,8 @@ def set_(conn: Any, ident: str, name: str | None) -> None:
     row = sessions.get_session(conn, ident)
     if row.status != "complete":
         raise UsageError(f"session {row.id} is {row.status}: a reference needs a complete session")
+    from quietcore.fleet.baseline import from_session  # numpy: deferred, `list` and `show NAME` only read
+
     taken = from_session(row.command, sessions.runs_of(conn, row.id), row.host)
     if not taken.hosts:
         why = "; ".join(taken.refused) or f"session {row.id} ({row.command}) has no spin-mode noise run"
@@ -118,6 +118,8 @@ def show(conn: Any, name: str | None, as_json: bool) -> None:
     if name is not None:
         ref = references.named(conn, name, host)
     else:
+        from quietcore.measure import Measurer  # numpy: deferred, as above
+
         here = Measurer(common.live_root()).fingerprint
         found = references.for_node(conn, here, host)
         if found is None:
