@@ -52,7 +52,7 @@ from quietcore.report.kinds import prove as shown
 from quietcore.safe import plain, write_atomic
 from quietcore.store import journal
 from quietcore.store.sessions import now_iso
-from quietcore.tune import prove, state
+from quietcore.tune import state
 from quietcore.tune.plan import Item, Plan, make_plan, scripts, tuned_profile
 
 if TYPE_CHECKING:
@@ -276,6 +276,7 @@ def _revert(args: argparse.Namespace) -> int:
 
 def _prove(args: argparse.Namespace) -> int:
     from quietcore.session import Session
+    from quietcore.tune import prove  # numpy: deferred, plan, apply, verify and revert need none
 
     duration = duration_option(args.duration, lo=0.5, hi=3600)
     rounds = int_in_range(args.rounds, "--rounds", 1, 100)
