@@ -219,7 +219,8 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
     # AND the audit ran with it and was stored in the check's session
     session = conn.execute("SELECT max(session_id) FROM runs").fetchone()[0]
     kinds = [k for (k,) in conn.execute("SELECT kind FROM runs WHERE session_id = ? ORDER BY seq", (session,))]
-    assert kinds == ["noise", "audit", "check"]
+    assert kinds == ["noise", "noise", "audit", "check"]  # the failure measured again, and confirmed
+    assert verdict["measurements"] == 2 and verdict["first"].startswith(f"FAIL CPU {PLANTED}: ")
     # AND the metrics file says it failed
     metrics = _samples((tmp_path / "quietcore.prom").read_text())
     assert metrics["quietcore_check_passed"] == 0.0 and metrics[f'quietcore_check_cpu_passed{{cpu="{PLANTED}"}}'] == 0

@@ -18,7 +18,7 @@ import pytest
 from quietcore.errors import UsageError
 from quietcore.fleet import prometheus, slurm
 from quietcore.fleet.baseline import window_lost
-from quietcore.fleet.verdict import Limits, drift, judge, new_sources
+from quietcore.fleet.verdict import Limits, confirm, drift, judge, new_sources
 from quietcore.peers import parse
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
 from quietcore.runs.trace import CpuTrace
@@ -70,6 +70,22 @@ def test_a_shift_of_every_window_fails_and_one_long_stall_does_not() -> None:
     # a small but sure shift (0.3 % of the CPU) is under the tolerance
     small = judge([_noise(list(0.013 + 0.0002 * RNG.standard_normal(10)))], _reference(REF), Limits(), [])
     assert small.passed and small.cpus[0].p is not None and small.cpus[0].p < 1e-3
+
+
+def test_a_failure_stands_only_if_a_second_measurement_fails_the_same_cpu() -> None:
+    high = _noise(list(0.03 + 0.001 * RNG.standard_normal(10)))
+    quiet = _noise(list(np.linspace(0.0095, 0.0105, 10)))
+    twice = confirm(judge([high], _reference(REF), Limits(), []), judge([high], _reference(REF), Limits(), []))
+    assert not twice.passed and twice.line().endswith("(and so in a second measurement)")
+    cleared = confirm(judge([high], _reference(REF), Limits(), []), judge([quiet], _reference(REF), Limits(), []))
+    assert cleared.passed and cleared.first is not None and cleared.first.startswith("FAIL CPU 1:")
+    assert "failed in a first measurement" in cleared.cpus[0].notes[0]
+    # CPU 1 then CPU 2 failing: neither failed twice
+    other = _noise(list(0.03 + 0.001 * RNG.standard_normal(10)), cpu=2)
+    calm2 = _noise(list(np.linspace(0.0095, 0.0105, 10)), cpu=2)
+    ref2 = _reference(REF, _noise(list(np.linspace(0.008, 0.012, 60)), cpu=2))
+    moved = confirm(judge([high, calm2], ref2, Limits(), []), judge([quiet, other], ref2, Limits(), []))
+    assert moved.passed and "but not in the first measurement" in moved.cpus[1].notes[0]
 
 
 def test_fixed_limits_fail_alone_and_a_cpu_outside_the_reference_is_held_to_them() -> None:

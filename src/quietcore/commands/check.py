@@ -1,7 +1,8 @@
 """Check this node's noise against its reference: PASS or FAIL, for a health check.
 
 Measures every CPU for --duration seconds (0.5 by default; the whole
-check takes under a second here) and compares each with the reference kept for this
+check takes under a second here; a failure is measured once more, and a
+CPU fails only if it failed both times, unless --once) and compares each with the reference kept for this
 configuration (`quietcore reference set`): the lost ratio of each 100 ms
 window by a one-sided Mann-Whitney U test, Holm over the CPUs; a CPU fails
 when p < 0.001 and it loses more than --tolerance of its time beyond the
@@ -31,7 +32,7 @@ from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.fleet import slurm
 from quietcore.fleet.baseline import cpu_noise
-from quietcore.fleet.verdict import TOLERANCE, Limits, Verdict, drift, judge, to_json
+from quietcore.fleet.verdict import TOLERANCE, Limits, Verdict, confirm, drift, judge, to_json
 from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-gap-us", metavar="N", help="fail a CPU with a gap over N µs")
     parser.add_argument("--max-events-per-s", metavar="N", help="fail a CPU with more than N gaps a second")
     parser.add_argument("--audit", action="store_true", help="also audit the node: a failing finding fails the check")
+    parser.add_argument("--once", action="store_true",
+                        help="fail on one measurement (by default a failure is measured again to confirm)")  # fmt: skip
     parser.add_argument("--slurm-drain", action="store_true",
                         help="drain this node in Slurm on FAIL; resume it on PASS if quietcore drained it")  # fmt: skip
     parser.add_argument(
@@ -113,11 +116,14 @@ def run(args: argparse.Namespace) -> int:
                                    "`quietcore reference set SESSION` (from `quietcore noise --cpus "
                                    f"{format_cpulist(usable)} --duration 30`) or give --max-lost-ratio",
                                    UNKNOWN)  # fmt: skip
+            changed = _drift(reference, session.facts, session.fingerprint)
             with common.node_lock(args, cpus):
                 measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
+                verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
+                if not verdict.passed and not args.once:  # confirmed or cleared by a second measurement
+                    measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
+                    verdict = confirm(verdict, judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed))
             findings = _audit(session, root) if args.audit else []
-            changed = _drift(reference, session.facts, session.fingerprint)
-            verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
             for f in findings:
                 verdict.fail_node(f"audit {f['id']}: {f['summary']}")
             result = to_json(verdict)
