@@ -19,7 +19,8 @@ from quietcore.errors import UsageError
 from quietcore.fleet import prometheus, slurm
 from quietcore.fleet.baseline import window_lost
 from quietcore.fleet.verdict import Limits, confirm, drift, judge, new_sources
-from quietcore.peers import parse
+from quietcore.peers.read import parse
+from quietcore.report.kinds.peer import RTLA
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
 from quietcore.runs.trace import CpuTrace
 
@@ -197,7 +198,10 @@ def test_oslat_and_cyclictest_files_of_real_runs_parse() -> None:
     assert cpu["histogram_us"] == [[float(k), v] for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))]
     cyclic = parse("cyclictest", (PEERS / "cyclictest-cpu1.json").read_text(), "c.json").run
     (cpu,) = cyclic.result["cpus"]
-    assert (cpu["cycles"], cpu["min_us"], cpu["max_us"], cpu["p50_us"]) == (2000, 14.0, 29.0, 16.0)
+    # p50 by stats.percentiles.histogram_quantile, inside cyclictest's bucket 16 (16 to 17 µs):
+    # 22 + 295 latencies below it, 706 in it, the 1,000th at 16 + 683/706
+    assert (cpu["cycles"], cpu["min_us"], cpu["max_us"]) == (2000, 14.0, 29.0)
+    assert cpu["p50_us"] == pytest.approx(16 + 683 / 706)
 
 
 def test_rtla_osnoise_top_and_hist_text_parse() -> None:
@@ -208,6 +212,9 @@ def test_rtla_osnoise_top_and_hist_text_parse() -> None:
     hist = parse("rtla-osnoise", (PEERS / "rtla-osnoise-hist.txt").read_text(), "hist.txt").run
     assert [(c["cpu"], c["count"], c["max_us"], c["histogram_us"][1]) for c in hist.result["cpus"]] == [
         (0, 29297, 212.0, [10.0, 1203]), (1, 29430, 187.0, [10.0, 960])]  # fmt: skip
+    # the figures compare sets beside quietcore's: the longest single noise, and the available share
+    assert RTLA.figures(top)[1] == {"longest gap (µs)": 187.0, "available (%)": 99.7655}
+    assert RTLA.figures(hist)[0] == {"longest gap (µs)": 212.0}
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,14 @@
 """Check this node's noise against its reference: PASS or FAIL, for a health check.
 
 Measures every CPU for --duration seconds (0.5 by default; the whole
-check takes under a second here; a failure is measured once more, and a
-CPU fails only if it failed both times, unless --once) and compares each with the reference kept for this
-configuration (`quietcore reference set`): the lost ratio of each 100 ms
-window by a one-sided Mann-Whitney U test, Holm over the CPUs; a CPU fails
-when p < 0.001 and it loses more than --tolerance of its time beyond the
-reference, or when a periodic source the reference lacks costs more than
-that. Fixed limits fail on their own. Facts of the configuration that
+check takes under a second here) and compares each with the reference kept
+for this configuration (`quietcore reference set`): the lost ratio of each
+100 ms window, but for its longest gap, by a one-sided Mann-Whitney U test,
+Holm over the CPUs. A CPU fails when p < 0.001 and the windows' shift over
+the reference's is more than --tolerance of its time, or when a periodic
+source the reference lacks costs more than that; a failure is measured once
+more, and a CPU fails only if it failed both times (unless --once). Fixed
+limits fail on their own. Facts of the configuration that
 changed since the reference are named. Prints one line and stores a small
 session.
 
@@ -38,7 +39,7 @@ from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
 from quietcore.runs.reference import Reference
 from quietcore.session import Session
-from quietcore.store import db, references
+from quietcore.store import references
 
 NAME = "check"
 UNKNOWN = 3
@@ -81,16 +82,12 @@ def _limits(args: argparse.Namespace) -> Limits:
     )
 
 
-def _reference(args: argparse.Namespace, fingerprint: str) -> Reference | None:
-    path, chosen = common.db_path(args)
-    conn = db.open_db(path, create=True, chosen=chosen)
-    try:
-        host = socket.gethostname()
-        if args.reference == "auto":
-            return references.for_node(conn, fingerprint, host)
-        return references.named(conn, args.reference, host)
-    finally:
-        conn.close()
+def _reference(session: Session, wanted: str) -> Reference | None:
+    """--reference auto|NAME, from the session's own database."""
+    host = socket.gethostname()
+    if wanted == "auto":
+        return references.for_node(session.conn, session.fingerprint, host)
+    return references.named(session.conn, wanted, host)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     path, chosen = common.db_path(args)
     try:
         with Session("check", path, chosen, common.tags(args), root) as session:
-            reference = _reference(args, session.fingerprint)
+            reference = _reference(session, args.reference)
             if args.cpus is not None:
                 cpus = cpus_option(args.cpus, usable, what=USABLE)
             else:
@@ -119,10 +116,12 @@ def run(args: argparse.Namespace) -> int:
             changed = _drift(reference, session.facts, session.fingerprint)
             with common.node_lock(args, cpus):
                 measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
-                verdict = judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed)
+                seen = cpu_noise(measured, keep_gaps=True)
+                verdict = judge(seen, reference, limits, changed)
                 if not verdict.passed and not args.once:  # confirmed or cleared by a second measurement
                     measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
-                    verdict = confirm(verdict, judge(cpu_noise(measured, keep_gaps=True), reference, limits, changed))
+                    seen = cpu_noise(measured, keep_gaps=True)
+                    verdict = confirm(verdict, judge(seen, reference, limits, changed))
             findings = _audit(session, root) if args.audit else []
             for f in findings:
                 verdict.fail_node(f"audit {f['id']}: {f['summary']}")
@@ -147,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return UNKNOWN
     said = []
     if metrics is not None:
-        said.append(common.publish(metrics, "check", facts, fingerprint, [measured], verdict))
+        said.append(common.publish(metrics, "check", facts, fingerprint, seen, verdict))
     if args.slurm_drain:
         try:
             action = slurm.act(binary, node, verdict.passed, verdict.line())

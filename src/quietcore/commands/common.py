@@ -22,7 +22,7 @@ from quietcore.store import journal as node
 if TYPE_CHECKING:
     from quietcore.fleet.verdict import Verdict
     from quietcore.lock import NodeLock
-    from quietcore.runs.model import Run
+    from quietcore.runs.reference import CpuNoise
 
 
 def add_db(parser: argparse.ArgumentParser, default: object = None) -> None:
@@ -68,12 +68,12 @@ def prometheus_dir(args: argparse.Namespace) -> Path | None:
     return where
 
 
-def publish(where: Path, command: str, facts: Mapping[str, Any], fingerprint: str, runs: Iterable[Run],
+def publish(where: Path, command: str, facts: Mapping[str, Any], fingerprint: str, cpus: Iterable[CpuNoise],
             verdict: Verdict | None = None) -> str:  # fmt: skip
-    """Write the metrics file; say where."""
+    """Write the metrics file of these CPUs (fleet.baseline.cpu_noise, with their gaps); say where."""
     from quietcore.fleet import prometheus  # prometheus_client: see quietcore.lazy
 
-    written = prometheus.write(where, prometheus.snapshot(command, facts, fingerprint, runs, verdict))
+    written = prometheus.write(where, prometheus.snapshot(command, facts, fingerprint, cpus, verdict))
     return f"Metrics for node_exporter: {written}"
 
 

@@ -23,6 +23,7 @@ from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
+from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
 from quietcore.report import text
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             analyses += measured.noise.cpus
         record_audit(session, root)
     if metrics is not None:
-        text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, measured_runs))
+        every = [c for run in measured_runs for c in cpu_noise(run, keep_gaps=True)]
+        text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, every))
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu))
     conn = db.open_db(path, create=False, chosen=chosen)
     try:

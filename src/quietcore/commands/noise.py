@@ -29,6 +29,7 @@ from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
+from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import (
     USABLE,
     cpus_option,
@@ -152,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
             session.node.noise(options, lambda t: update("measuring noise", t), args.trace, analysing, above)
         )
     kept = _keep(run_, session) if "stopped" in run_.analysis else None
-    published = common.publish(metrics, "noise", session.facts, session.fingerprint, [run_]) if metrics else None
+    published = (common.publish(metrics, "noise", session.facts, session.fingerprint, cpu_noise(run_, keep_gaps=True))
+                 if metrics else None)  # fmt: skip
     # Shown after the session is closed: a broken pipe cannot fail a stored run.
     if args.json:
         print(json.dumps(json_output(session, run_), indent=2))

@@ -28,7 +28,7 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.peers import FORMATS, parse
+from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
 from quietcore.report import export, text
 from quietcore.report.kinds import kind_of
@@ -179,6 +179,8 @@ def import_(conn: sqlite3.Connection, path: Path) -> None:
 
 def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str, str]) -> None:
     """A peer's file as a session of one run of its kind (nothing stored if it does not parse)."""
+    from quietcore.peers.read import parse  # numpy (the histograms' quantiles): deferred, `results list` reads only
+
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_BYTES + 1)

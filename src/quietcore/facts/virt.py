@@ -6,7 +6,9 @@ measures, and kernel-lever effects may be flattened: every result says so."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from quietcore.facts.cpus import parse_cpuinfo
 from quietcore.facts.procstat import parse_proc_stat
@@ -119,3 +121,10 @@ def detect(root: Root, cpuid_vendor: str | None = None) -> Virtualization:
         evidence=tuple(evidence),
         container=_container(root),
     )
+
+
+def label(virtualization: Mapping[str, Any]) -> str:
+    """The facts' virtualization in a word: the hypervisor, "yes" if unnamed, or "none"."""
+    if not virtualization.get("virtualized"):
+        return "none"
+    return str(virtualization.get("hypervisor") or "yes")

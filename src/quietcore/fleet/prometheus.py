@@ -24,9 +24,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from quietcore._version import __version__
-from quietcore.fleet.baseline import cpu_noise
+from quietcore.facts.virt import label
 from quietcore.fleet.verdict import Verdict
-from quietcore.runs.model import Run
 from quietcore.runs.reference import CpuNoise
 from quietcore.safe import write_atomic
 
@@ -117,11 +116,9 @@ def write(where: Path, snap: Snapshot) -> Path:
     return path
 
 
-def snapshot(command: str, facts: Mapping[str, Any], fingerprint: str, runs: Iterable[Run],
+def snapshot(command: str, facts: Mapping[str, Any], fingerprint: str, cpus: Iterable[CpuNoise],
              verdict: Verdict | None = None) -> Snapshot:  # fmt: skip
-    """The file of a session's noise runs (a lab's rounds together)."""
-    virt = facts.get("virtualization") or {}
-    cpus = [c for run in runs for c in cpu_noise(run, keep_gaps=True)]
+    """The file of a session's CPUs (fleet.baseline.cpu_noise with their gaps; a lab's rounds together)."""
     return Snapshot(command, fingerprint, str((facts.get("kernel") or {}).get("release", "")),
-                    str(virt.get("hypervisor") or "yes") if virt.get("virtualized") else "none", time.time(),
-                    sorted(cpus, key=lambda c: c.cpu), verdict)  # fmt: skip
+                    label(facts.get("virtualization") or {}), time.time(), sorted(cpus, key=lambda c: c.cpu),
+                    verdict)  # fmt: skip

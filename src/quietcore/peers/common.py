@@ -36,16 +36,3 @@ def when(text: Any) -> str | None:
         return email.utils.parsedate_to_datetime(text).isoformat()
     except (TypeError, ValueError):
         return None
-
-
-def quantile_us(histogram: list[tuple[float, int]], q: float) -> float | None:
-    """The q-quantile of a histogram of (upper bound µs, count) pairs, by bucket."""
-    total = sum(c for _, c in histogram)
-    if total == 0:
-        return None
-    seen = 0
-    for upper, count in histogram:
-        seen += count
-        if seen >= q * total:
-            return upper
-    return histogram[-1][0]

@@ -7,8 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from quietcore.peers.common import Imported, bad, number, quantile_us, when
+from quietcore.peers.common import Imported, bad, number, when
 from quietcore.runs.model import Run
+from quietcore.stats.percentiles import histogram_quantile
+
+#: Where a histogram's bucket `b` lies, in µs: oslat counts a loop of b-1 to b µs in b (it rounds
+#: up), cyclictest a latency of b to b+1 µs (it truncates).
+BUCKET = {"oslat": (-1.0, 0.0), "cyclictest": (0.0, 1.0)}
 
 
 def parse(tool: str, text: str, name: str) -> Imported:
@@ -65,6 +70,8 @@ def _thread(tool: str, key: str, t: Any, name: str) -> dict[str, Any]:
         if any(c < 0 for _, c in pairs):
             raise bad(name, f"thread {key}'s histogram has a negative count")
         out["histogram_us"] = [[u, c] for u, c in pairs]
+        lo, hi = BUCKET[tool]
+        rows = [[b + lo, b + hi, c] for b, c in pairs]
         for q in (0.5, 0.99):
-            out[f"p{q * 100:g}_us"] = quantile_us(pairs, q)
+            out[f"p{q * 100:g}_us"] = histogram_quantile(rows, q) if sum(c for _, c in pairs) else None
     return out

@@ -22,6 +22,7 @@ from quietcore.errors import QuietcoreError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import irqbalance_running, read_tasks
+from quietcore.facts.virt import label
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report.kinds.survey import verdict_text
@@ -73,7 +74,7 @@ def config_of(facts: dict[str, Any]) -> dict[str, str]:
         "nohz_full": cpu["nohz_full"] or "none",
         "smt": str(cpu["smt"]),
         "irqbalance": "running" if irqbalance_running(read_tasks(Root("/"))) else "stopped",
-        "virtualization": str(virt["hypervisor"] or "yes") if virt["virtualized"] else "none",
+        "virtualization": label(virt),
     }
 
 

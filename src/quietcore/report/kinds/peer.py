@@ -5,6 +5,7 @@ report set them beside quietcore's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -26,9 +27,11 @@ class PeerKind(Kind):
     in_report = True
     columns: tuple[tuple[str, str], ...] = ()  # (header, key of a CPU's entry)
 
-    def __init__(self, name: str, columns: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, name: str, columns: tuple[tuple[str, str], ...],
+                 shared: Callable[[dict[str, Any]], dict[str, float]]) -> None:  # fmt: skip
         self.name = name
         self.columns = columns
+        self.shared = shared  # a CPU's entry -> the figures quietcore's own runs also give (base.FIGURES)
 
     def table(self, run: Run) -> Table:
         result = run.result
@@ -59,29 +62,32 @@ class PeerKind(Kind):
                 for c in run.result.get("cpus", [])] or [shared]  # fmt: skip
 
     def figures(self, run: Run) -> dict[int, dict[str, float]]:
-        out: dict[int, dict[str, float]] = {}
-        for c in run.result.get("cpus", []):
-            mine = out.setdefault(int(c["cpu"]), {})
-            if self.name == "oslat":
-                mine[GAP_MAX] = float(c["max_us"])
-            elif self.name == "cyclictest":
-                mine[WAKE_MAX] = float(c["max_us"])
-                for figure, key in ((WAKE_P50, "p50_us"), (WAKE_P99, "p99_us")):
-                    if c.get(key) is not None:
-                        mine[figure] = float(c[key])
-            elif "max_single_us" in c:  # rtla osnoise top
-                mine[GAP_MAX] = float(c["max_single_us"])
-                mine[AVAILABLE] = float(c["available_pct"])
-            elif "max_us" in c:  # rtla osnoise hist: the longest sample
-                mine[GAP_MAX] = float(c["max_us"])
-        return out
+        return {int(c["cpu"]): self.shared(c) for c in run.result.get("cpus", [])}
+
+
+def _oslat(c: dict[str, Any]) -> dict[str, float]:
+    return {GAP_MAX: float(c["max_us"])}
+
+
+def _cyclictest(c: dict[str, Any]) -> dict[str, float]:
+    out = {WAKE_MAX: float(c["max_us"])}
+    out |= {figure: float(c[key]) for figure, key in ((WAKE_P50, "p50_us"), (WAKE_P99, "p99_us"))
+            if c.get(key) is not None}  # fmt: skip
+    return out
+
+
+def _rtla(c: dict[str, Any]) -> dict[str, float]:
+    if "max_single_us" in c:  # top: the longest single noise, and the share rtla calls % CPU Aval
+        return {GAP_MAX: float(c["max_single_us"]), AVAILABLE: float(c["available_pct"])}
+    return {GAP_MAX: float(c["max_us"])} if "max_us" in c else {}  # hist: its longest sample
 
 
 OSLAT = PeerKind("oslat", (("duration s", "duration_s"), ("min µs", "min_us"), ("avg µs", "avg_us"),
-                           ("p50 µs", "p50_us"), ("p99 µs", "p99_us"), ("max µs", "max_us")))  # fmt: skip
+                           ("p50 µs", "p50_us"), ("p99 µs", "p99_us"), ("max µs", "max_us")), _oslat)  # fmt: skip
 CYCLICTEST = PeerKind("cyclictest", (("cycles", "cycles"), ("min µs", "min_us"), ("avg µs", "avg_us"),
-                                     ("p50 µs", "p50_us"), ("p99 µs", "p99_us"), ("max µs", "max_us")))  # fmt: skip
+                                     ("p50 µs", "p50_us"), ("p99 µs", "p99_us"), ("max µs", "max_us")),
+                      _cyclictest)  # fmt: skip
 RTLA = PeerKind("rtla-osnoise", (("periods", "periods"), ("noise µs", "noise_us"), ("available %", "available_pct"),
                                  ("max noise µs", "max_noise_us"), ("max single µs", "max_single_us"),
                                  ("HW", "hw"), ("NMI", "nmi"), ("IRQ", "irq"), ("softirq", "softirq"),
-                                 ("thread", "thread"), ("count", "count"), ("max µs", "max_us")))  # fmt: skip
+                                 ("thread", "thread"), ("count", "count"), ("max µs", "max_us")), _rtla)  # fmt: skip
