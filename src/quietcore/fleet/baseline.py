@@ -26,8 +26,9 @@ def window_lost(trace: CpuTrace, window_s: float = WINDOW_S) -> np.ndarray:
     vCPU, or an SMI: rare, random, and `--max-gap-us`'s to judge. What the
     windows measure is the noise that comes back, which a 5 s reference can
     hold and a 0.5 s check can be held to. (Left in, the stalls a 5 s reference
-    happened to miss made 2 checks in 20 fail on this VM; left out, none in
-    147, and a planted 100 Hz x 200 µs source still shifts every window 2.2 %.)
+    happened to miss made 2 checks in 20 fail on this VM; left out, none of
+    127 stored here, and a planted 100 Hz x 200 µs source still shifts every
+    window 2.2 %.)
 
     Linear in the gaps: a spinner's gaps never overlap, so the lost time before
     t is the sum of the gaps ended by t plus the part of the one under way."""
