@@ -26,6 +26,7 @@ import pytest
 import quietcore.attribution.sampled
 import quietcore.commands.intruders  # noqa: F401
 from quietcore import cli as quietcore_cli
+from quietcore.attribution import instances
 from quietcore.probes.runner import probe_path
 from tests.conftest import CliRunner, allowed_cpus, as_nobody
 
@@ -133,6 +134,37 @@ def test_a_watch_without_workload_is_stored_and_reported(cli: CliRunner, db_file
     # Tracing is as it was: quietcore's instance is gone.
     for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         assert not list(Path(base).glob("instances/quietcore-*"))
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
+def test_an_instance_a_killed_quietcore_left_tracing_is_removed_by_the_next_command(cli: CliRunner) -> None:
+    # GIVEN the instance of a quietcore killed outright: every CPU traced, events on, a stacktrace trigger set
+    dead = _dead_pid()
+    base = instances.mounted()
+    assert base is not None
+    left = base / "instances" / f"quietcore-{dead}"
+    left.mkdir()
+    try:
+        (left / "events" / "sched" / "sched_switch" / "enable").write_text("1")
+        (left / "events" / "sched" / "sched_waking" / "trigger").write_text("stacktrace if cpu == 0")
+        assert (left / "tracing_on").read_text().strip() == "1"
+        # WHEN any command runs next, one that only reads the node
+        done = cli("audit", "--json")
+        # THEN the instance is gone, and it says so
+        assert done.returncode == 0, done.stderr
+        assert not left.exists()
+        assert f"removed the tracefs instance quietcore-{dead}, left tracing every CPU" in done.stderr
+    finally:
+        if left.exists():
+            (left / "events" / "sched" / "sched_waking" / "trigger").write_text("!stacktrace")
+            left.rmdir()
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quietcore.attribution import tracer
+from quietcore.attribution import instances, tracer
 from quietcore.attribution.tracer import Interval, converter, intervals, match_gaps
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "trace" / "x86-tsc.txt").read_text()
@@ -62,4 +62,4 @@ def test_a_setup_that_fails_half_way_leaves_no_instance(monkeypatch: pytest.Monk
     monkeypatch.setattr(tracer.TraceSession, "_write", failing)
     with pytest.raises(OSError, match="injected"), tracer.TraceSession(frozenset({0})):
         pass
-    assert not any((m / "instances" / f"{tracer.PREFIX}{os.getpid()}").exists() for m in tracer.MOUNTS)
+    assert not any((m / "instances" / f"{instances.PREFIX}{os.getpid()}").exists() for m in instances.MOUNTS)

@@ -9,7 +9,6 @@ little time, which the gaps then include."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -25,10 +24,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quietcore.attribution.instances import MOUNTS, PREFIX, close, mounted, remove_stale
 from quietcore.attribution.traceline import LINE
 
-MOUNTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
-PREFIX = "quietcore-"
 #: (event, the part of its name the interval is called by)
 EVENTS = (
     "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit",
@@ -41,17 +39,13 @@ EVENTS = (
 )  # fmt: skip
 
 
-def _mounted() -> Path | None:
-    return next((m for m in MOUNTS if (m / "instances").is_dir()), None)
-
-
 def usable() -> tuple[bool, str]:
     """Whether tracepoints can be used here, and if not, why."""
     if os.geteuid() != 0:
         return False, "tracefs needs root: run as root for traced attribution"
     if "tracefs" not in Path("/proc/filesystems").read_text():
         return False, "this kernel has no tracefs (CONFIG_TRACING off)"
-    base = _mounted() or MOUNTS[0]
+    base = mounted() or MOUNTS[0]
     if not (base / "instances").is_dir() and not base.is_dir():
         return False, f"{base} does not exist to mount tracefs on"
     return True, "irq, softirq, irq_vectors and sched_switch tracepoints"
@@ -61,7 +55,7 @@ def osnoise_state() -> str:
     """Whether the osnoise tracer is built in; quietcore matches its own
     probe's gaps to tracepoints in either case, since the osnoise tracer
     runs a workload of its own."""
-    base = _mounted()
+    base = mounted()
     if base is None:
         return "unknown (tracefs not mounted)"
     tracers = (base / "available_tracers").read_text().split()
@@ -93,12 +87,12 @@ class TraceSession:
             raise
 
     def _setup(self) -> TraceSession:
-        base = _mounted()
+        base = mounted()
         if base is None:
             base = MOUNTS[0]
             subprocess.run([_tool("mount"), "-t", "tracefs", "nodev", str(base)], check=True, capture_output=True)
             self.mounted_here = True
-        _remove_stale(base)
+        remove_stale(base)
         self.instance = base / "instances" / f"{PREFIX}{os.getpid()}"
         self.instance.mkdir()
         self._write("tracing_on", "0")  # a new instance traces at once: not while its events are being enabled
@@ -174,17 +168,7 @@ class TraceSession:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         # Undo in reverse, whatever happened: events off, instance gone, unmount.
         if self.instance is not None and self.instance.exists():
-            with contextlib.suppress(OSError):
-                (self.instance / "tracing_on").write_text("0")
-            for event, trigger in self.triggers.items():
-                with contextlib.suppress(OSError):  # an instance is removed only without triggers
-                    (self.instance / "events" / event / "trigger").write_text("!" + trigger)
-            for event in self.events:
-                path = self.instance / "events" / event / "enable"
-                with contextlib.suppress(OSError):
-                    if path.exists():
-                        path.write_text("0")
-            self.instance.rmdir()
+            close(self.instance, tuple(self.events), self.triggers)
         if self.mounted_here:
             subprocess.run([_tool("umount"), str(MOUNTS[0])], check=False, capture_output=True)
 
@@ -241,14 +225,6 @@ def _tool(name: str) -> str:
     """A system tool by its place in the system's directories, never by
     $PATH, which is the caller's (and quietcore may run as root)."""
     return shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin") or f"/usr/bin/{name}"
-
-
-def _remove_stale(base: Path) -> None:
-    """Instances left by a quietcore that was killed mid-run."""
-    for entry in (base / "instances").glob(f"{PREFIX}*"):
-        pid = entry.name[len(PREFIX) :]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            entry.rmdir()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore.attribution import instances
 from quietcore.errors import StoreError, UsageError
 from quietcore.facts.root import Root
 from quietcore.levers.journal import recover
@@ -95,13 +96,18 @@ def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[st
 
 
 def recover_node(args: argparse.Namespace) -> None:
-    """What every command does first: the temporary knob changes that ended
-    quietcore processes left in the node journal are put back, saying so;
+    """What every command does first: the tracefs instances and the
+    temporary knob changes that ended quietcore processes left behind are
+    removed and put back, saying so;
     sessions of dead processes in the results database are closed as
     interrupted. Nothing in a results database is ever replayed: open
     entries of an older quietcore's journal there are moved to the node
     journal only from a database that root alone can write (see legacy)."""
 
+    if os.geteuid() == 0:
+        for name in instances.remove_stale():
+            print(f"quietcore: removed the tracefs instance {name}, left tracing every CPU by a quietcore that "
+                  "was killed", file=sys.stderr)  # fmt: skip
     path, _ = db.resolve_path(getattr(args, "db", None))
     try:
         present = path.is_file()
