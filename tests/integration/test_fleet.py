@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -210,7 +211,8 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
     assert not cpu["passed"] and all(c["passed"] for c in verdict["cpus"] if c["cpu"] != PLANTED)
     assert any(abs(s["frequency_hz"] - 100) < 2 and 150e-6 < s["median_duration_s"] < 300e-6
                for s in cpu["new_sources"]), cpu["new_sources"]  # fmt: skip
-    assert "new periodic source 100 Hz x 2" in verdict["line"] and "p < 0.001" in verdict["line"]
+    # (named new, or beside a 100 Hz source of the host's when the reference has one, as one host here had)
+    assert re.search(r"periodic source 10\d Hz x 2\d\d µs", verdict["line"]) and "p < 0.001" in verdict["line"]
     # AND the lost time shows the planted 2 % over the reference
     assert cpu["lost_ratio"] - cpu["reference_lost_ratio"] > 0.012
     # AND the reference of the other configuration was still used, the fact that changed named

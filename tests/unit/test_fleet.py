@@ -99,14 +99,19 @@ def test_fixed_limits_fail_alone_and_a_cpu_outside_the_reference_is_held_to_them
     assert judge([other], None, Limits(max_lost_ratio=0.5), []).passed
 
 
-def test_a_new_periodic_source_is_told_by_frequency_or_burst_length() -> None:
+def test_a_new_periodic_source_is_told_by_frequency_or_by_what_it_costs_over_the_references() -> None:
     tick = Periodic(250.0, 20e-6, 0.005, "the scheduler tick")
     host = Periodic(100.0, 20e-6, 0.002, None)
     ref = _noise([0.01] * 60, (tick, host))
-    planted = Periodic(100.2, 210e-6, 0.021, None)
-    assert new_sources(_noise([0.03] * 10, (Periodic(250.5, 22e-6, 0.005, None), planted)), ref) == [planted]
+    planted = Periodic(100.2, 210e-6, 0.021, None)  # at the host's frequency, 1.9 % of the CPU more
+    longer_tick = Periodic(250.5, 45e-6, 0.009, None)  # bursts twice as long, 0.4 % more: the same tick
+    assert new_sources(_noise([0.03] * 10, (longer_tick, planted)), ref) == [planted]
     verdict = judge([_noise([0.03] * 10, (planted,))], _reference(ref), Limits(), [])
-    assert "new periodic source 100 Hz x 210 µs (2.1 % of the CPU)" in verdict.line()
+    assert ("periodic source 100 Hz x 210 µs (2.1 % of the CPU), where the reference had 100 Hz x 20 µs (0.2 %)"
+            in verdict.line())  # fmt: skip
+    elsewhere = Periodic(40.0, 500e-6, 0.02, None)
+    verdict = judge([_noise([0.03] * 10, (elsewhere,))], _reference(ref), Limits(), [])
+    assert "new periodic source 40 Hz x 500 µs (2 % of the CPU)" in verdict.line()
     faint = Periodic(33.0, 10e-6, 0.0003, None)
     quiet = judge([_noise([0.01] * 10, (faint,))], _reference(ref), Limits(), [])
     assert quiet.passed and "under the tolerance" in quiet.cpus[0].notes[0]
