@@ -24,45 +24,41 @@
 #include <string.h>
 #include <time.h>
 
-#include "probe.h"
+#include "simulate.h"
 
 static const char usage[] =
     "usage: quietcore-probe simulate --input FILE --work-ns G --iterations I [--collective C]\n"
     "                                [--cost-ns C] [--threads T]\n"
-    "Replay a bulk-synchronous job over the ranks and noise timelines in FILE.\n"
+    "       quietcore-probe simulate --input FILE --work-ns G --iterations I --algorithm A\n"
+    "                                [--latency-ns L] [--overhead-ns O] [--per-byte-ns G] [--bytes B]\n"
+    "Replay a bulk-synchronous job over the ranks and noise timelines in FILE: with\n"
+    "--algorithm, every round of the collective (the round model), else the collective\n"
+    "as a noiseless cost after the slowest rank (the fast model).\n"
     "  --input FILE      timelines, ranks' timelines and offsets (quietcore.simulate.native)\n"
     "  --work-ns G       the work quantum, 1-1e12 ns\n"
     "  --iterations I    1-100000000\n"
-    "  --collective C    allreduce, barrier (global) or stencil (default allreduce)\n"
-    "  --cost-ns C       the collective's cost per iteration, 0-1e12 ns (default 0)\n"
+    "  --collective C    fast model: allreduce, barrier (global) or stencil (default allreduce)\n"
+    "  --cost-ns C       fast model: the collective's cost per iteration, 0-1e12 ns (default 0)\n"
+    "  --algorithm A     round model: recursive-doubling, dissemination, binomial, ring or neighbours\n"
+    "  --latency-ns L    round model: LogGP's L, 0-1e9 ns (default 1000)\n"
+    "  --overhead-ns O   round model: LogGP's o of each send and receive, 0-1e9 ns (default 200)\n"
+    "  --per-byte-ns G   round model: LogGP's G, 0-1e6 ns a byte (default 0)\n"
+    "  --bytes B         round model: each rank's message, 1-1e12 bytes (default 8)\n"
     "  --threads T       1-1024 (default: the CPUs this process may use)\n";
-
-typedef struct {
-    double period;
-    uint64_t n;
-    const double *gap; /* (start, length) pairs */
-} timeline;
 
 typedef struct {
     const char *input;
     double work, cost;
     uint64_t iterations, threads;
-    bool stencil;
+    bool stencil, rounds;
+    rounds_opts r;
 } sim_opts;
-
-typedef struct {
-    uint64_t ntl, nranks;
-    timeline *tl;
-    const int32_t *assign; /* each rank's timeline, in the blob */
-    const double *offset;  /* each rank's offset into it, in the blob */
-    void *blob;
-} sim_input;
 
 static const char *const collectives[] = {"allreduce", "barrier", "stencil", NULL};
 
 static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
 {
-    int collective = 0;
+    int collective = 0, algorithm = -1;
     const probe_opt table[] = {
         {.name = "input", .type = OPT_TEXT, .out = &o->input, .missing = "a simulation input, as quietcore simulate writes it"},
         {.name = "work-ns", .type = OPT_DOUBLE, .out = &o->work, .dmin = 1, .dmax = 1e12, .missing = "1-1e12 ns"},
@@ -71,13 +67,24 @@ static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
         {.name = "collective", .type = OPT_CHOICE, .out = &collective, .choices = collectives},
         {.name = "cost-ns", .type = OPT_DOUBLE, .out = &o->cost, .dmin = 0, .dmax = 1e12},
         {.name = "threads", .type = OPT_U64, .out = &o->threads, .umin = 1, .umax = 1024},
+        {.name = "algorithm", .type = OPT_CHOICE, .out = &algorithm, .choices = sim_algorithms},
+        {.name = "latency-ns", .type = OPT_DOUBLE, .out = &o->r.latency, .dmin = 0, .dmax = 1e9},
+        {.name = "overhead-ns", .type = OPT_DOUBLE, .out = &o->r.overhead, .dmin = 0, .dmax = 1e9},
+        {.name = "per-byte-ns", .type = OPT_DOUBLE, .out = &o->r.per_byte, .dmin = 0, .dmax = 1e6},
+        {.name = "bytes", .type = OPT_U64, .out = &o->r.bytes, .umin = 1, .umax = 1000000000000ull},
         {0},
     };
     memset(o, 0, sizeof *o);
     o->threads = (uint64_t)omp_get_num_procs();
+    o->r.latency = 1000, o->r.overhead = 200, o->r.bytes = 8;
     if (opts_parse(ctx, argc, argv, table, usage) || ctx->help_shown)
         return ctx->exit_code;
     o->stencil = collective == 2; /* allreduce and barrier are both global */
+    o->rounds = algorithm >= 0;
+    o->r.algorithm = algorithm;
+    o->r.work = o->work;
+    o->r.iterations = o->iterations;
+    o->r.threads = (int)o->threads;
     return EXIT_OK;
 }
 
@@ -181,8 +188,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The first gap of the turn, from j on, that ends after x (n when none does). */
-static uint64_t first_after(const timeline *t, double x, uint64_t j)
+uint64_t sim_first_after(const timeline *t, double x, uint64_t j)
 {
     uint64_t b = t->n;
     while (j < b) {
@@ -192,11 +198,9 @@ static uint64_t first_after(const timeline *t, double x, uint64_t j)
     return j;
 }
 
-/* Work of `work` ns started at place x in [0, period); j: the first gap of
- * the turn that ends after x (n when none does). Returns how long after x it
- * ends: the work, the rest of a gap under way, and every gap that starts
- * before the stretched end. */
-static double delayed(const timeline *t, double x, uint64_t j, double work)
+/* The work, the rest of a gap under way, and every gap that starts before
+ * the stretched end. */
+double sim_delayed(const timeline *t, double x, uint64_t j, double work)
 {
     const double *g = t->gap;
     const uint64_t n = t->n;
@@ -242,12 +246,12 @@ static double longest(const timeline *t, const rankset *rs, double shift, uint64
          * iteration costs O(ranks log(gaps / ranks)), not O(gaps). */
         for (int step = 0; j < n && g[2 * j] + g[2 * j + 1] <= x; step++, j++)
             if (step == 4) {
-                j = first_after(t, x, j);
+                j = sim_first_after(t, x, j);
                 break;
             }
         double next = j < n ? g[2 * j] : g[0] + t->period;
         if (next - work <= x || x < tail) { /* a gap touches this rank's quantum */
-            double d = delayed(t, x, j, work);
+            double d = sim_delayed(t, x, j, work);
             most = d > most ? d : most;
         }
     }
@@ -311,7 +315,7 @@ static void iterate_each(const sim_input *in, const double *start, double *done,
     for (int64_t r = 0; r < n; r++) {
         const timeline *t = &in->tl[in->assign[r]];
         double x = fmod(start[r] + in->offset[r], t->period);
-        done[r] = start[r] + (t->n ? delayed(t, x, first_after(t, x, 0), work) : work);
+        done[r] = start[r] + (t->n ? sim_delayed(t, x, sim_first_after(t, x, 0), work) : work);
     }
 }
 
@@ -326,6 +330,10 @@ int simulate_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     rankset *sets = NULL;
     if (load(ctx, o.input, &in))
         goto out;
+    if (o.rounds) {
+        simulate_rounds(ctx, &in, &o.r, result);
+        goto out;
+    }
     start = calloc(o.stencil ? in.nranks : 1, sizeof *start);
     done = malloc((o.stencil ? in.nranks : 1) * sizeof *done);
     if (!start || !done) {

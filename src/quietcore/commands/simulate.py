@@ -2,13 +2,19 @@
 
   quietcore simulate (--trace SESSION[:CPU] | --pattern FREQ_HZ:DURATION_US[,...])
                      [--ranks 1k,10k,100k] [--granularity-us 10,100,1000]
-                     [--collective allreduce|barrier|stencil] [--iterations N] [--seed S]
+                     [--collective allreduce|barrier|stencil] [--model rounds|fast] [--algorithm A]
+                     [--network SESSION] [--iterations N] [--seed S]
 
 Each of N ranks computes a quantum of g µs of work, stretched by the noise
-that falls in it, then joins a collective (a global one costs ceil(log2 N)
-rounds of L + 2o; a stencil waits for its two neighbours, one round). The
-job is replayed exactly, each rank at its own place in its own noise
-timeline from iteration to iteration (max-plus, in the native core).
+that falls in it, then joins a collective. In the round model (the
+default) the collective is its real schedule of messages (recursive
+doubling, dissemination, binomial tree, ring, or a stencil's halo) in
+LogGP: every send and receive needs the CPU for o, which noise stretches,
+so a rank inside a burst delays its partners in that round. In the fast
+model a collective is a noiseless cost after the slowest rank (ceil(log2
+N) rounds of L + 2o): an optimistic bound; the study says where the two
+differ. The job is replayed exactly, each rank at its own place in its own
+noise timeline from iteration to iteration (max-plus, in the native core).
 
 The noise is a measured trace from the store, every rank replaying it from
 its own random offset and wrapping at its end (as LogGOPSim's
@@ -37,6 +43,7 @@ from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
 from quietcore.simulate import noise as noises
 from quietcore.simulate.engine import Network
+from quietcore.simulate.rounds import FOR_COLLECTIVE
 from quietcore.simulate.study import Options, study
 from quietcore.store import db
 from quietcore.store.sessions import now_iso
@@ -48,6 +55,7 @@ if TYPE_CHECKING:  # numpy: only when a study runs
 NAME = "simulate"
 COLLECTIVES = ("allreduce", "barrier", "stencil")
 PHASES = ("random", "common")
+MODELS = ("rounds", "fast")
 MAX_RANKS = 10_000_000
 
 
@@ -59,6 +67,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity-us", metavar="LIST", default="10,100,1000",
                         help="work quanta g in µs (default 10,100,1000)")  # fmt: skip
     parser.add_argument("--collective", default="allreduce", help="allreduce (default), barrier or stencil")
+    parser.add_argument("--model", default="rounds",
+                        help="rounds (default): every message of the collective; fast: a noiseless cost")  # fmt: skip
+    parser.add_argument("--algorithm", metavar="A",
+                        help="the collective's schedule (allreduce: recursive-doubling (default), binomial, ring; "
+                             "barrier: dissemination (default), recursive-doubling; stencil: neighbours)")  # fmt: skip
+    parser.add_argument("--bytes", metavar="B", default="8", help="each rank's message in bytes (default 8)")
+    parser.add_argument("--gap-per-byte-ns", metavar="G", default="0.1",
+                        help="LogGP G: ns a byte past a message's first (default 0.1: 10 GB/s)")  # fmt: skip
+    parser.add_argument("--network", metavar="SESSION",
+                        help="L, o and G as a `survey` session measured them (instead of those options)")  # fmt: skip
     parser.add_argument("--iterations", metavar="N", default="1000", help="iterations per job (default 1000)")
     parser.add_argument("--repeats", metavar="K", default="3", help="seeds per point, for the interval (default 3)")
     parser.add_argument("--seed", metavar="S", default="1", help="the first seed (default 1)")
@@ -88,8 +106,18 @@ def options(args: argparse.Namespace) -> Options:
     focus = ranks_option(args.focus, "--focus", MAX_RANKS)
     if len(focus) != 1:
         raise UsageError(f"invalid --focus {args.focus!r} (valid: one number of ranks)")
+    if args.model not in MODELS:
+        raise UsageError(f"invalid --model {args.model!r} (valid: {', '.join(MODELS)})")
+    valid = FOR_COLLECTIVE[args.collective]
+    if args.algorithm is not None and args.model == "fast":
+        raise UsageError("--algorithm goes with --model rounds (the fast model has no schedule)")
+    if args.algorithm is not None and args.algorithm not in valid:
+        raise UsageError(f"invalid --algorithm {args.algorithm!r} for --collective {args.collective} "
+                         f"(valid: {', '.join(valid)})")  # fmt: skip
     network = Network(positive_float(args.latency_us, "--latency-us", 0, 1e6) * 1e3,
-                      positive_float(args.overhead_us, "--overhead-us", 0, 1e6) * 1e3)  # fmt: skip
+                      positive_float(args.overhead_us, "--overhead-us", 0, 1e6) * 1e3,
+                      positive_float(args.gap_per_byte_ns, "--gap-per-byte-ns", 0, 1e6),
+                      int_in_range(args.bytes, "--bytes", 1, 10**12))  # fmt: skip
     return Options(
         ranks=ranks_option(args.ranks, "--ranks", MAX_RANKS),
         granularities_us=positive_floats_option(args.granularity_us, "--granularity-us", 1e7),
@@ -101,6 +129,8 @@ def options(args: argparse.Namespace) -> Options:
         common=args.phase == "common",
         scale=positive_float(args.scale, "--scale", 0.001, 100),
         focus=focus[0],
+        model=args.model,
+        algorithm=args.algorithm or valid[0],
     )
 
 
@@ -128,7 +158,8 @@ def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chose
     params = {"noise": args.trace or args.pattern, "ranks": o.ranks, "granularity_us": o.granularities_us,
               "collective": o.collective, "iterations": o.iterations, "repeats": o.repeats, "seed": o.seed,
               "phase": args.phase, "latency_us": o.network.latency_ns / 1e3, "overhead_us": o.network.overhead_ns / 1e3,
-              "scale": o.scale}  # fmt: skip
+              "gap_per_byte_ns": o.network.per_byte_ns, "bytes": o.network.bytes, "model": o.model,
+              "algorithm": o.algorithm if o.model == "rounds" else None, "scale": o.scale}  # fmt: skip
     with Session("simulate", path, chosen, common.tags(args), common.live_root()) as session:
         session.record("simulate", params, started, {}, result)
         session_id = session.id

@@ -427,18 +427,22 @@ def node_heatmap(nodes: Sequence[tuple[str, float, float, np.ndarray, np.ndarray
 
 def slowdown_curves(study: Mapping[str, Any]) -> Figure | None:
     """A simulation: slowdown against N for each work quantum, the 95 %
-    interval over seeds as a band, and the 10 % line that sets the scale
-    limit."""
+    interval over seeds as a band, the fast model's curve dashed beside the
+    round model's, and the 10 % line that sets the scale limit."""
     curves = study.get("curves") or []
     if not curves:
         return None
     fig, ax = _figure(6.5, 3.6)
+    rounds = study.get("model") == "rounds"
     for i, c in enumerate(curves):
         ranks = [p["ranks"] for p in c["points"]]
         ax.plot(ranks, [p["slowdown"] for p in c["points"]], "o-", color=f"C{i}",
-                label=f"g = {c['granularity_us']:g} µs")  # fmt: skip
+                label=f"g = {c['granularity_us']:g} µs" + (", round model" if rounds else ""))  # fmt: skip
         ax.fill_between(ranks, [p["ci"][0] for p in c["points"]], [p["ci"][1] for p in c["points"]],
                         color=f"C{i}", alpha=0.2, linewidth=0)  # fmt: skip
+        if rounds:
+            ax.plot(ranks, [p["fast"]["slowdown"] for p in c["points"]], "s--", color=f"C{i}", alpha=0.6,
+                    label=f"g = {c['granularity_us']:g} µs, fast model")  # fmt: skip
     ax.axhline(1.10, color="#b3261e", linewidth=0.8, linestyle="--", label="noise costs 10 %")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_xscale("log")

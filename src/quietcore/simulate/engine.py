@@ -95,10 +95,13 @@ def finish(timeline: Timeline, t: np.ndarray, work: float) -> np.ndarray:
 class Network:
     latency_ns: float = 1000.0  # L: one message across the machine (LogP), 1 µs
     overhead_ns: float = 200.0  # o: each send and receive
+    per_byte_ns: float = 0.0  # G: each byte past a message's first (LogGP)
+    bytes: int = 8  # each rank's message
 
     def rounds(self, ranks: int, collective: str) -> float:
+        """The fast model's collective: ceil(log2 N) rounds (a stencil one) of L + 2o + (bytes - 1) G."""
         steps = 1 if collective == "stencil" else math.ceil(math.log2(ranks)) if ranks > 1 else 0
-        return steps * (self.latency_ns + 2 * self.overhead_ns)
+        return steps * (self.latency_ns + 2 * self.overhead_ns + (self.bytes - 1) * self.per_byte_ns)
 
 
 def run(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work: float, iterations: int,

@@ -2,10 +2,13 @@
 confidence interval over seeds; what each named source costs; the scale
 limit; and the what-ifs, each beside the baseline.
 
-Every job is replayed by the native kernel (quietcore.simulate.native).
-Variants of one (N, g, repeat) share their ranks' offsets (common random
-numbers), so a difference between the baseline and a what-if is the
-what-if's, not the draw's."""
+Every job is replayed by the native kernel (quietcore.simulate.native), in
+the round model (every message of the collective, the default) or the fast
+model (the collective a noiseless cost after the slowest rank); in the
+round model the baseline curve is replayed in the fast model too, so that
+the study says where the two differ. Variants of one (N, g, repeat) share
+their ranks' offsets (common random numbers), so a difference between the
+baseline and a what-if is the what-if's, not the draw's."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.simulate import rounds
 from quietcore.simulate.engine import Network, Timeline
 from quietcore.simulate.native import replay
 from quietcore.simulate.noise import Noise
@@ -37,6 +41,8 @@ class Options:
     common: bool = False  # every rank in the same phase (--phase common)
     scale: float = 0.5  # the what-if's factor on every gap's length
     focus: int = 10_000  # where sources and what-ifs are shown
+    model: str = "rounds"  # rounds: every message of the collective; fast: a noiseless cost after the slowest
+    algorithm: str = "recursive-doubling"  # the round model's schedule of the collective
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,8 @@ class Variant:
 
 def variants(noise: Noise, o: Options) -> list[Variant]:
     """The baseline, each source taken out, then the what-ifs."""
-    faster = Network(o.network.latency_ns / 10, o.network.overhead_ns)
+    n = o.network
+    faster = Network(n.latency_ns / 10, n.overhead_ns, n.per_byte_ns, n.bytes)
     out = [Variant("baseline", common=o.common)]
     out += [Variant(f"without {name}", without=i, common=o.common) for i, name in enumerate(noise.sources)]
     if not o.common:
@@ -72,15 +79,32 @@ def _offsets(noise: Noise, n: int, rng: np.random.Generator, common: bool) -> tu
 
 
 def job(noise: Noise, timelines: list[Timeline], v: Variant, o: Options, n: int, work_ns: float,
-        repeat: int) -> dict[str, Any]:  # fmt: skip
-    """One replay. Its slowdown is over the baseline's noiseless runtime,
-    so that a faster network shows as a shorter run."""
+        repeat: int, model: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """One replay, in `model` (the study's unless said). Its slowdown is over
+    the baseline network's noiseless runtime in that model, so that a faster
+    network shows as a shorter run."""
     rng = np.random.default_rng([o.seed, n, repeat])  # the same ranks for every variant
     assign, offsets = _offsets(noise, n, rng, v.common)
-    got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective,
-                 v.network or o.network)  # fmt: skip
-    ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
+    network = v.network or o.network
+    if (model or o.model) == "fast":
+        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network)
+        ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
+    else:
+        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network,
+                     algorithm=o.algorithm)  # fmt: skip
+        ideal = got["ideal_ns"] if v.network is None else _noiseless(o, n, work_ns)
     return {**got, "slowdown": got["runtime_ns"] / ideal}
+
+
+_IDEALS: dict[tuple[int, float, int, str, Network], float] = {}
+
+
+def _noiseless(o: Options, n: int, work_ns: float) -> float:
+    """The baseline network's noiseless runtime in the round model."""
+    key = (n, work_ns, o.iterations, o.algorithm, o.network)
+    if key not in _IDEALS:
+        _IDEALS[key] = rounds.noiseless(n, work_ns, o.iterations, o.algorithm, o.network)
+    return _IDEALS[key]
 
 
 def scale_limit(curve: list[tuple[int, float]]) -> dict[str, Any]:
@@ -103,16 +127,22 @@ def study(noise: Noise, o: Options, on_job: Callable[[str, float], None] | None 
     vs = variants(noise, o)
     focus = o.focus if o.focus in o.ranks else max(o.ranks)
     made = {v.name: noise.timelines(v.without, v.scale) for v in vs}  # once per variant, not per replay
-    plan = [(v, g, n) for g in o.granularities_us for n in ladder for v in vs if v.name == "baseline" or n == focus]
-    total = sum(n * o.iterations for _, _, n in plan) * o.repeats
+    plan = [(v, g, n, o.model) for g in o.granularities_us for n in ladder for v in vs
+            if v.name == "baseline" or n == focus]  # fmt: skip
+    if o.model == "rounds":  # the baseline curve in the fast model too: where the two differ
+        plan += [(vs[0], g, n, "fast") for g in o.granularities_us for n in ladder]
+    steps = {n: 1 + rounds.rounds(o.algorithm, n) for n in ladder}  # a round costs about what a quantum does
+    cost = {(n, m): n * o.iterations * (steps[n] if m == "rounds" else 1) for n in ladder for m in ("rounds", "fast")}
+    total = sum(cost[n, m] for _, _, n, m in plan) * o.repeats
     done = 0.0
     got: dict[tuple[str, float, int], list[dict[str, Any]]] = {}
-    for v, g, n in plan:
+    for v, g, n, model in plan:
+        name = v.name if model == o.model else f"{v.name} ({model} model)"
         for r in range(o.repeats):
             if on_job:
-                on_job(f"N = {n:,}, g = {g:g} µs, {v.name}", done / total)
-            got.setdefault((v.name, g, n), []).append(job(noise, made[v.name], v, o, n, g * 1e3, r))
-            done += n * o.iterations
+                on_job(f"N = {n:,}, g = {g:g} µs, {name}", done / total)
+            got.setdefault((name, g, n), []).append(job(noise, made[v.name], v, o, n, g * 1e3, r, model))
+            done += cost[n, model]
     return _tables(noise, o, vs, ladder, focus, got)
 
 
@@ -127,6 +157,10 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
     curves = []
     for g in o.granularities_us:
         points = [{"ranks": n, **stat("baseline", g, n)} for n in ladder]
+        if o.model == "rounds":
+            for p in points:
+                fast = stat("baseline (fast model)", g, p["ranks"])
+                p["fast"] = {"slowdown": fast["slowdown"], "ci": fast["ci"]}
         limit = scale_limit([(p["ranks"], p["slowdown"]) for p in points])
         curves.append({"granularity_us": g, "points": points, "scale_limit": limit})
     lost = noise.lost_by_source()
@@ -142,6 +176,7 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
                                 "cost": cost, "share": cost / (base - 1) if base > 1 else None})  # fmt: skip
             else:
                 whatifs.append(row)
-    return {"noise": noise.described, "net_noise": noise.fraction(), "sources": list(noise.sources),
+    return {"model": o.model, "algorithm": o.algorithm if o.model == "rounds" else None,
+            "noise": noise.described, "net_noise": noise.fraction(), "sources": list(noise.sources),
             "lost_by_source": lost, "focus_ranks": focus, "curves": curves, "by_source": sources,
             "whatifs": whatifs, "notes": list(noise.notes)}  # fmt: skip

@@ -22,22 +22,61 @@ def _shown(point: dict[str, Any]) -> str:
     return f"{point['slowdown']:.3f}" + (f" ±{(hi - lo) / 2:.3f}" if hi > lo else "")
 
 
+def _model(study: dict[str, Any]) -> str:
+    """A stored study's model: sessions before the round model are the fast model's."""
+    return str(study.get("model") or "fast")
+
+
 def heading(study: dict[str, Any], params: dict[str, Any]) -> str:
-    return (f"{params['collective']}, {params['iterations']:,} iterations x {params['repeats']} seeds per point, "
-            f"L = {params['latency_us']:g} µs, o = {params['overhead_us']:g} µs, phase {params['phase']}; noise: "
-            f"{study['noise']}, {study['net_noise'] * 100:.2f} % of the time lost")  # fmt: skip
+    if _model(study) == "rounds":
+        model = f"{params['collective']} by {study['algorithm']} (round model)"
+    else:
+        model = f"{params['collective']} (fast model)"
+    net = f"L = {params['latency_us']:g} µs, o = {params['overhead_us']:g} µs"
+    if "bytes" in params:
+        net += f", G = {params['gap_per_byte_ns']:g} ns/B, {params['bytes']:,} B"
+    if params.get("network"):
+        net += f" (as survey session {params['network']} measured them)"
+    return (
+        f"{model}, {params['iterations']:,} iterations x {params['repeats']} seeds per point, {net}, phase "
+        f"{params['phase']}; noise: {study['noise']}, {study['net_noise'] * 100:.2f} % of the time lost"
+    )
 
 
 def curves_table(study: dict[str, Any]) -> Table:
     ranks = [p["ranks"] for p in study["curves"][0]["points"]]
-    out = Table(title="Slowdown against the ranks (mean ± its 95 % interval over seeds)")
+    rounds = _model(study) == "rounds"
+    out = Table(title="Slowdown against the ranks (mean ± its 95 % interval over seeds)"
+                + ("; each g's second row the fast model's" if rounds else ""))  # fmt: skip
     out.add_column("g")
     for n in ranks:
         out.add_column(f"N = {n:,}", justify="right")
     out.add_column("noise costs 10 % at")
     for c in study["curves"]:
         out.add_row(f"{c['granularity_us']:g} µs", *[_shown(p) for p in c["points"]], c["scale_limit"]["text"])
+        if rounds:
+            out.add_row("  fast model", *[_shown(p["fast"]) for p in c["points"]], "", style="dim")
     return out
+
+
+def models_lines(study: dict[str, Any]) -> list[str]:
+    """Where the round model and the fast model differ, per g, at the largest N."""
+    if _model(study) != "rounds":
+        return []
+    lines = []
+    for c in study["curves"]:
+        p = c["points"][-1]
+        r, f = p["slowdown"], p["fast"]["slowdown"]
+        if f > 1 and abs(r - f) / f > 0.05:
+            why = ("a rank inside a burst delays its partners in every round, which the fast model does not count"
+                   if r > f else "the fast model's collective, a fixed cost after the slowest rank, is longer "
+                   "than this schedule's")  # fmt: skip
+            lines.append(f"g = {c['granularity_us']:g} µs, N = {p['ranks']:,}: the round model says {r:.3f}, the "
+                         f"fast model {f:.3f} ({r / f:.2f}x): {why}.")  # fmt: skip
+        else:
+            lines.append(f"g = {c['granularity_us']:g} µs, N = {p['ranks']:,}: the two models agree within 5 % "
+                         f"({r:.3f} and {f:.3f}).")  # fmt: skip
+    return lines
 
 
 def _share(row: dict[str, Any]) -> str:
@@ -131,7 +170,7 @@ def show(study: dict[str, Any], params: dict[str, Any], out: Console | None = No
         for line in source_legend(study):
             out.print(line)
     out.print(whatif_table(study))
-    for line in costliest(study) + study.get("notes", []):
+    for line in models_lines(study) + costliest(study) + study.get("notes", []):
         out.print(line)
 
 
@@ -157,7 +196,7 @@ class SimulateKind(Kind):
             s.grids.append(grid(sources_table(run.analysis)))
             s.paragraphs += source_legend(run.analysis)
         s.grids.append(grid(whatif_table(run.analysis)))
-        s.paragraphs += costliest(run.analysis) + run.analysis.get("notes", [])
+        s.paragraphs += models_lines(run.analysis) + costliest(run.analysis) + run.analysis.get("notes", [])
 
 
 KIND = SimulateKind()
