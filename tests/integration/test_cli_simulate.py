@@ -39,6 +39,11 @@ QUICK = ("--iterations", "200", "--repeats", "2")
         ),
         (["--pattern", "100:10", "--model", "fast", "--algorithm", "ring"], "--algorithm goes with --model rounds"),
         (["--pattern", "100:10", "--bytes", "0"], "invalid --bytes '0'"),
+        (["--network", "7"], "no result with ID '7'"),
+        (
+            ["--network", "1", "--latency-us", "2"],
+            "--network sets L, o and G as the survey measured them: give it without --latency-us",
+        ),
         (["--pattern", "100:10", "--gap-per-byte-ns", "-1"], "invalid --gap-per-byte-ns '-1'"),
         (["--pattern", "100:2000", "--scale", "5"], "gaps 5 times as long would take the whole CPU"),
         (["--trace", "7"], "no result with ID '7'"),

@@ -78,6 +78,11 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
         cpu = json.loads(envelope)["result"]["cpus"][0]
         assert len(cpu["events"]) == cpu["events_recorded"] > 0, "events lost in the gather"
         assert params["survey"]["rank"] in (0, 1)
+    # The network to rank 1 by ping-pong, in LogGP's terms: sane on one host (shared memory through mpi4py)
+    net = survey["network"]
+    assert net["peer"].endswith(":1") and net["across_hosts"] is False
+    assert 0 < net["overhead_ns"] < 50e3 and 0 <= net["latency_ns"] < 50e3 and 0 < net["per_byte_ns"] < 10
+    assert net["half_round_trip_ns"] == sorted(net["half_round_trip_ns"]) or net["fit_worst_ratio"] < 1
     # --prometheus DIR: this node's first rank wrote both ranks' CPUs, with the values stored
     written = (metrics / "quietcore.prom").read_text()
     assert 'command="survey"' in written
@@ -111,6 +116,15 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
     assert sorted((r["host"], r["rank"]) for r in rows) == [(host, "0"), (host, "1")]
     bad = subprocess.run([*quietcore, "--format", "trace"], env=cli_env, capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "give --out DIR" in bad.stderr
+    # And `simulate --network 1` predicts the surveyed job from them and its noise, in one command
+    sim = subprocess.run([sys.executable, "-m", "quietcore", "simulate", "--network", "1", "--ranks", "100",
+                          "--granularity-us", "100", "--iterations", "100", "--repeats", "2", "--json"], env=cli_env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert sim.returncode == 0, sim.stderr
+    study = json.loads(sim.stdout)
+    assert study["params"]["latency_us"] == pytest.approx(net["latency_ns"] / 1e3)
+    assert study["params"]["overhead_us"] == pytest.approx(net["overhead_ns"] / 1e3)
+    assert study["params"]["network"] == "1" and study["noise"].startswith("session 1 (survey)")
 
 
 @NEEDS_MPI
@@ -246,6 +260,9 @@ def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], d
     assert [(r["work_us"], r["ranks"]) for r in rows] == [(100, 1), (100, 2)]
     assert all(r["slowdown"] >= 1 and r["predicted"] >= 1 and r["iterations"] >= 100 for r in rows)
     assert rows[1]["predicted"] >= rows[0]["predicted"]
+    # simulate's two models beside it, from the same trace and the measured network; at one rank they agree
+    assert all(r["fast"] >= 1 and r["rounds"] >= 1 for r in rows)
+    assert rows[0]["rounds"] == pytest.approx(rows[0]["fast"], rel=1e-9)
     assert 50_000 < rows[0]["ideal_ns"] < 1_000_000, "the calibrated quantum is about 100 µs"
     assert stored(db_file)[-1][2]["coupled"] == rows
     # --audit: one audit per node (both ranks are on this one), so nothing differs between nodes.

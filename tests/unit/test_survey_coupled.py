@@ -56,3 +56,17 @@ def test_a_ranks_time_moves_to_rank_0s_with_the_drift_interpolated() -> None:
     assert to_rank0(-5_000.0, start, end) == -6_000.0 and to_rank0(2e9 + 3000, start, end) == 2e9
     moved = to_rank0(np.array([1000.0, 1_000_003_000.0]), start, end)
     assert moved.tolist() == pytest.approx([0.0, 1e9], abs=0.01)
+
+
+def test_the_network_fit_recovers_l_o_and_g() -> None:
+    """Round trips made from L = 1.2 µs, o_send = 0.4, o_recv = 0.6 and G =
+    0.25 ns a byte: half of each is L + o_send + o_recv + (bytes - 1) G, and
+    the fit gives the three back (o as their mean), exactly."""
+    from quietcore.survey.network import SIZES, fit
+
+    trips = [2 * (1200 + 400 + 600 + (n - 1) * 0.25) for n in SIZES]
+    got = fit(list(SIZES), trips, 400.0, 600.0)
+    assert got["latency_ns"] == pytest.approx(1200, abs=1e-6) and got["per_byte_ns"] == pytest.approx(0.25)
+    assert got["overhead_ns"] == 500 and got["fit_worst_ratio"] < 1e-9
+    # overheads larger than the round trip's intercept leave L at 0, never below
+    assert fit(list(SIZES), trips, 1500.0, 1500.0)["latency_ns"] == 0

@@ -32,7 +32,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quietcore.commands import common
 from quietcore.errors import UsageError
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the collective's schedule (allreduce: recursive-doubling (default), binomial, ring; "
                              "barrier: dissemination (default), recursive-doubling; stencil: neighbours)")  # fmt: skip
     parser.add_argument("--bytes", metavar="B", default="8", help="each rank's message in bytes (default 8)")
-    parser.add_argument("--gap-per-byte-ns", metavar="G", default="0.1",
+    parser.add_argument("--gap-per-byte-ns", metavar="G",
                         help="LogGP G: ns a byte past a message's first (default 0.1: 10 GB/s)")  # fmt: skip
     parser.add_argument("--network", metavar="SESSION",
                         help="L, o and G as a `survey` session measured them (instead of those options)")  # fmt: skip
@@ -81,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", metavar="K", default="3", help="seeds per point, for the interval (default 3)")
     parser.add_argument("--seed", metavar="S", default="1", help="the first seed (default 1)")
     parser.add_argument("--phase", default="random", help="random (default): each rank its own offset; common")
-    parser.add_argument("--latency-us", metavar="L", default="1", help="LogP latency L per round (default 1 µs)")
-    parser.add_argument("--overhead-us", metavar="O", default="0.2", help="LogP overhead o (default 0.2 µs)")
+    parser.add_argument("--latency-us", metavar="L", help="LogGP latency L of a message (default 1 µs)")
+    parser.add_argument("--overhead-us", metavar="O", help="LogGP overhead o of a send or receive (default 0.2 µs)")
     parser.add_argument("--scale", metavar="F", default="0.5", help="what-if: every gap F times as long (default 0.5)")
     parser.add_argument("--focus", metavar="N", default="10k",
                         help="where sources and what-ifs are shown (default 10k, else the largest N)")  # fmt: skip
@@ -93,16 +93,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
 
 
-def options(args: argparse.Namespace) -> Options:
-    """The validated study options, before anything is read or run."""
+DEFAULT_NETWORK = {"latency_us": "1", "overhead_us": "0.2", "gap_per_byte_ns": "0.1"}
+
+
+def options(args: argparse.Namespace, measured: dict[str, Any] | None = None) -> Options:
+    """The validated study options, before anything is run; `measured`: the
+    network of --network's survey, in place of L, o and G."""
 
     if args.collective not in COLLECTIVES:
         raise UsageError(f"invalid --collective {args.collective!r} (valid: {', '.join(COLLECTIVES)})")
     if args.phase not in PHASES:
         raise UsageError(f"invalid --phase {args.phase!r} (valid: {', '.join(PHASES)})")
-    if not args.trace and not args.pattern:
+    if not args.trace and not args.pattern and not args.network:
         raise UsageError("give the noise: --trace SESSION[:CPU] (a stored noise, lab or survey session) or "
                          "--pattern FREQ_HZ:DURATION_US[,...]")  # fmt: skip
+    given = [f"--{k.replace('_', '-')}" for k in DEFAULT_NETWORK if getattr(args, k) is not None]
+    if args.network and given:
+        raise UsageError(f"--network sets L, o and G as the survey measured them: give it without {', '.join(given)}")
     focus = ranks_option(args.focus, "--focus", MAX_RANKS)
     if len(focus) != 1:
         raise UsageError(f"invalid --focus {args.focus!r} (valid: one number of ranks)")
@@ -114,10 +121,14 @@ def options(args: argparse.Namespace) -> Options:
     if args.algorithm is not None and args.algorithm not in valid:
         raise UsageError(f"invalid --algorithm {args.algorithm!r} for --collective {args.collective} "
                          f"(valid: {', '.join(valid)})")  # fmt: skip
-    network = Network(positive_float(args.latency_us, "--latency-us", 0, 1e6) * 1e3,
-                      positive_float(args.overhead_us, "--overhead-us", 0, 1e6) * 1e3,
-                      positive_float(args.gap_per_byte_ns, "--gap-per-byte-ns", 0, 1e6),
-                      int_in_range(args.bytes, "--bytes", 1, 10**12))  # fmt: skip
+    size = int_in_range(args.bytes, "--bytes", 1, 10**12)
+    if measured is not None:
+        network = Network(measured["latency_ns"], measured["overhead_ns"], measured["per_byte_ns"], size)
+    else:
+        text = {k: getattr(args, k) or v for k, v in DEFAULT_NETWORK.items()}
+        network = Network(positive_float(text["latency_us"], "--latency-us", 0, 1e6) * 1e3,
+                          positive_float(text["overhead_us"], "--overhead-us", 0, 1e6) * 1e3,
+                          positive_float(text["gap_per_byte_ns"], "--gap-per-byte-ns", 0, 1e6), size)  # fmt: skip
     return Options(
         ranks=ranks_option(args.ranks, "--ranks", MAX_RANKS),
         granularities_us=positive_floats_option(args.granularity_us, "--granularity-us", 1e7),
@@ -135,12 +146,18 @@ def options(args: argparse.Namespace) -> Options:
 
 
 def run(args: argparse.Namespace) -> int:
-    o = options(args)
+    options(args, {"latency_ns": 0, "overhead_ns": 0, "per_byte_ns": 0} if args.network else None)  # bad input first
     path, chosen = common.db_path(args)
-    if args.trace:
+    measured = None
+    if args.trace or args.network:
         with db.open_db(path, chosen=chosen) as conn:
-            noise = noises.from_session(conn, args.trace)
-    else:
+            if args.network:
+                measured = noises.network_of(conn, args.network)
+            if not args.pattern:  # --network alone: the survey's noise too, so one command predicts that cluster
+                args.trace = args.trace or args.network
+                noise = noises.from_session(conn, args.trace)
+    o = options(args, measured)
+    if args.pattern:
         noise = noises.from_pattern(args.pattern, o.seed)
     if not noise.scaled_ok(o.scale):
         raise UsageError(f"invalid --scale {args.scale}: gaps {o.scale:g} times as long would take the whole CPU")
@@ -159,7 +176,8 @@ def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chose
               "collective": o.collective, "iterations": o.iterations, "repeats": o.repeats, "seed": o.seed,
               "phase": args.phase, "latency_us": o.network.latency_ns / 1e3, "overhead_us": o.network.overhead_ns / 1e3,
               "gap_per_byte_ns": o.network.per_byte_ns, "bytes": o.network.bytes, "model": o.model,
-              "algorithm": o.algorithm if o.model == "rounds" else None, "scale": o.scale}  # fmt: skip
+              "algorithm": o.algorithm if o.model == "rounds" else None, "scale": o.scale,
+              "network": args.network}  # fmt: skip
     with Session("simulate", path, chosen, common.tags(args), common.live_root()) as session:
         session.record("simulate", params, started, {}, result)
         session_id = session.id

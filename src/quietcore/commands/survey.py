@@ -7,7 +7,9 @@ Each rank finds its CPUs (its affinity, as the launcher bound it) and
 measures noise on them at the same moment as every other rank, after a
 barrier, with the analysis done on its own node. Rank 0 estimates each
 rank's clock offset by ping-pong before and after, gathers every node's
-summary and events, and alone writes one session with a run per rank. It
+summary and events, and alone writes one session with a run per rank.
+Rank 0 also measures the network to one other rank (LogGP's L, o and G, by
+ping-pong over message sizes: `simulate --network SESSION` uses them). It
 then names the odd nodes (see `quietcore.survey.odd` for the rule) and the
 configuration fields in which nodes differ from the majority. Without a
 launcher it is a one-rank survey of this node, and says so.
@@ -25,7 +27,7 @@ from typing import Any
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import duration_option, int_in_range
-from quietcore.survey import coupled, node
+from quietcore.survey import coupled, network, node
 
 NAME = "survey"
 MODES = ("spin", "fwq", "ftq")
@@ -113,10 +115,12 @@ def run(args: argparse.Namespace) -> int:
         hosts = comm.allgather(mine.payload["place"]["host"])
         if hosts.index(hosts[rank]) == rank:  # one audit per node: its first rank's
             mine.payload["audit"] = node.audit_of()
+    mine.network = network.measure(comm)
     if args.coupled:
         mine.coupled = coupled.measure(comm, work_us)
         if rank == 0 and mine.trace is not None:
             coupled.predict(mine.coupled, *mine.trace)
+            coupled.simulate(mine.coupled, *mine.trace, mine.network)
     out = node.collect(comm, mine)
     if rank != 0:
         return 0 if mine.error is None else 1

@@ -370,8 +370,8 @@ def normalised(analysis: Mapping[str, Any]) -> Figure | None:
 
 def amplification(rows: Sequence[Mapping[str, Any]]) -> Figure | None:
     """A survey's coupled measurement: slowdown against the ranks for each
-    work quantum, measured (solid) beside the prediction from one rank's
-    trace (dashed)."""
+    work quantum, measured (solid) beside simulate's round model (dashed)
+    and fast model (dotted) from one rank's trace and the measured network."""
     if not rows:
         return None
     fig, ax = _figure(6.5, 3.4)
@@ -380,7 +380,12 @@ def amplification(rows: Sequence[Mapping[str, Any]]) -> Figure | None:
         ranks = [int(r["ranks"]) for r in mine]
         colour = f"C{i}"
         ax.plot(ranks, [r["slowdown"] for r in mine], "o-", color=colour, label=f"W = {w} µs, measured")
-        if all("predicted" in r for r in mine):
+        if all("rounds" in r for r in mine):
+            ax.plot(ranks, [r["rounds"] for r in mine], "s--", color=colour, alpha=0.7,
+                    label=f"W = {w} µs, round model")  # fmt: skip
+            ax.plot(ranks, [r["fast"] for r in mine], "^:", color=colour, alpha=0.7,
+                    label=f"W = {w} µs, fast model")  # fmt: skip
+        elif all("predicted" in r for r in mine):  # a survey stored before the models
             ax.plot(ranks, [r["predicted"] for r in mine], "s--", color=colour, alpha=0.7,
                     label=f"W = {w} µs, predicted")  # fmt: skip
     ax.set_xscale("log", base=2)

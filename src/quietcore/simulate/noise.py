@@ -17,6 +17,7 @@ import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -208,3 +209,17 @@ class _Labeller:
             if abs(p.frequency_hz / hz - 1) < 0.02 and p.name:
                 return f"{p.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in p.name else p.name
         return f"a periodic source at {hz:,.0f} Hz"
+
+
+def network_of(conn: sqlite3.Connection, text: str) -> dict[str, Any]:
+    """L, o and G as a survey session measured them (`--network SESSION`)."""
+    row = sessions.get_session(conn, text)
+    if row.command != "survey":
+        raise UsageError(f"invalid --network {text!r}: session {row.id} is a {row.command} session (valid: a "
+                         "`survey` session of 2 ranks or more)")  # fmt: skip
+    for run in sessions.runs_of(conn, row.id):
+        net = run.analysis.get("network") if run.kind == "survey" else None
+        if net:
+            return dict(net)
+    raise UsageError(f"invalid --network {text!r}: survey session {row.id} measured no network (a survey of one "
+                     "rank, or one stored before quietcore measured it)")  # fmt: skip

@@ -17,7 +17,14 @@ on one rank is delayed by the gaps that start within its W µs; sampling
 windows of W µs at random places in the trace gives that delay's
 distribution F, and a job of N ranks waits each iteration for the slowest,
 E[max of N] = integral of (1 - F(x)^N) dx (the ranks' noise taken as
-independent). The predicted slowdown is (ideal + E[max]) / ideal."""
+independent). The predicted slowdown is (ideal + E[max]) / ideal.
+
+Simulated, from the same trace and the network the survey measured
+(survey.network): each row's job of N ranks replayed by `simulate`'s
+kernel in the fast model (the Allreduce a noiseless cost after the
+slowest rank) and in the round model (its recursive doubling's every
+message, whose overheads the noise stretches), each rank at a random
+offset, the mean over SEEDS."""
 
 from __future__ import annotations
 
@@ -28,6 +35,8 @@ from typing import Any
 import numpy as np
 
 SAMPLES = 20_000  # windows drawn from the trace
+SEEDS = 5  # simulated jobs per row and model
+SIMULATED_ITERATIONS = 2_000  # at most, per simulated job
 ITERATION_BUDGET_S = 0.5  # per (W, N): iterations = this / W, within the bounds below
 MIN_ITERATIONS, MAX_ITERATIONS = 100, 20_000
 
@@ -128,3 +137,30 @@ def predict(rows: list[dict[str, Any]], starts: np.ndarray, durations: np.ndarra
     for row in rows:
         samples = delays(starts, durations, span_ns, row["work_us"] * 1000.0)
         row["predicted"] = (row["ideal_ns"] + expected_max(samples, row["ranks"])) / row["ideal_ns"]
+
+
+def simulate(rows: list[dict[str, Any]], starts: np.ndarray, durations: np.ndarray, span_ns: float,
+             net: dict[str, Any] | None) -> None:  # fmt: skip
+    """Add to each row the slowdown both of simulate's models give, over the
+    survey's measured network (without one, a one-rank survey's, none)."""
+    from quietcore.simulate.engine import Network, union
+    from quietcore.simulate.native import replay
+
+    order = np.argsort(starts)
+    inside = (starts[order] >= 0) & (starts[order] < span_ns)
+    timeline = union(starts[order][inside], durations[order][inside], span_ns)
+    if timeline.total >= span_ns:
+        return
+    network = Network(0.0, 0.0, 0.0, 8)
+    if net is not None:
+        network = Network(net["latency_ns"], net["overhead_ns"], net["per_byte_ns"], 8)
+    for row in rows:
+        n, iterations = int(row["ranks"]), min(int(row["iterations"]), SIMULATED_ITERATIONS)
+        for model, algorithm in (("fast", None), ("rounds", "recursive-doubling")):
+            got = []
+            for seed in range(SEEDS):
+                offsets = np.random.default_rng([seed, n]).uniform(0, span_ns, n)
+                result = replay([timeline], np.zeros(n, dtype=np.int64), offsets, row["work_us"] * 1e3, iterations,
+                                "allreduce", network, threads=1, algorithm=algorithm)  # fmt: skip
+                got.append(float(result["slowdown"]))
+            row[model] = float(np.mean(got))

@@ -25,7 +25,7 @@ from quietcore.facts.tasks import irqbalance_running, read_tasks
 from quietcore.facts.virt import label
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.noise import NoiseOptions
-from quietcore.report.kinds.survey import verdict_text
+from quietcore.report.kinds.survey import describe, verdict_text
 from quietcore.runs.model import Run
 from quietcore.runs.reference import CpuNoise
 from quietcore.stats.percentiles import tail
@@ -56,6 +56,7 @@ class Mine:
     trace: tuple[np.ndarray, np.ndarray, float] | None = None
     coupled: list[dict[str, Any]] = field(default_factory=list)
     cpus: list[CpuNoise] = field(default_factory=list)  # this rank's CPUs with their gaps, for --prometheus
+    network: dict[str, Any] | None = None  # rank 0: L, o and G by ping-pong (survey.network)
 
 
 def config_of(facts: dict[str, Any]) -> dict[str, str]:
@@ -187,6 +188,7 @@ class Gathered:
     end: list[clock.Offset]
     rounds: int
     coupled: list[dict[str, Any]] = field(default_factory=list)
+    network: dict[str, Any] | None = None
 
 
 def collect(comm: Any, mine: Mine) -> Gathered | None:
@@ -196,7 +198,7 @@ def collect(comm: Any, mine: Mine) -> Gathered | None:
     if comm.Get_rank() != 0:
         return None
     assert payloads is not None and events is not None
-    return Gathered(payloads, events, mine.offsets[0], mine.offsets[1], rounds, mine.coupled)
+    return Gathered(payloads, events, mine.offsets[0], mine.offsets[1], rounds, mine.coupled, mine.network)
 
 
 def _with_events(data: dict[str, Any], flat: np.ndarray) -> dict[str, Any]:
@@ -252,6 +254,7 @@ def store(where: tuple[Path, bool], tags: dict[str, str], got: Gathered) -> tupl
         survey = {"ranks": len(got.payloads), "nodes": nodes, "config_diff": config_diff(summaries),
                   "audit": audit_diff(audits) if audits else None,
                   "gather_rounds": got.rounds, "failed": failed, "notes": notes, "coupled": got.coupled,
+                  "network": got.network,
                   "warnings": sorted({w for p in got.payloads for w in p["place"]["warnings"]})}  # fmt: skip
         session.record("survey", {"ranks": len(got.payloads)}, started, {}, survey)
         session_id = session.id
@@ -287,15 +290,19 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
         for f in differ:
             print(f"  {f['id']}: " + "; ".join(f"{status} on {', '.join(names)}"
                                                for status, names in f["statuses"].items()))  # fmt: skip
+    if survey.get("network"):
+        print(describe(survey["network"]))
     for note in survey["notes"]:
         print(f"note: {note}")
     for w in survey["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     if survey["coupled"]:
-        print("Coupled: a work quantum then an Allreduce, on the first N ranks; slowdown = mean / minimum iteration")
-        print("  W µs   ranks  iterations  ideal µs  measured  predicted from rank 0's trace")
+        print("Coupled: a work quantum then an Allreduce, on the first N ranks; slowdown = mean / minimum iteration;")
+        print("predicted from rank 0's trace: max of N (closed form), and simulated in the fast and the round model")
+        print("  W µs   ranks  iterations  ideal µs  measured  max of N      fast    rounds")
         for r in survey["coupled"]:
+            sims = "".join(f"  {r[k]:>8.3f}" if k in r else f"  {'-':>8}" for k in ("fast", "rounds"))
             print(f"  {r['work_us']:>5}  {r['ranks']:>5}  {r['iterations']:>10,}  {r['ideal_ns'] / 1e3:>8.1f}  "
-                  f"{r['slowdown']:>8.3f}  {r['predicted']:>9.3f}")  # fmt: skip
+                  f"{r['slowdown']:>8.3f}  {r['predicted']:>8.3f}{sims}")  # fmt: skip
     print(f"{odd_count(survey)}; clock offsets to rank 0 by ping-pong (± half the best round trip). "
           f"Saved as session {session_id}.")  # fmt: skip

@@ -32,9 +32,9 @@ def heading(study: dict[str, Any], params: dict[str, Any]) -> str:
         model = f"{params['collective']} by {study['algorithm']} (round model)"
     else:
         model = f"{params['collective']} (fast model)"
-    net = f"L = {params['latency_us']:g} µs, o = {params['overhead_us']:g} µs"
+    net = f"L = {params['latency_us']:.3g} µs, o = {params['overhead_us']:.3g} µs"
     if "bytes" in params:
-        net += f", G = {params['gap_per_byte_ns']:g} ns/B, {params['bytes']:,} B"
+        net += f", G = {params['gap_per_byte_ns']:.3g} ns/B, {params['bytes']:,} B"
     if params.get("network"):
         net += f" (as survey session {params['network']} measured them)"
     return (

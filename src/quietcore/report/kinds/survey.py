@@ -48,14 +48,29 @@ def nodes_table(analysis: dict[str, Any]) -> Table:
 
 
 def coupled_table(rows: list[dict[str, Any]]) -> Table:
-    out = Table(title="Coupled: a work quantum W then an Allreduce on the first N ranks")
-    for header in ("W µs", "ranks", "iterations", "ideal µs", "measured slowdown", "predicted"):
+    out = Table(title="Coupled: a work quantum W then an Allreduce on the first N ranks; predicted from rank 0's "
+                      "trace: the max of N (closed form), and simulated in the fast and the round model")  # fmt: skip
+    for header in ("W µs", "ranks", "iterations", "ideal µs", "measured slowdown", "max of N", "fast model",
+                   "round model"):  # fmt: skip
         out.add_column(header, justify="right")
     for r in rows:
-        predicted = f"{r['predicted']:.3f}" if "predicted" in r else "-"
+        predicted = [f"{r[k]:.3f}" if k in r else "-" for k in ("predicted", "fast", "rounds")]
         out.add_row(str(r["work_us"]), str(r["ranks"]), f"{r['iterations']:,}", f"{r['ideal_ns'] / 1e3:,.1f}",
-                    f"{r['slowdown']:.3f}", predicted)  # fmt: skip
+                    f"{r['slowdown']:.3f}", *predicted)  # fmt: skip
     return out
+
+
+def describe(net: dict[str, Any]) -> str:
+    """One line for the terminal and the report."""
+    where = "across hosts" if net.get("across_hosts") else "within one host"
+    g = net["per_byte_ns"]
+    rate = f" ({1 / g:.2f} GB/s)" if g > 0 else ""
+    return (
+        f"Network to rank {net['peer']} ({where}), by ping-pong over {len(net['sizes'])} sizes: "
+        f"L = {net['latency_ns'] / 1e3:.2f} µs, o = {net['overhead_ns'] / 1e3:.2f} µs "
+        f"(send {net['send_overhead_ns'] / 1e3:.2f}, receive {net['recv_overhead_ns'] / 1e3:.2f}), "
+        f"G = {g:.3f} ns/B{rate}"
+    )
 
 
 def audit_lines(analysis: dict[str, Any]) -> list[str]:
@@ -108,6 +123,8 @@ class SurveyKind(Kind):
 
     def terminal(self, out: Console, run: Run) -> None:
         out.print(nodes_table(run.analysis))
+        if run.analysis.get("network"):
+            out.print(describe(run.analysis["network"]))
         if run.analysis.get("coupled"):
             out.print(coupled_table(run.analysis["coupled"]))
         for line in diff_lines(run.analysis) + audit_lines(run.analysis) + run.analysis.get("notes", []):
@@ -124,12 +141,15 @@ class SurveyKind(Kind):
         b.figure(s, figures.node_heatmap(_on_common_clock(b, run)), "nodes",
                  "Each node's share of time lost per bin, on rank 0's clock (each rank's offset from the ping-pong "
                  "estimate); the longest gaps each rank sent (--send-events).")  # fmt: skip
+        if run.analysis.get("network"):
+            s.paragraphs.append(describe(run.analysis["network"]))
         coupled = run.analysis.get("coupled") or []
         if coupled:
             s.grids.append(grid(coupled_table(coupled)))
             b.figure(s, figures.amplification(coupled), "amplification",
-                     "Slowdown of a work quantum + Allreduce against the ranks, measured (solid) and predicted "
-                     "from rank 0's noise trace through the order statistics of the max (dashed).")  # fmt: skip
+                     "Slowdown of a work quantum + Allreduce against the ranks, measured (solid) beside what "
+                     "simulate predicts from rank 0's noise trace and the measured network: the round model "
+                     "(dashed) and the fast model (dotted).")  # fmt: skip
         s.paragraphs += [
             "How the nodes differ in configuration:",
             *diff_lines(run.analysis),
