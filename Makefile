@@ -37,6 +37,7 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	-$(PYTHON) bench/stream.py
 	-$(PYTHON) bench/survey.py
 	-$(PYTHON) bench/simulate.py
+	-$(PYTHON) bench/rounds.py
 	-$(PYTHON) bench/tracing.py
 	-$(PYTHON) bench/check.py
 	$(PYTHON) bench/compare_peers.py
