@@ -159,17 +159,29 @@ def disturbed(cpu: int, seconds: float, burst_us: int = 200) -> Iterator[None]:
         child.wait()
 
 
-@NEEDS_MPI
-@TWO_CPUS
-@pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
-def test_a_planted_bad_node_is_named_with_its_source(cli_env: dict[str, str], db_file: Path) -> None:
+@pytest.fixture(scope="module")
+def planted_survey(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], subprocess.CompletedProcess[str]]:
+    """One two-rank survey with the injector on rank 1's CPU (4 %: 400 µs every 10 ms) and --coupled at one W,
+    for the planted-node test and the report test: its environment (database, state) and what it printed."""
+    if not HAVE_MPI or len(allowed_cpus()) < 2 or os.geteuid() != 0:
+        pytest.skip("needs mpirun, mpi4py, two CPUs and root (the injector runs at SCHED_FIFO)")
+    base = tmp_path_factory.mktemp("planted-survey")
+    state = base / "state"
+    state.mkdir(mode=0o755)
+    env = {**os.environ, "QUIETCORE_DB": str(base / "results.db"), "QUIETCORE_STATE_DIR": str(state)}
+    with disturbed(1, 8.0, burst_us=400):
+        proc = mpirun(env, 2, "--duration", "2", "--coupled", "--work-us", "1000", "--json")  # the curve at one W
+    assert proc.returncode == 0, proc.stderr
+    return env, proc
+
+
+def test_a_planted_bad_node_is_named_with_its_source(
+    planted_survey: tuple[dict[str, str], subprocess.CompletedProcess[str]],
+) -> None:
     """The injector on rank 1's CPU stands for a bad node. Two ranks are
     too few to call one odd: rank 1 is said to differ, the reason names the
     planted 100 Hz source, and rank 0 does not differ."""
-    with disturbed(1, 8.0):
-        proc = mpirun(cli_env, 2, "--duration", "2", "--json")
-    assert proc.returncode == 0, proc.stderr
-    nodes = {n["cpus"]: n for n in json.loads(proc.stdout)["nodes"]}
+    nodes = {n["cpus"]: n for n in json.loads(planted_survey[1].stdout)["nodes"]}
     assert nodes["1"]["differs"] and not nodes["1"]["odd"], nodes["1"]
     assert any(r.startswith("periodic source 100 Hz") for r in nodes["1"]["reasons"]), nodes["1"]["reasons"]
     assert not nodes["0"]["odd"] and not any("100 Hz" in r for r in nodes["0"]["reasons"])
@@ -269,31 +281,26 @@ def test_coupled_mode_measures_and_predicts_the_curve(cli_env: dict[str, str], d
     assert json.loads(proc.stdout)["audit"] == []
 
 
-@NEEDS_MPI
-@TWO_CPUS
 @pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="the injector runs at SCHED_FIFO")
-def test_a_survey_report_in_a_real_browser(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
-    """A survey with a planted odd node and --coupled, reported and opened
+def test_a_survey_report_in_a_real_browser(
+    planted_survey: tuple[dict[str, str], subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """The survey with a planted odd node and --coupled, reported and opened
     in Chromium: the node table with the odd node and why, the
-    configuration diff, the node x time heatmap and the amplification
-    curve, offline and without errors."""
+    configuration diff, the node x time heatmap, the network and the
+    amplification curve beside both models, offline and without errors."""
     from tests.integration.test_report_browser import in_chromium
 
-    # 4 % on rank 1: what is tested here is the report; the 2 % of the test above is the rule's edge on this VM,
-    # where host noise on rank 0 (the single-node Slurm's daemons, a build beside it) can reach half of it
-    with disturbed(1, 8.0, burst_us=400):
-        proc = mpirun(cli_env, 2, "--duration", "2", "--coupled", "--work-us", "1000")  # the curve at one W
-    assert proc.returncode == 0, proc.stderr
+    env = planted_survey[0]
     out = tmp_path / "survey-report"
-    report = subprocess.run([sys.executable, "-m", "quietcore", "report", "--out", str(out), "1"], env=cli_env,
+    report = subprocess.run([sys.executable, "-m", "quietcore", "report", "--out", str(out), "1"], env=env,
                             capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert report.returncode == 0, report.stderr
     body, names, errors = in_chromium(out / "index.html", "survey-report.png")
     table = body[body.find("Survey of") :][:1500]
     assert "Survey of 2 ranks" in body and "differs: " in body and "periodic source 100 Hz" in body, table
-    assert "How the nodes differ in configuration" in body
-    assert "Coupled: a work quantum W then an Allreduce" in body
+    assert "How the nodes differ in configuration" in body and "Network to rank" in body
+    assert "Coupled: a work quantum W then an Allreduce" in body and "round model" in body
     assert any(n.endswith("-nodes") for n in names) and any(n.endswith("-amplification") for n in names), names
     assert errors == []
 

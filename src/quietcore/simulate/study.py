@@ -13,7 +13,9 @@ baseline and a what-if is the what-if's, not the draw's."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +81,7 @@ def _offsets(noise: Noise, n: int, rng: np.random.Generator, common: bool) -> tu
 
 
 def job(noise: Noise, timelines: list[Timeline], v: Variant, o: Options, n: int, work_ns: float,
-        repeat: int, model: str | None = None) -> dict[str, Any]:  # fmt: skip
+        repeat: int, model: str | None = None, threads: int | None = None) -> dict[str, Any]:  # fmt: skip
     """One replay, in `model` (the study's unless said). Its slowdown is over
     the baseline network's noiseless runtime in that model, so that a faster
     network shows as a shorter run."""
@@ -87,10 +89,10 @@ def job(noise: Noise, timelines: list[Timeline], v: Variant, o: Options, n: int,
     assign, offsets = _offsets(noise, n, rng, v.common)
     network = v.network or o.network
     if (model or o.model) == "fast":
-        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network)
+        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network, threads)
         ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
     else:
-        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network,
+        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network, threads,
                      algorithm=o.algorithm)  # fmt: skip
         ideal = got["ideal_ns"] if v.network is None else _noiseless(o, n, work_ns)
     return {**got, "slowdown": got["runtime_ns"] / ideal}
@@ -134,15 +136,27 @@ def study(noise: Noise, o: Options, on_job: Callable[[str, float], None] | None 
     steps = {n: 1 + rounds.rounds(o.algorithm, n) for n in ladder}  # a round costs about what a quantum does
     cost = {(n, m): n * o.iterations * (steps[n] if m == "rounds" else 1) for n in ladder for m in ("rounds", "fast")}
     total = sum(cost[n, m] for _, _, n, m in plan) * o.repeats
-    done = 0.0
+    tasks = [(v, g, n, model, r) for v, g, n, model in plan for r in range(o.repeats)]
+    # One job a CPU at once, each on one thread: a job's rounds wait for each other at every step (a barrier),
+    # jobs do not, so two single-threaded jobs finish sooner than two in turn on two threads each.
+    workers = max(1, len(os.sched_getaffinity(0)))
     got: dict[tuple[str, float, int], list[dict[str, Any]]] = {}
-    for v, g, n, model in plan:
-        name = v.name if model == o.model else f"{v.name} ({model} model)"
-        for r in range(o.repeats):
-            if on_job:
-                on_job(f"N = {n:,}, g = {g:g} µs, {name}", done / total)
-            got.setdefault((name, g, n), []).append(job(noise, made[v.name], v, o, n, g * 1e3, r, model))
+    results: dict[int, dict[str, Any]] = {}
+    done = 0.0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running = {pool.submit(job, noise, made[v.name], v, o, n, g * 1e3, r, model, 1): k
+                   for k, (v, g, n, model, r) in enumerate(tasks)}  # fmt: skip
+        for future in as_completed(running):
+            k = running[future]
+            results[k] = future.result()
+            v, g, n, model, _ = tasks[k]
             done += cost[n, model]
+            if on_job:
+                name = v.name if model == o.model else f"{v.name} ({model} model)"
+                on_job(f"N = {n:,}, g = {g:g} µs, {name}", done / total)
+    for k, (v, g, n, model, _) in enumerate(tasks):  # in the plan's order: the same study whatever finished first
+        name = v.name if model == o.model else f"{v.name} ({model} model)"
+        got.setdefault((name, g, n), []).append(results[k])
     return _tables(noise, o, vs, ladder, focus, got)
 
 
