@@ -53,12 +53,20 @@ static double locate(const places *p, uint64_t r, double t, uint64_t *j)
     }
     const double *g = tl->gap;
     uint64_t k = p->cur[r];
-    /* A few steps when the rank moved little, a binary search when it moved far. */
-    for (int step = 0; k < tl->n && g[2 * k] + g[2 * k + 1] <= x; step++, k++)
-        if (step == 2) {
-            k = sim_first_after(tl, x, k);
-            break;
+    /* A step when the rank moved little; when it moved far, strides that double
+     * until one passes its place, then a binary search inside the last: the cost
+     * grows with the log of the gaps passed, not of the timeline's. */
+    if (k < tl->n && g[2 * k] + g[2 * k + 1] <= x) {
+        uint64_t lo = k + 1, stride = 1;
+        while (lo + stride < tl->n && g[2 * (lo + stride)] + g[2 * (lo + stride) + 1] <= x)
+            lo += stride, stride *= 2;
+        k = lo;
+        uint64_t hi = lo + stride < tl->n ? lo + stride + 1 : tl->n;
+        while (k < hi) { /* the first in [lo, hi) ending after x */
+            uint64_t m = k + (hi - k) / 2;
+            if (g[2 * m] + g[2 * m + 1] > x) hi = m; else k = m + 1;
         }
+    }
     p->cur[r] = (uint32_t)k;
     *j = k;
     return x;
