@@ -75,25 +75,15 @@ def timed(name: str, timelines: list[Timeline]) -> float:
     return worst
 
 
-MEASURE = """
-import resource, sys, numpy as np
-from quietcore.simulate.engine import Network, Timeline
-from quietcore.simulate.native import replay
-n = int(sys.argv[1])
-tl = Timeline(np.array([0.0, 5e5]), np.array([2e3, 3e4]), 4e6)
-replay([tl], np.zeros(n, dtype=np.int64), np.random.default_rng(1).random(n) * 4e6, 1e5, 5, "allreduce",
-       Network(1000.0, 200.0, 0.1, 8), algorithm="recursive-doubling")
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
-"""
-
-
 def memory() -> bool:
-    """The kernel's peak memory (each in a process of its own) at growing N:
-    linear means the same bytes for every further rank."""
+    """The kernel's memory with everything allocated (as it reports it) at
+    growing N: linear means the same bytes for every further rank."""
     peaks = {}
+    tl = Timeline(np.array([0.0, 5e5]), np.array([2e3, 3e4]), 4e6)
     for ranks in (10_000, 100_000, 1_000_000):
-        out = subprocess.run([sys.executable, "-c", MEASURE, str(ranks)], check=True, capture_output=True, text=True)
-        peaks[ranks] = int(out.stdout.split()[-1])
+        got = replay([tl], np.zeros(ranks, dtype=np.int64), np.random.default_rng(1).random(ranks) * 4e6, 1e5, 5,
+                     "allreduce", NET, algorithm="recursive-doubling")  # fmt: skip
+        peaks[ranks] = int(got["rss_bytes"])
     growth = (peaks[1_000_000] - peaks[100_000]) / 900_000
     early = (peaks[100_000] - peaks[10_000]) / 90_000
     print("memory: " + ", ".join(f"{n:,} ranks {p / 2**20:.0f} MiB" for n, p in peaks.items())

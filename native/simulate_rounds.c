@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "simulate.h"
 
@@ -399,6 +400,14 @@ int simulate_rounds(probe_ctx *ctx, const sim_input *in, const rounds_opts *o, j
     json_kv_u64(result, "threads", (uint64_t)threads);
     json_kv_f64(result, "seconds", seconds);
     json_kv_f64(result, "rank_iterations_per_s", (double)n * (double)o->iterations / seconds);
+    /* What this process holds now, every array still allocated: memory linear in
+     * the ranks. Not getrusage's peak, which counts the parent's image before exec. */
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long long size, resident;
+    if (statm && fscanf(statm, "%llu %llu", &size, &resident) == 2)
+        json_kv_u64(result, "rss_bytes", (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
+    if (statm)
+        fclose(statm);
     json_obj_end(result);
 out:
     free(t);

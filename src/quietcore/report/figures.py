@@ -454,6 +454,7 @@ def slowdown_curves(study: Mapping[str, Any]) -> Figure | None:
     if max(p["slowdown"] for c in curves for p in c["points"]) > 3:
         ax.set_yscale("log")  # from 1.01 to 100x: the 10 % line stays readable
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 2, 3, 6 rather than 2x10^0
     ax.set_xlabel("ranks (N)")
     ax.set_ylabel("slowdown (runtime / noiseless)")
     ax.legend(fontsize=7)
