@@ -122,14 +122,44 @@ def _samples(text: str, prefix: str = "quietcore_") -> dict[str, float]:
     return out
 
 
+def _checks(env: dict[str, str], times: int, *args: str) -> list[tuple[int, str]]:
+    """`quietcore check ARGS` run `times` times in this process (as its main, with env's database and state):
+    each the whole check but Python's start-up, which 20 of them would pay 20 times. Its exit code and output."""
+    import contextlib
+    import io
+    import signal
+
+    from quietcore import cli
+
+    saved = {k: os.environ.get(k) for k in ("QUIETCORE_DB", "QUIETCORE_STATE_DIR")}
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}  # main sets its own
+    out = []
+    try:
+        os.environ.update({k: env[k] for k in saved})
+        for _ in range(times):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = cli.main(["check", *args])
+            out.append((code, printed.getvalue()))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    return out
+
+
 @pytest.mark.skipif(not ROOT, reason="the node lock's state directory is root's here")
 def test_a_quiet_node_passes_20_checks_against_its_reference(fleet_env: dict[str, str], tmp_path: Path) -> None:
     # WHEN the node, quiet but for its own (virtual) noise, is checked 20 times against its reference
-    verdicts = [_qc(fleet_env, "check", "--prometheus", str(tmp_path), "--json") for _ in range(20)]
+    verdicts = _checks(fleet_env, 20, "--prometheus", str(tmp_path), "--json")
     # THEN every check passes: no false alarm in 20
-    lines = [json.loads(v.stdout)["line"] if v.stdout else v.stderr for v in verdicts]
-    lines = [line for line, v in zip(lines, verdicts, strict=True) if v.returncode] or lines
-    assert [v.returncode for v in verdicts] == [0] * 20, lines
+    lines = [json.loads(printed)["line"] if printed else "" for _, printed in verdicts]
+    lines = [line for line, (code, _) in zip(lines, verdicts, strict=True) if code] or lines
+    assert [code for code, _ in verdicts] == [0] * 20, lines
     assert all(line.startswith(f"PASS {len(CPUS)} CPU") for line in lines)
     # AND each stored a small session, which `results show` reads back
     shown = _qc(fleet_env, "results", "show", "21")
@@ -212,7 +242,8 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
     assert any(abs(s["frequency_hz"] - 100) < 2 and 150e-6 < s["median_duration_s"] < 300e-6
                for s in cpu["new_sources"]), cpu["new_sources"]  # fmt: skip
     # (named new, or beside a 100 Hz source of the host's when the reference has one, as one host here had)
-    assert re.search(r"periodic source 10\d Hz x 2\d\d µs", verdict["line"]) and "p < 0.001" in verdict["line"]
+    assert re.search(r"periodic source (9[89]\.\d|10[0-2](\.\d)?) Hz x (1[5-9]\d|2\d\d) µs", verdict["line"])
+    assert "p < 0.001" in verdict["line"]
     # AND the lost time shows the planted 2 % over the reference
     assert cpu["lost_ratio"] - cpu["reference_lost_ratio"] > 0.012
     # AND the reference of the other configuration was still used, the fact that changed named

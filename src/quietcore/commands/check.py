@@ -27,13 +27,13 @@ from typing import Any
 
 from quietcore.commands import common
 from quietcore.commands.lab import record_audit
-from quietcore.errors import CommandError
+from quietcore.errors import CommandError, UsageError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.fleet import slurm
 from quietcore.fleet.baseline import cpu_noise
-from quietcore.fleet.verdict import TOLERANCE, Limits, Verdict, confirm, drift, judge, to_json
+from quietcore.fleet.verdict import HOST_NOISE, TOLERANCE, Limits, Verdict, confirm, drift, judge, to_json
 from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-lost-ratio", metavar="X", help="fail a CPU that loses more than X of its time (0-1)")
     parser.add_argument("--max-gap-us", metavar="N", help="fail a CPU with a gap over N µs")
     parser.add_argument("--max-events-per-s", metavar="N", help="fail a CPU with more than N gaps a second")
+    parser.add_argument("--host-noise", default="report", metavar="report|fail",
+                        help="on a VM, noise the guest's counters do not account for (the host's): report it "
+                             "(default) or fail on it")  # fmt: skip
     parser.add_argument("--audit", action="store_true", help="also audit the node: a failing finding fails the check")
     parser.add_argument("--once", action="store_true",
                         help="fail on one measurement (by default a failure is measured again to confirm)")  # fmt: skip
@@ -74,7 +77,10 @@ def _limits(args: argparse.Namespace) -> Limits:
     def opt(value: str | None, name: str, lo: float, hi: float, scale: float = 1.0) -> float | None:
         return None if value is None else positive_float(value, name, lo, hi) * scale
 
+    if args.host_noise not in HOST_NOISE:
+        raise UsageError(f"invalid --host-noise {args.host_noise!r} (valid: {', '.join(HOST_NOISE)})")
     return Limits(
+        host_noise=args.host_noise,
         tolerance=positive_float(args.tolerance, "--tolerance", 0, 1),
         max_lost_ratio=opt(args.max_lost_ratio, "--max-lost-ratio", 0, 1),
         max_gap_s=opt(args.max_gap_us, "--max-gap-us", 1, 1e8, 1e-6),
@@ -108,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 cpus = frozenset(reference.cpus) & usable if reference is not None else usable
                 cpus = cpus or usable
-            if reference is None and limits == Limits(tolerance=limits.tolerance):
+            if reference is None and limits == Limits(tolerance=limits.tolerance, host_noise=limits.host_noise):
                 raise CommandError("no reference for this configuration and no fixed limit: set one with "
                                    "`quietcore reference set SESSION` (from `quietcore noise --cpus "
                                    f"{format_cpulist(usable)} --duration 30`) or give --max-lost-ratio",
@@ -117,11 +123,11 @@ def run(args: argparse.Namespace) -> int:
             with common.node_lock(args, cpus):
                 measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
                 seen = cpu_noise(measured, keep_gaps=True)
-                verdict = judge(seen, reference, limits, changed)
+                verdict = judge(seen, reference, limits, changed, session.virtualized)
                 if not verdict.passed and not args.once:  # confirmed or cleared by a second measurement
                     measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
                     seen = cpu_noise(measured, keep_gaps=True)
-                    verdict = confirm(verdict, judge(seen, reference, limits, changed))
+                    verdict = confirm(verdict, judge(seen, reference, limits, changed, session.virtualized))
             findings = _audit(session, root) if args.audit else []
             for f in findings:
                 verdict.fail_node(f"audit {f['id']}: {f['summary']}")

@@ -77,6 +77,10 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
             continue
         measured_s = float(row["measured_ns"]) / 1e9
         analysis = run.noise.of(c.cpu)
+        attribution = analysis.attribution if analysis else None
+        explained = None
+        if attribution is not None:
+            explained = max(attribution.lost_ns - attribution.unexplained_ns, 0.0) / float(row["measured_ns"])
         periodic = tuple(
             Periodic(p.frequency_hz, p.median_duration_ns / 1e9, p.lost_ns / float(row["measured_ns"]), p.name)
             for p in (analysis.periodic if analysis else ())
@@ -86,7 +90,8 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
                             events_per_s=float(row["events_per_s"]), max_gap_s=float(row["max_gap_ns"]) / 1e9,
                             windows=tuple(window_lost(c).tolist()), periodic=periodic,
                             dropped=int(row["events_dropped"]),
-                            gaps_s=tuple((c.duration_ns / 1e9).tolist()) if keep_gaps else ()))  # fmt: skip
+                            gaps_s=tuple((c.duration_ns / 1e9).tolist()) if keep_gaps else (),
+                            explained_ratio=explained))  # fmt: skip
     return out
 
 

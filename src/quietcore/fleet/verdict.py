@@ -10,7 +10,12 @@ the adjusted p is under ALPHA *and* the shift between the two sets of windows
 difference) is over --tolerance of the CPU: significance alone would fail a
 node for a difference too small to matter, a threshold alone for one run's
 bad luck, and a shift of the windows' middle, unlike a total, is not moved by
-one long stall of a vCPU by its host. A periodic
+one long stall of a vCPU by its host. On a virtual machine, a shift the
+guest's own counters do not account for (their explained lost time rose
+by no more than the tolerance) is the host's: its timer, its other work,
+in episodes of minutes here; it is named, but fails the CPU only with
+--host-noise fail, for no setting of the node removes it; so is a new
+periodic source the analysis places outside the guest kernel. A periodic
 source the reference does not have (at a frequency it lacks, or costing more
 than the tolerance over its sources at that frequency) fails the CPU when it
 costs more than the tolerance on its own; a smaller one is named. Fixed limits fail on their own."""
@@ -32,12 +37,16 @@ TOLERANCE = 0.005  # of the CPU's time: 0.5 % more lost than the reference
 FREQ_MATCH = 0.02  # a source within 2 % of a reference source's frequency is that source
 
 
+HOST_NOISE = ("report", "fail")
+
+
 @dataclass(frozen=True)
 class Limits:
     tolerance: float = TOLERANCE
     max_lost_ratio: float | None = None
     max_gap_s: float | None = None
     max_events_per_s: float | None = None
+    host_noise: str = "report"  # on a VM: the host's noise, which no setting of the node removes, is reported
 
 
 @dataclass
@@ -51,6 +60,7 @@ class CpuVerdict:
     reasons: list[str] = field(default_factory=list)  # why it failed
     notes: list[str] = field(default_factory=list)  # what was seen but does not fail it
     new_sources: list[Periodic] = field(default_factory=list)
+    host_rose: bool = False  # on a VM: the windows shifted, the guest's counters did not (reported, not failed)
 
 
 @dataclass
@@ -79,6 +89,9 @@ class Verdict:
             head = "FAIL " + "; ".join([*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)])
         if self.first is not None and failed:
             head += " (and so in a second measurement)"
+        hosts = [str(c.cpu) for c in self.cpus if c.host_rose]
+        if hosts:
+            head += f"; the host's noise rose on CPU {', '.join(hosts)} (not this node's: reported, not failed)"
         if self.drift:
             head += f"; configuration drift since the reference: {', '.join(self.drift)}"
         return head
@@ -134,7 +147,21 @@ def _source_words(s: Periodic, ref: CpuNoise) -> str:
             f"({_pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
 
 
-def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, drift: list[str]) -> Verdict:
+def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool) -> float | None:
+    """On a VM, how much more lost time than the reference's the guest's counters account for, when the
+    rest is the host's to report rather than to fail on; None when the shift is to be judged whole."""
+    if not virtual or limits.host_noise == "fail" or c.explained_ratio is None or ref.explained_ratio is None:
+        return None
+    guest = c.explained_ratio - ref.explained_ratio
+    return guest if guest <= limits.tolerance else None
+
+
+def _outside(s: Periodic) -> bool:
+    return bool(s.name) and "outside the guest kernel" in str(s.name)
+
+
+def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, drift: list[str],
+          virtual: bool = False) -> Verdict:  # fmt: skip
     """The verdict of every checked CPU (see the module's text for the rule)."""
     compared = [c for c in check if reference is not None and c.cpu in reference.cpus and c.windows]
     raw = [one_sided_larger(c.windows, reference.cpus[c.cpu].windows) for c in compared] if reference else []
@@ -145,11 +172,21 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
         v = CpuVerdict(c.cpu, True, c.lost_ratio, ref.lost_ratio if ref else None, adjusted.get(c.cpu))
         if ref is not None and v.p is not None:
             v.shift = hodges_lehmann(c.windows, ref.windows)
+            host = _hosts(c, ref, limits, virtual)
             if v.p < ALPHA and v.shift > limits.tolerance:
-                v.reasons.append(f"{_pct(c.lost_ratio)} lost (reference {_pct(ref.lost_ratio)}, {_p(v.p)})")
+                words = f"{_pct(c.lost_ratio)} lost (reference {_pct(ref.lost_ratio)}, {_p(v.p)})"
+                if host is None:
+                    v.reasons.append(words)
+                else:
+                    v.host_rose = True
+                    v.notes.append(f"{words}, but the guest's own counters account for {host * 100:+.2g} % "
+                                   "of the CPU: the host's noise rose (not this node's; --host-noise fail "
+                                   "counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
-                if s.lost_ratio > limits.tolerance:
+                if s.lost_ratio > limits.tolerance and not (host is not None and _outside(s)):
                     v.reasons.append(_source_words(s, ref))
+                elif s.lost_ratio > limits.tolerance:
+                    v.notes.append(f"{_source_words(s, ref)}: the host's, outside the guest kernel")
                 else:
                     v.notes.append(f"{_source_words(s, ref)}, under the tolerance")
                 v.new_sources.append(s)
@@ -221,6 +258,7 @@ def to_json(v: Verdict) -> dict[str, object]:
                 "shift": c.shift,
                 "reasons": c.reasons,
                 "notes": c.notes,
+                "host_rose": c.host_rose,
                 "new_sources": [
                     {
                         "frequency_hz": s.frequency_hz,

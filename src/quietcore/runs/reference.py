@@ -42,11 +42,14 @@ class CpuNoise:
     periodic: tuple[Periodic, ...] = ()
     dropped: int = 0  # gaps the probe counted but did not record (the windows undercount them)
     gaps_s: tuple[float, ...] = field(default=(), compare=False)  # every recorded gap (only in a check's own)
+    # the lost ratio the guest's own counters account for (interrupts, the probe's preemptions);
+    # on a VM the rest is the host's. None in a reference stored before it was kept.
+    explained_ratio: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu": self.cpu, "measured_s": self.measured_s, "lost_ratio": self.lost_ratio,
                 "events_per_s": self.events_per_s, "max_gap_s": self.max_gap_s, "window_s": WINDOW_S,
-                "windows": list(self.windows), "dropped": self.dropped,
+                "windows": list(self.windows), "dropped": self.dropped, "explained_ratio": self.explained_ratio,
                 "periodic": [{"frequency_hz": p.frequency_hz, "median_duration_s": p.median_duration_s,
                               "lost_ratio": p.lost_ratio, "name": p.name} for p in self.periodic]}  # fmt: skip
 
@@ -61,9 +64,11 @@ class CpuNoise:
             )
             for p in d.get("periodic") or []
         )
+        explained = d.get("explained_ratio")
         return CpuNoise(int(d["cpu"]), float(d["measured_s"]), float(d["lost_ratio"]), float(d["events_per_s"]),
                         float(d["max_gap_s"]), tuple(float(w) for w in d["windows"]), periodic,
-                        int(d.get("dropped") or 0))  # fmt: skip
+                        int(d.get("dropped") or 0),
+                        explained_ratio=None if explained is None else float(explained))  # fmt: skip
 
 
 @dataclass(frozen=True)
