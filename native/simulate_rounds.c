@@ -251,17 +251,19 @@ typedef struct {
 static inline void round_of(const job *jb, const places *pl, uint64_t k, const double *src, double *dst, int64_t lo,
                             int64_t hi)
 {
-    const rounds_opts *o = jb->o;
+    /* In locals: the writes to dst could alias them, and would reload them every rank. */
+    const double o = jb->o->overhead, flight = jb->o->overhead + jb->o->latency, extra = jb->extra;
+    const shape s = jb->s;
     for (int64_t r = lo; r < hi; r++) {
         int64_t to, from;
-        pairing(&jb->s, k, (uint64_t)r, &to, &from);
+        pairing(&s, k, (uint64_t)r, &to, &from);
         double ready = src[r];
         if (to >= 0)
-            ready = busy(pl, (uint64_t)r, ready, o->overhead);
+            ready = busy(pl, (uint64_t)r, ready, o);
         if (from >= 0) {
-            double arrives = src[from] + o->overhead + o->latency; /* it sent at the start of its round */
+            double arrives = src[from] + flight; /* it sent at the start of its round */
             double begin = arrives > ready ? arrives : ready;
-            ready = busy(pl, (uint64_t)r, begin, o->overhead) + jb->extra;
+            ready = busy(pl, (uint64_t)r, begin, o) + extra;
         }
         dst[r] = ready;
     }
