@@ -8,8 +8,9 @@ holds. No numpy here: this runs at the start of every command."""
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
+
+from quietcore.owner import alive
 
 MOUNTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 PREFIX = "quietcore-"
@@ -22,16 +23,6 @@ def mounted() -> Path | None:
             if (m / "instances").is_dir():
                 return m
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def close(instance: Path, events: tuple[str, ...] = (), triggers: dict[str, str] | None = None) -> None:
@@ -75,7 +66,7 @@ def remove_stale(base: Path | None = None) -> list[str]:
         return []
     for entry in entries:
         pid = entry.name[len(PREFIX) :]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or alive(int(pid), None):
             continue
         with contextlib.suppress(OSError):
             triggers = _stale_triggers(entry)
