@@ -33,27 +33,32 @@ const char *const sim_algorithms[] = {"recursive-doubling", "dissemination", "bi
  * would reach that gap: the rank's local turn start and its cursor, the
  * first gap of the turn ending after its last place. */
 typedef struct {
-    const sim_input *in;
+    const timeline *tl;
+    double shift;  /* job time t is place t + shift in the rank's current turn of its timeline */
+    uint32_t cur;  /* the first gap of that turn ending after the rank's last place */
+} place;
+
+typedef struct {
     double *clear;
-    double *start;
-    uint32_t *cur;
+    place *at; /* one cache line a look: its timeline, place and cursor side by side */
 } places;
 
 /* Local place x of job time t for rank r, its turn and cursor moved on to it;
  * the first gap of the turn ending after x in *j. */
 static double locate(const places *p, uint64_t r, double t, uint64_t *j)
 {
-    const timeline *tl = &p->in->tl[p->in->assign[r]];
-    double x = t + p->in->offset[r] - p->start[r];
+    place *at = &p->at[r];
+    const timeline *tl = at->tl;
+    double x = t + at->shift;
     if (x >= tl->period) { /* into a later turn */
-        p->start[r] += floor(x / tl->period) * tl->period;
-        x = t + p->in->offset[r] - p->start[r];
+        at->shift -= floor(x / tl->period) * tl->period;
+        x = t + at->shift;
         if (x >= tl->period) /* floor's rounding, at a turn's very edge */
-            p->start[r] += tl->period, x -= tl->period;
-        p->cur[r] = 0;
+            at->shift -= tl->period, x -= tl->period;
+        at->cur = 0;
     }
     const double *g = tl->gap;
-    uint64_t k = p->cur[r];
+    uint64_t k = at->cur;
     /* A step when the rank moved little; when it moved far, strides that double
      * until one passes its place, then a binary search inside the last: the cost
      * grows with the log of the gaps passed, not of the timeline's. */
@@ -68,7 +73,7 @@ static double locate(const places *p, uint64_t r, double t, uint64_t *j)
             if (g[2 * m] + g[2 * m + 1] > x) hi = m; else k = m + 1;
         }
     }
-    p->cur[r] = (uint32_t)k;
+    at->cur = (uint32_t)k;
     *j = k;
     return x;
 }
@@ -81,7 +86,7 @@ static double locate(const places *p, uint64_t r, double t, uint64_t *j)
  * ends at the next one, which is where `clear` and the cursor go. */
 static double reach(const places *p, uint64_t r, double t, double w)
 {
-    const timeline *tl = &p->in->tl[p->in->assign[r]];
+    const timeline *tl = p->at[r].tl;
     const double *g = tl->gap;
     const uint64_t n = tl->n;
     uint64_t j;
@@ -107,8 +112,8 @@ static double reach(const places *p, uint64_t r, double t, double w)
         end += g[2 * j + 1];
     }
     /* The rank's place is now `end`; gap j of the turn `base` on starts at or after it. */
-    p->start[r] += base;
-    p->cur[r] = (uint32_t)j;
+    p->at[r].shift -= base;
+    p->at[r].cur = (uint32_t)j;
     p->clear[r] = t + (base + g[2 * j] - x);
     return t + (end - x);
 }
@@ -245,8 +250,6 @@ typedef struct {
     double extra; /* G for every byte past the first of one message */
 } job;
 
-/* `iterations` iterations from the CPU times in t (scratch: a buffer as
- * long); with quiet set, without noise. The latest rank's time at the end. */
 /* One round for ranks lo to hi: each sends, receives, both or neither. */
 static inline void round_of(const job *jb, const places *pl, uint64_t k, const double *src, double *dst, int64_t lo,
                             int64_t hi)
@@ -254,6 +257,24 @@ static inline void round_of(const job *jb, const places *pl, uint64_t k, const d
     /* In locals: the writes to dst could alias them, and would reload them every rank. */
     const double o = jb->o->overhead, flight = jb->o->overhead + jb->o->latency, extra = jb->extra;
     const shape s = jb->s;
+    if (s.algorithm == ALG_RECURSIVE_DOUBLING && !(s.rem && (k == 0 || k == s.rounds - 1))) {
+        /* The bulk of the default: a core round of the recursive doubling, every rank
+         * of the core exchanging with its partner, without the general pairing's switch. */
+        const uint64_t mask = 1ull << (s.rem ? k - 1 : k);
+        for (int64_t r = lo; r < hi; r++) {
+            double ready = src[r];
+            int64_t c = rd_core(&s, (uint64_t)r);
+            if (c >= 0) {
+                uint64_t from = rd_rank(&s, (uint64_t)c ^ mask);
+                ready = busy(pl, (uint64_t)r, ready, o);
+                double arrives = src[from] + flight;
+                double begin = arrives > ready ? arrives : ready;
+                ready = busy(pl, (uint64_t)r, begin, o) + extra;
+            }
+            dst[r] = ready;
+        }
+        return;
+    }
     for (int64_t r = lo; r < hi; r++) {
         int64_t to, from;
         pairing(&s, k, (uint64_t)r, &to, &from);
@@ -363,17 +384,17 @@ int simulate_rounds(probe_ctx *ctx, const sim_input *in, const rounds_opts *o, j
     job jb = {.in = in, .o = o, .s = shape_of(o->algorithm, n)};
     uint64_t bytes = o->algorithm == ALG_RING && n > 1 ? (o->bytes + n - 1) / n : o->bytes;
     jb.extra = bytes > 1 ? (double)(bytes - 1) * o->per_byte : 0;
-    double *t = calloc(n, sizeof *t), *scratch = malloc(n * sizeof *scratch), *start = malloc(n * sizeof *start);
+    double *t = calloc(n, sizeof *t), *scratch = malloc(n * sizeof *scratch);
     double *clear = malloc(n * sizeof *clear);
-    uint32_t *cur = calloc(n, sizeof *cur);
-    places pl = {in, clear, start, cur};
-    if (!t || !scratch || !start || !cur || !clear) {
+    place *at = calloc(n, sizeof *at);
+    places pl = {clear, at};
+    if (!t || !scratch || !at || !clear) {
         probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)n);
         goto out;
     }
     for (uint64_t r = 0; r < n; r++) { /* each rank's turn: the one its offset falls in; its next gap */
         const timeline *tl = &in->tl[in->assign[r]];
-        start[r] = floor(in->offset[r] / tl->period) * tl->period;
+        at[r] = (place){tl, in->offset[r] - floor(in->offset[r] / tl->period) * tl->period, 0};
         clear[r] = tl->n ? -INFINITY : INFINITY; /* looked up at its first work */
     }
     int threads = (int)((uint64_t)o->threads < 1 + n / 4096 ? (uint64_t)o->threads : 1 + n / 4096);
@@ -414,8 +435,7 @@ int simulate_rounds(probe_ctx *ctx, const sim_input *in, const rounds_opts *o, j
 out:
     free(t);
     free(scratch);
-    free(start);
-    free(cur);
+    free(at);
     free(clear);
     return ctx->exit_code;
 }
