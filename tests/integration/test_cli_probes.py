@@ -79,7 +79,8 @@ def test_noise_names_the_tick_and_attributes(cli: CliRunner, db_file: Path, quie
     config = Path("/proc/config.gz")
     if config.exists():  # this machine: a 250 Hz tick, running on a busy CPU
         tick = [p for p in cpu["periodic"] if p["name"] and "scheduler tick" in p["name"]]
-        assert tick and tick[0]["coverage"] > 0.9, cpu["periodic"]
+        # 88-98 % of the ticks found: fewer when the host's noise comes in an episode (seen in a CI run)
+        assert tick and tick[0]["coverage"] > 0.8, cpu["periodic"]
         assert "scheduler tick" in proc.stdout
 
 
