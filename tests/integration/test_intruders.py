@@ -47,6 +47,14 @@ print(open("/proc/self/schedstat").read().split()[0])
 """
 
 
+def _steal_ns(cpu: int) -> float:
+    """The host's steal of that vCPU so far, from /proc/stat (in USER_HZ ticks)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            return int(line.split()[8]) * 1e9 / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def _tracing(pid: int) -> bool:
     """Whether that quietcore's tracefs instance is tracing (it may be half made)."""
     for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
@@ -74,9 +82,11 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
             time.sleep(0.01)
         time.sleep(0.05)  # past the trace's first mark, which bounds the window counted
         # WHEN another task takes 20 % of that CPU meanwhile
+        stolen = _steal_ns(CPU)
         planted = subprocess.Popen([sys.executable, "-c", PLANTED], stdout=subprocess.PIPE, text=True,
                                    preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))  # fmt: skip
         ran_ns = int(planted.communicate(timeout=30)[0])
+        stolen = _steal_ns(CPU) - stolen
         out, err = proc.communicate(timeout=60)
     finally:
         for p in (proc, planted):
@@ -88,10 +98,13 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
     (cpu,) = data["cpus"]
     assert cpu["cpu"] == CPU and 1.7e9 < cpu["traced_ns"] < 2.8e9
     assert data["lost_events"] == 0 and data["exit_status"] == 0
-    # THEN it is named by pid, with the time the kernel says it ran (the trace counts it net of interrupts)
+    # THEN it is named by pid, with the time the kernel says it ran (the trace counts it net of interrupts;
+    # the kernel's account, unlike the trace, leaves out what the host stole, which /proc/stat counts in
+    # 10 ms steps: one more step is allowed when there was any)
     mine = [s for s in cpu["sources"] if s["kind"] == "task" and s["pid"] == planted.pid]
     traced = sum(s["ns"] for s in mine)
-    assert abs(traced - ran_ns) <= 0.03 * ran_ns + 3e6, (traced, ran_ns, mine)
+    steal = stolen + 10e6 if stolen else 0.0
+    assert -0.03 * ran_ns - 3e6 <= traced - ran_ns <= 0.03 * ran_ns + 3e6 + steal, (traced, ran_ns, stolen, mine)
     # AND woken by its sleep's timer on that CPU, about once per 10 ms
     came = {how: n for s in mine for how, n in s["came"].items()}
     assert sum(n for how, n in came.items() if how.startswith("woken by hrtimer_wakeup")) >= 50, came

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quietcore.runs.model import Run
-from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic
+from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic
 from quietcore.runs.trace import CpuTrace
 
 #: What a reference needs per CPU: 5 s of noise (50 windows), so that a 0.5 s check's
@@ -81,8 +81,12 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
         analysis = run.noise.of(c.cpu)
         attribution = analysis.attribution if analysis else None
         explained = None
-        if attribution is not None:
+        guest = None
+        if attribution is not None and measured_s > 0:
             explained = max(attribution.lost_ns - attribution.unexplained_ns, 0.0) / float(row["measured_ns"])
+            guest = tuple(GuestCount(s.name, s.kind, s.count / measured_s,
+                                     (s.cost_ns if s.cost_ns is not None else s.estimate_ns / s.count) / 1e9)
+                          for s in attribution.sources if s.kind != "steal" and s.count > 0)  # fmt: skip
         periodic = tuple(
             Periodic(p.frequency_hz, p.median_duration_ns / 1e9, p.lost_ns / float(row["measured_ns"]), p.name)
             for p in (analysis.periodic if analysis else ())
@@ -93,7 +97,7 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
                             windows=tuple(window_lost(c).tolist()), periodic=periodic,
                             dropped=int(row["events_dropped"]),
                             gaps_s=tuple((c.duration_ns / 1e9).tolist()) if keep_gaps else (),
-                            explained_ratio=explained))  # fmt: skip
+                            explained_ratio=explained, guest=guest))  # fmt: skip
     return out
 
 

@@ -11,11 +11,13 @@ difference) is over --tolerance of the CPU: significance alone would fail a
 node for a difference too small to matter, a threshold alone for one run's
 bad luck, and a shift of the windows' middle, unlike a total, is not moved by
 one long stall of a vCPU by its host. On a virtual machine, a shift the
-guest's own counters do not account for (their explained lost time rose
-by no more than the tolerance) is the host's: its timer, its other work,
-in episodes of minutes here; it is named, but fails the CPU only with
---host-noise fail, for no setting of the node removes it; so is a new
-periodic source the analysis places outside the guest kernel. A periodic
+guest's own events do not account for (counted: their rates' rise times
+an event's cost is no more than the tolerance) is the host's: its timer,
+its other work, in episodes of minutes here; it is named, but fails the
+CPU only with --host-noise fail, for no setting of the node removes it; so
+is a new periodic source the analysis places outside the guest kernel, and
+a reference's source grown dearer while the guest's events did not grow
+in number (the tick, when the host's timer lands in it). A periodic
 source the reference does not have (at a frequency it lacks, or costing more
 than the tolerance over its sources at that frequency) fails the CPU when it
 costs more than the tolerance on its own; a smaller one is named. Fixed limits fail on their own."""
@@ -147,13 +149,35 @@ def _source_words(s: Periodic, ref: CpuNoise) -> str:
             f"({_pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
 
 
+def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
+    """How much more of the CPU than in the reference the guest's own events took:
+    each counter's change in rate times what one event costs. Counted, not timed:
+    on a VM the host's time lands inside the guest's events (its timer in the tick,
+    which then doubles), so the guest's time alone rises with the host's noise; the
+    number of the guest's interrupts and preemptions does not. An interrupt is priced
+    at the reference's cost of it, a preemption at this measurement's (a planted task's
+    burst is the guest's). None when either lacks the counts (a reference stored before
+    they were kept: then the lost time they explain, which over-counts the host)."""
+    if c.guest is None or ref.guest is None:
+        if c.explained_ratio is None or ref.explained_ratio is None:
+            return None
+        return c.explained_ratio - ref.explained_ratio
+    before = {g.name: g for g in ref.guest}
+    rise = 0.0
+    for g in c.guest:
+        was = before.pop(g.name, None)
+        cost = g.cost_s if g.kind == "switch" or was is None else was.cost_s
+        rise += (g.per_s - (was.per_s if was else 0.0)) * cost
+    return rise - sum(g.per_s * g.cost_s for g in before.values())
+
+
 def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool) -> float | None:
-    """On a VM, how much more lost time than the reference's the guest's counters account for, when the
+    """On a VM, how much more of the CPU than the reference's the guest's own events took, when the
     rest is the host's to report rather than to fail on; None when the shift is to be judged whole."""
-    if not virtual or limits.host_noise == "fail" or c.explained_ratio is None or ref.explained_ratio is None:
+    if not virtual or limits.host_noise == "fail":
         return None
-    guest = c.explained_ratio - ref.explained_ratio
-    return guest if guest <= limits.tolerance else None
+    guest = guest_rise(c, ref)
+    return guest if guest is not None and guest <= limits.tolerance else None
 
 
 def _outside(s: Periodic) -> bool:
@@ -179,14 +203,18 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                     v.reasons.append(words)
                 else:
                     v.host_rose = True
-                    v.notes.append(f"{words}, but the guest's own counters account for {host * 100:+.2g} % "
+                    v.notes.append(f"{words}, but the guest's own events, counted, account for {host * 100:+.2g} % "
                                    "of the CPU: the host's noise rose (not this node's; --host-noise fail "
                                    "counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
-                if s.lost_ratio > limits.tolerance and not (host is not None and _outside(s)):
-                    v.reasons.append(_source_words(s, ref))
-                elif s.lost_ratio > limits.tolerance:
+                if s.lost_ratio > limits.tolerance and host is not None and _outside(s):
                     v.notes.append(f"{_source_words(s, ref)}: the host's, outside the guest kernel")
+                elif s.lost_ratio > limits.tolerance and host is not None and _known(s, ref):
+                    # the reference's source, dearer while the guest's events are as many: the host's time in them
+                    v.host_rose = True
+                    v.notes.append(f"{_source_words(s, ref)}: longer, not more often: the host's")
+                elif s.lost_ratio > limits.tolerance:
+                    v.reasons.append(_source_words(s, ref))
                 else:
                     v.notes.append(f"{_source_words(s, ref)}, under the tolerance")
                 v.new_sources.append(s)

@@ -28,7 +28,25 @@ class Periodic:
 
     def label(self) -> str:
         """`100 Hz x 200 µs`, as the check's line says it."""
-        return f"{self.frequency_hz:.3g} Hz x {_short_s(self.median_duration_s)}"
+        return f"{self.frequency_hz:.4g} Hz x {_short_s(self.median_duration_s)}"
+
+
+@dataclass(frozen=True)
+class GuestCount:
+    """One of the guest kernel's own counters on a CPU (an interrupt, a softirq,
+    the probe's preemptions by other tasks): how often, and what one event cost."""
+
+    name: str
+    kind: str  # irq, ipi, softirq, switch
+    per_s: float
+    cost_s: float  # per event: measured, typical, or (a switch) the mean of the gaps it took
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "per_s": self.per_s, "cost_s": self.cost_s}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> GuestCount:
+        return GuestCount(str(d["name"]), str(d["kind"]), float(d["per_s"]), float(d["cost_s"]))
 
 
 @dataclass(frozen=True)
@@ -45,11 +63,14 @@ class CpuNoise:
     # the lost ratio the guest's own counters account for (interrupts, the probe's preemptions);
     # on a VM the rest is the host's. None in a reference stored before it was kept.
     explained_ratio: float | None = None
+    # the guest's counters one by one (not steal: the hypervisor's); None in a reference stored before
+    guest: tuple[GuestCount, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu": self.cpu, "measured_s": self.measured_s, "lost_ratio": self.lost_ratio,
                 "events_per_s": self.events_per_s, "max_gap_s": self.max_gap_s, "window_s": WINDOW_S,
                 "windows": list(self.windows), "dropped": self.dropped, "explained_ratio": self.explained_ratio,
+                "guest": None if self.guest is None else [g.to_json() for g in self.guest],
                 "periodic": [{"frequency_hz": p.frequency_hz, "median_duration_s": p.median_duration_s,
                               "lost_ratio": p.lost_ratio, "name": p.name} for p in self.periodic]}  # fmt: skip
 
@@ -65,10 +86,12 @@ class CpuNoise:
             for p in d.get("periodic") or []
         )
         explained = d.get("explained_ratio")
+        guest = d.get("guest")
         return CpuNoise(int(d["cpu"]), float(d["measured_s"]), float(d["lost_ratio"]), float(d["events_per_s"]),
                         float(d["max_gap_s"]), tuple(float(w) for w in d["windows"]), periodic,
                         int(d.get("dropped") or 0),
-                        explained_ratio=None if explained is None else float(explained))  # fmt: skip
+                        explained_ratio=None if explained is None else float(explained),
+                        guest=None if guest is None else tuple(GuestCount.from_json(g) for g in guest))  # fmt: skip
 
 
 @dataclass(frozen=True)
