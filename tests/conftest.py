@@ -249,7 +249,7 @@ def peer_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
 @pytest.fixture(scope="session")
 def quiet_noise(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database whose session 1 is 5 s of noise on every CPU of the node at rest
-    (untraced), for the suite: the fleet tests' reference and simulate's trace. Copy
+    (untraced), for the suite: the tick's attribution and simulate's trace. Copy
     it before writing to it."""
     where = tmp_path_factory.mktemp("quiet")
     state = where / "state"

@@ -28,7 +28,12 @@ class Periodic:
 
     def label(self) -> str:
         """`100 Hz x 200 µs`, as the check's line says it."""
-        return f"{self.frequency_hz:.4g} Hz x {_short_s(self.median_duration_s)}"
+        f = self.frequency_hz
+        return (
+            f"{f / 1e3:.3g} kHz x {_short_s(self.median_duration_s)}"
+            if f >= 999.5
+            else f"{f:.3g} Hz x {_short_s(self.median_duration_s)}"
+        )
 
 
 @dataclass(frozen=True)
