@@ -82,7 +82,10 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
     net = survey["network"]
     assert net["peer"].endswith(":1") and net["across_hosts"] is False
     assert 0 < net["overhead_ns"] < 50e3 and 0 <= net["latency_ns"] < 50e3 and 0 < net["per_byte_ns"] < 10
-    assert net["half_round_trip_ns"] == sorted(net["half_round_trip_ns"]) or net["fit_worst_ratio"] < 1
+    # (8 B is slower than 64 B through Open MPI's shared memory here, every time: a size need not
+    # cost more than a smaller one, but 128 KiB costs more than 8 B, and the fit holds every size)
+    half = net["half_round_trip_ns"]
+    assert half[-1] > 2 * half[0] and net["fit_worst_ratio"] < 1, net
     # --prometheus DIR: this node's first rank wrote both ranks' CPUs, with the values stored
     written = (metrics / "quietcore.prom").read_text()
     assert 'command="survey"' in written

@@ -2,14 +2,17 @@
 ping-pong, for `simulate --network SESSION`.
 
 Rank 0 and one peer (the first rank on another host, else rank 1):
-- the round trip of a message of each size in SIZES, the fastest of REPS:
-  half of it is L + o_send + o_recv + (bytes - 1) G;
+- the round trip of a message of each size in SIZES, the fastest of REPS,
+  the sizes taken in turn (one of each, then again) after a warm-up, so
+  that a slow spell of the host falls on every size alike and not on the
+  first: half of it is L + o_send + o_recv + (bytes - 1) G;
 - o_send: how long a send of 8 bytes keeps the sender's CPU (the call,
   eager, returns once the message is on its way);
 - o_recv: how long a receive of 8 bytes keeps the receiver's CPU when the
   message is already there (rank 0 waits a round trip's time first).
 G is the slope of half the round trip against the size (least squares over
-the sizes), L the intercept less o_send and o_recv (never below 0); the
+the sizes, on the relative error: the sizes span four orders of magnitude, and
+an unweighted fit is the largest sizes' alone), L the intercept less o_send and o_recv (never below 0); the
 round model's o is their mean. The fastest of many tries is the network's,
 not the noise's (the method of Kielmann et al., "Fast measurement of LogP
 parameters", and of Hoefler's Netgauge). Measured through mpi4py, as
@@ -26,6 +29,7 @@ import numpy as np
 
 SIZES = (8, 64, 512, 4096, 32768, 131072)  # bytes
 REPS = 200  # round trips per size: the fastest is kept
+WARMUP = 20  # round trips of each size first, not timed
 OVERHEAD_REPS = 500
 TAG = 78
 
@@ -56,16 +60,15 @@ def measure(comm: Any) -> dict[str, Any] | None:
 
 
 def _lead(comm: Any, peer: int) -> dict[str, Any]:
-    trips = []
-    for n in SIZES:
-        buf = np.zeros(n, dtype=np.uint8)
-        best = float("inf")
-        for _ in range(REPS):
+    bufs = [np.zeros(n, dtype=np.uint8) for n in SIZES]
+    trips = [float("inf")] * len(SIZES)
+    for rep in range(WARMUP + REPS):
+        for i, buf in enumerate(bufs):
             t = time.perf_counter_ns()
             comm.Send(buf, dest=peer, tag=TAG)
             comm.Recv(buf, source=peer, tag=TAG)
-            best = min(best, time.perf_counter_ns() - t)
-        trips.append(best)
+            if rep >= WARMUP:
+                trips[i] = min(trips[i], time.perf_counter_ns() - t)
     small = np.zeros(8, dtype=np.uint8)
     send = recv = float("inf")
     wait_ns = 2 * trips[0]  # the peer's answer is here by then: it takes a round trip
@@ -86,9 +89,9 @@ def _lead(comm: Any, peer: int) -> dict[str, Any]:
 def _follow(comm: Any) -> None:
     from mpi4py import MPI
 
-    for n in SIZES:
-        buf = np.zeros(n, dtype=np.uint8)
-        for _ in range(REPS):
+    bufs = [np.zeros(n, dtype=np.uint8) for n in SIZES]
+    for _ in range(WARMUP + REPS):
+        for buf in bufs:
             comm.Recv(buf, source=0, tag=TAG)
             comm.Send(buf, dest=0, tag=TAG)
     small = np.zeros(8, dtype=np.uint8)
@@ -106,7 +109,7 @@ def fit(sizes: list[int], trips_ns: list[float], send_ns: float, recv_ns: float)
     """L, o and G from the fastest round trips and the two overheads."""
     x = np.asarray(sizes, dtype=float) - 1
     half = np.asarray(trips_ns, dtype=float) / 2
-    per_byte, intercept = np.polyfit(x, half, 1)
+    per_byte, intercept = np.polyfit(x, half, 1, w=1 / half)
     per_byte = max(float(per_byte), 0.0)
     latency = max(float(intercept) - send_ns - recv_ns, 0.0)
     residual = float(np.max(np.abs(half - (intercept + per_byte * x)) / half))
