@@ -281,11 +281,13 @@ while time.monotonic() < end:
 
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
 def test_run_names_the_task_that_made_some_runs_slow(cli: CliRunner, db_file: Path) -> None:
-    # GIVEN a task that takes CPU half of each second, then runs of a user's command pinned there
+    # GIVEN a task that takes CPU half of each second, then runs of a user's command pinned there (16: Sen's
+    # interval over two clusters of runs, with and without the task, is wide; with 10 runs its lower bound
+    # fell to 13 % once here, under the 20 % the claim needs, with 98 % of the excess explained)
     bursts = subprocess.Popen([sys.executable, "-c", BURSTS], preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))
     try:
         proc = cli("run", "custom", "--cmd", "python3 -c 'sum(range(4000000))'", "--factor", f"cpus={CPU}",
-                   "--reps", "10", "--warmup", "0", "--seed", "1", "--json")  # fmt: skip
+                   "--reps", "16", "--warmup", "0", "--seed", "1", "--json")  # fmt: skip
     finally:
         bursts.kill()
         bursts.wait()
@@ -303,7 +305,7 @@ def test_run_names_the_task_that_made_some_runs_slow(cli: CliRunner, db_file: Pa
     # AND every run stored its intrusions and covariates
     conn = sqlite3.connect(db_file)
     stored = [json.loads(a) for (a,) in conn.execute("SELECT analysis FROM runs WHERE kind = 'exec' ORDER BY seq")]
-    assert len(stored) == 10
+    assert len(stored) == 16
     # AND the slow runs it names are those that had the task (runs numbered in the order they ran)
     hit = {i + 1 for i, a in enumerate(stored)
            if sum(x["ns"] for x in a["context"]["intrusions"]["sources"] if x["pid"] == bursts.pid) > 10e6}  # fmt: skip
