@@ -334,7 +334,9 @@ def test_slurm_health_check_drains_a_noisy_node_and_resumes_it(fleet_env: dict[s
                        f"exec {sys.executable} -m quietcore check --slurm-drain --wait 5 "
                        f">> {where}/checks.log 2>&1\n")  # fmt: skip
     program.chmod(0o755)
-    interval = 2
+    # 4 s: a check takes about 2 s here; at 2 s each check's start-up ran beside the last one's
+    # measurement, and preempted its probe 40-80 times a second (9 in the reference) in a CI run
+    interval = 4
     conf = [f"HealthCheckProgram={program}", f"HealthCheckInterval={interval}", "HealthCheckNodeState=ANY"]
     with slurm_node(where, conf) as env:
         log = where / "checks.log"

@@ -279,7 +279,9 @@ def test_the_hosts_noise_is_told_by_the_guests_event_counts_not_their_time() -> 
     bursts grew from 8 to 19 µs and steal was counted, so the guest's
     counters "explained" 3 % more of the CPU and a quiet node failed. Priced
     by count (the ticks were as many), the rise is the host's; a task that
-    preempts the probe 100 times a second more is the guest's, and fails."""
+    preempts the probe 100 times a second more is the guest's, and fails.
+    A reference source grown dearer is the host's unless a counter rose by
+    half its rate."""
     from dataclasses import replace
 
     from quietcore.runs.reference import GuestCount
@@ -301,8 +303,13 @@ def test_the_hosts_noise_is_told_by_the_guests_event_counts_not_their_time() -> 
     assert not judge([episode], _reference(ref), Limits(host_noise="fail"), [], virtual=True).passed
     planted = replace(episode, guest=(tick, replace(switches, per_s=120.0, cost_s=180e-6)))
     failed = judge([planted], _reference(ref), Limits(), [], virtual=True)
-    assert not failed.passed and not failed.cpus[0].host_rose
-    assert failed.line().startswith("FAIL CPU 1: 3 % lost (reference 1 %, p < 0.001); periodic source 250 Hz")
+    assert not failed.passed and failed.cpus[0].reasons == ["3 % lost (reference 1 %, p < 0.001)"]
+    # (its 100 preemptions a second more are not at the tick's 250 Hz: the dearer tick is still the host's)
+    assert any("longer, not more often: the host's" in n for n in failed.cpus[0].notes), failed.cpus[0].notes
+    # a task at the tick's own rate, making "the tick" dearer, is the guest's
+    at_tick = replace(episode, guest=(tick, replace(switches, per_s=270.0, cost_s=40e-6)))
+    tick_task = judge([at_tick], _reference(ref), Limits(), [], virtual=True)
+    assert not tick_task.passed and any(r.startswith("periodic source 250 Hz") for r in tick_task.cpus[0].reasons)
     # a counter the check lacks counts as fallen; one new to it at its own cost
     gone = replace(episode, guest=(replace(tick, per_s=252.0),))
     assert judge([gone], _reference(ref), Limits(), [], virtual=True).passed

@@ -16,8 +16,9 @@ an event's cost is no more than the tolerance) is the host's: its timer,
 its other work, in episodes of minutes here; it is named, but fails the
 CPU only with --host-noise fail, for no setting of the node removes it; so
 is a new periodic source the analysis places outside the guest kernel, and
-a reference's source grown dearer while the guest's events did not grow
-in number (the tick, when the host's timer lands in it). A periodic
+a reference's source grown dearer, each when none of the guest's counters
+rose by half the source's frequency (the host's timer landing in the tick
+makes it dearer; a task of the guest's at that rate adds its events). A periodic
 source the reference does not have (at a frequency it lacks, or costing more
 than the tolerance over its sources at that frequency) fails the CPU when it
 costs more than the tolerance on its own; a smaller one is named. Fixed limits fail on their own."""
@@ -171,6 +172,17 @@ def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
     return rise - sum(g.per_s * g.cost_s for g in before.values())
 
 
+def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool | None:
+    """Whether one of the guest's counters rose by half a source's frequency or more: a source of the
+    guest's at that rate adds about an event a period (a task's preemption, an interrupt), and one that
+    did not rise cannot have made the source dearer. Other counters may rise (a busy daemon preempting
+    the probe now and then) without making the host's 1 kHz timer the guest's. None when unknown."""
+    if c.guest is None or ref.guest is None:
+        return None
+    before = {g.name: g.per_s for g in ref.guest}
+    return any(g.per_s - before.get(g.name, 0.0) >= 0.5 * hz for g in c.guest)
+
+
 def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool) -> float | None:
     """On a VM, how much more of the CPU than the reference's the guest's own events took, when the
     rest is the host's to report rather than to fail on; None when the shift is to be judged whole."""
@@ -207,10 +219,13 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                                    "of the CPU: the host's noise rose (not this node's; --host-noise fail "
                                    "counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
-                if s.lost_ratio > limits.tolerance and host is not None and _outside(s):
+                rose = _guest_rose_at(c, ref, s.frequency_hz)
+                hosts = virtual and limits.host_noise == "report" and (host is not None if rose is None else not rose)
+                if s.lost_ratio > limits.tolerance and hosts and _outside(s):
                     v.notes.append(f"{_source_words(s, ref)}: the host's, outside the guest kernel")
-                elif s.lost_ratio > limits.tolerance and host is not None and _known(s, ref):
-                    # the reference's source, dearer while the guest's events are as many: the host's time in them
+                elif s.lost_ratio > limits.tolerance and hosts and _known(s, ref):
+                    # the reference's source, dearer with no more of the guest's events at its rate: the host's
+                    # time inside them (the tick when the host's timer lands in it)
                     v.host_rose = True
                     v.notes.append(f"{_source_words(s, ref)}: longer, not more often: the host's")
                 elif s.lost_ratio > limits.tolerance:
