@@ -102,10 +102,22 @@ def put_back(saved: dict[str, str]) -> None:
                 Path(path).write_text(value)
 
 
+def thread_files(leaf: str) -> Iterator[Path]:
+    """/proc/PID/task/TID/<leaf> of every thread now. Not Path.glob: a process that
+    ends while glob lists its tasks raises FileNotFoundError out of it (seen in CI)."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue  # ended meanwhile
+            yield from (Path(f"/proc/{pid}/task/{tid}/{leaf}") for tid in tids)
+
+
 def affinities() -> dict[int, set[int]]:
     """Every thread's allowed CPUs now (the tuning moves threads too)."""
     found = {}
-    for status in Path("/proc").glob("[0-9]*/task/[0-9]*/status"):
+    for status in thread_files("status"):
         with contextlib.suppress(OSError, ValueError, StopIteration):
             line = next(x for x in status.read_text().splitlines() if x.startswith("Cpus_allowed_list:"))
             found[int(status.parent.name)] = set(parse_cpulist(line.split(":", 1)[1].strip()))
@@ -115,7 +127,7 @@ def affinities() -> dict[int, set[int]]:
 def cpusets() -> dict[int, str]:
     """Every thread's cpuset now (the shield moves threads into its own)."""
     found = {}
-    for where in Path("/proc").glob("[0-9]*/task/[0-9]*/cpuset"):
+    for where in thread_files("cpuset"):
         with contextlib.suppress(OSError):
             found[int(where.parent.name)] = where.read_text().strip()
     return found
@@ -127,8 +139,9 @@ def restored() -> Iterator[dict[str, str]]:
     try:
         yield saved
     finally:
+        now_in = cpusets()
         for tid, where in sets.items():  # the cpuset first: moving a thread back resets its affinity
-            if cpusets().get(tid, where) != where:
+            if now_in.get(tid, where) != where:
                 with contextlib.suppress(OSError):
                     (CPUSET / where.lstrip("/") / "tasks").write_text(str(tid))
         put_back(saved)
