@@ -33,6 +33,25 @@ def test_counts_costs_and_unexplained() -> None:
     assert "2 of the 3 gaps over 100 µs" in a.verdict and "host preempted this vCPU" in a.verdict
 
 
+def test_the_counts_window_is_the_snapshots_and_rates_use_it() -> None:
+    """The counters are read around the probe, start-up and end included: a
+    0.5 s check's 171 ticks came over 0.63 s (272/s, not 342/s). The window
+    is kept with the attribution, and the check's guest rates divide by it
+    (the probe's own preemptions by its measured time)."""
+    from dataclasses import replace
+
+    from quietcore.runs.analysis import Attribution
+
+    before, after = replace(snap(0, 0, 0, 0, 0), taken_ns=1_000), replace(snap(171, 0, 0, 0, 0), taken_ns=629_001_000)
+    a = attribute(1, before, after, lost_ns=1e6, durations_ns=np.array([]), involuntary=0, user_hz=100,
+                  measured_costs={}, virtualized=True)  # fmt: skip
+    assert a.counted_ns == 629e6 and Attribution.from_json(a.to_json()).counted_ns == 629e6
+    # unknown (two snapshots without a time, as the fixtures above) is None, and so in old runs
+    assert attribute(1, snap(0, 0, 0, 0, 0), snap(1, 0, 0, 0, 0), lost_ns=1e6, durations_ns=np.array([]),
+                     involuntary=0, user_hz=100, measured_costs={}, virtualized=True).counted_ns is None  # fmt: skip
+    assert Attribution.from_json({"lost_ns": 1.0}).counted_ns is None
+
+
 def test_bare_metal_verdict() -> None:
     a = attribute(1, snap(0, 0, 0, 0, 0), snap(10, 0, 0, 0, 0), lost_ns=1e6, durations_ns=np.array([]), involuntary=0,
                   user_hz=100, measured_costs={}, virtualized=False)  # fmt: skip

@@ -84,7 +84,10 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
         guest = None
         if attribution is not None and measured_s > 0:
             explained = max(attribution.lost_ns - attribution.unexplained_ns, 0.0) / float(row["measured_ns"])
-            guest = tuple(GuestCount(s.name, s.kind, s.count / measured_s,
+            # rates over the counters' own window (the probe's start-up and end lie inside it); the
+            # probe's own preemptions over its measured time
+            counted_s = (attribution.counted_ns or 0.0) / 1e9 or measured_s
+            guest = tuple(GuestCount(s.name, s.kind, s.count / (measured_s if s.kind == "switch" else counted_s),
                                      (s.cost_ns if s.cost_ns is not None else s.estimate_ns / s.count) / 1e9)
                           for s in attribution.sources if s.kind != "steal" and s.count > 0)  # fmt: skip
         periodic = tuple(

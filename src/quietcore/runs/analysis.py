@@ -78,10 +78,12 @@ class Attribution:
     long_gap_ns: float
     verdict: str
     sources: tuple[Source, ...]
+    counted_ns: float | None = None  # the counters' window (None in runs stored before it was kept)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Attribution:
         lost, explained = _float(d.get("lost_ns")), _float(d.get("explained_ns"))
+        counted = d.get("counted_ns")
         return Attribution(
             lost_ns=lost,
             explained_ns=explained,
@@ -90,6 +92,7 @@ class Attribution:
             long_gap_ns=_float(d.get("long_gap_ns")),
             verdict=str(d.get("verdict", "")),
             sources=tuple(Source.from_json(s) for s in d.get("sources") or ()),
+            counted_ns=_float(counted) if counted is not None else None,
         )
 
     def count_of(self, kind: str) -> int:
