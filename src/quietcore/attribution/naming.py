@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quietcore.attribution.counters import CounterSnapshot
+from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.stats.periodicity import PeriodicSource
 
-TOLERANCE = 0.2  # rates from counters read around the run, which also count its start and end
+TOLERANCE = 0.2  # rates from counters, against frequencies fitted to gaps
 MIN_COUNT = 10  # a device matches a source's rate only on this many interrupts, as a source needs as many events
 
 
@@ -71,7 +72,7 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
             if virtualized
             else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
         )
-        return f"outside the guest kernel: faster than any interrupt this CPU counted ({most}): {where}"
+        return f"{OUTSIDE_GUEST}: faster than any interrupt this CPU counted ({most}): {where}"
     if _near(f, 1.0):
         return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
     return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from quietcore.attribution.counters import CounterSnapshot, attribute
+from quietcore.attribution.counters import CounterSnapshot, attribute, window_ns
 from quietcore.attribution.naming import Rates, name_source
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
@@ -59,7 +59,7 @@ def analyze_cpu(
         find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
     )
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
-    rates = Rates.of(trace.cpu, before, after, trace.measured_ns / 1e9)
+    rates = Rates.of(trace.cpu, before, after, (window_ns(before, after) or trace.measured_ns) / 1e9)
     named = [(s, name_source(s, config_hz, rates, virtualized)) for s in sources]
     attribution = attribute(
         trace.cpu,

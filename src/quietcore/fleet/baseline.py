@@ -80,10 +80,8 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
         measured_s = float(row["measured_ns"]) / 1e9
         analysis = run.noise.of(c.cpu)
         attribution = analysis.attribution if analysis else None
-        explained = None
         guest = None
         if attribution is not None and measured_s > 0:
-            explained = max(attribution.lost_ns - attribution.unexplained_ns, 0.0) / float(row["measured_ns"])
             # rates over the counters' own window (the probe's start-up and end lie inside it); the
             # probe's own preemptions over its measured time
             counted_s = (attribution.counted_ns or 0.0) / 1e9 or measured_s
@@ -100,7 +98,7 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
                             windows=tuple(window_lost(c).tolist()), periodic=periodic,
                             dropped=int(row["events_dropped"]),
                             gaps_s=tuple((c.duration_ns / 1e9).tolist()) if keep_gaps else (),
-                            explained_ratio=explained, guest=guest))  # fmt: skip
+                            guest=guest))  # fmt: skip
     return out
 
 

@@ -158,11 +158,9 @@ def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
     number of the guest's interrupts and preemptions does not. An interrupt is priced
     at the reference's cost of it, a preemption at this measurement's (a planted task's
     burst is the guest's). None when either lacks the counts (a reference stored before
-    they were kept: then the lost time they explain, which over-counts the host)."""
+    they were kept: its shift is judged whole)."""
     if c.guest is None or ref.guest is None:
-        if c.explained_ratio is None or ref.explained_ratio is None:
-            return None
-        return c.explained_ratio - ref.explained_ratio
+        return None
     before = {g.name: g for g in ref.guest}
     rise = 0.0
     for g in c.guest:
@@ -172,13 +170,13 @@ def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
     return rise - sum(g.per_s * g.cost_s for g in before.values())
 
 
-def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool | None:
+def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool:
     """Whether one of the guest's counters rose by half a source's frequency or more: a source of the
     guest's at that rate adds about an event a period (a task's preemption, an interrupt), and one that
     did not rise cannot have made the source dearer. Other counters may rise (a busy daemon preempting
-    the probe now and then) without making the host's 1 kHz timer the guest's. None when unknown."""
+    the probe now and then) without making the host's 1 kHz timer the guest's. True when unknown."""
     if c.guest is None or ref.guest is None:
-        return None
+        return True
     before = {g.name: g.per_s for g in ref.guest}
     return any(g.per_s - before.get(g.name, 0.0) >= 0.5 * hz for g in c.guest)
 
@@ -192,8 +190,13 @@ def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool) -> float |
     return guest if guest is not None and guest <= limits.tolerance else None
 
 
-def _outside(s: Periodic) -> bool:
-    return bool(s.name) and "outside the guest kernel" in str(s.name)
+def _hosts_source(c: CpuNoise, ref: CpuNoise, s: Periodic, limits: Limits, virtual: bool) -> bool:
+    """On a VM, whether a source the reference lacks or had cheaper may be the host's: none of the
+    guest's counters rose by half its frequency (see _guest_rose_at), and it is outside the guest
+    kernel or the reference's own source grown dearer."""
+    if not virtual or limits.host_noise == "fail" or not (s.outside_guest or _known(s, ref)):
+        return False
+    return not _guest_rose_at(c, ref, s.frequency_hz)
 
 
 def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, drift: list[str],
@@ -219,11 +222,10 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                                    "of the CPU: the host's noise rose (not this node's; --host-noise fail "
                                    "counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
-                rose = _guest_rose_at(c, ref, s.frequency_hz)
-                hosts = virtual and limits.host_noise == "report" and (host is not None if rose is None else not rose)
-                if s.lost_ratio > limits.tolerance and hosts and _outside(s):
+                hosts = s.lost_ratio > limits.tolerance and _hosts_source(c, ref, s, limits, virtual)
+                if hosts and s.outside_guest:
                     v.notes.append(f"{_source_words(s, ref)}: the host's, outside the guest kernel")
-                elif s.lost_ratio > limits.tolerance and hosts and _known(s, ref):
+                elif hosts:
                     # the reference's source, dearer with no more of the guest's events at its rate: the host's
                     # time inside them (the tick when the host's timer lands in it)
                     v.host_rose = True

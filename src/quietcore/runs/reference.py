@@ -15,6 +15,8 @@ from typing import Any
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
 #: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
 WINDOW_S = 0.1
+#: How the analysis names a periodic source faster than any interrupt the guest counted.
+OUTSIDE_GUEST = "outside the guest kernel"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,11 @@ class Periodic:
     median_duration_s: float
     lost_ratio: float  # of the CPU's measured time
     name: str | None
+
+    @property
+    def outside_guest(self) -> bool:
+        """Named by the analysis as no interrupt of the guest's: the host's."""
+        return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
 
     def label(self) -> str:
         """`100 Hz x 200 µs`, as the check's line says it."""
@@ -65,16 +72,14 @@ class CpuNoise:
     periodic: tuple[Periodic, ...] = ()
     dropped: int = 0  # gaps the probe counted but did not record (the windows undercount them)
     gaps_s: tuple[float, ...] = field(default=(), compare=False)  # every recorded gap (only in a check's own)
-    # the lost ratio the guest's own counters account for (interrupts, the probe's preemptions);
-    # on a VM the rest is the host's. None in a reference stored before it was kept.
-    explained_ratio: float | None = None
-    # the guest's counters one by one (not steal: the hypervisor's); None in a reference stored before
+    # the guest's own counters one by one (not steal: the hypervisor's), by which the check tells
+    # the host's noise on a VM; None in a reference stored before they were kept
     guest: tuple[GuestCount, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu": self.cpu, "measured_s": self.measured_s, "lost_ratio": self.lost_ratio,
                 "events_per_s": self.events_per_s, "max_gap_s": self.max_gap_s, "window_s": WINDOW_S,
-                "windows": list(self.windows), "dropped": self.dropped, "explained_ratio": self.explained_ratio,
+                "windows": list(self.windows), "dropped": self.dropped,
                 "guest": None if self.guest is None else [g.to_json() for g in self.guest],
                 "periodic": [{"frequency_hz": p.frequency_hz, "median_duration_s": p.median_duration_s,
                               "lost_ratio": p.lost_ratio, "name": p.name} for p in self.periodic]}  # fmt: skip
@@ -90,12 +95,10 @@ class CpuNoise:
             )
             for p in d.get("periodic") or []
         )
-        explained = d.get("explained_ratio")
         guest = d.get("guest")
         return CpuNoise(int(d["cpu"]), float(d["measured_s"]), float(d["lost_ratio"]), float(d["events_per_s"]),
                         float(d["max_gap_s"]), tuple(float(w) for w in d["windows"]), periodic,
                         int(d.get("dropped") or 0),
-                        explained_ratio=None if explained is None else float(explained),
                         guest=None if guest is None else tuple(GuestCount.from_json(g) for g in guest))  # fmt: skip
 
 
