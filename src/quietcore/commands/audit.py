@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -22,9 +22,12 @@ from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import ORDER, Status
 from quietcore.commands import common
 from quietcore.facts.cpus import online_cpus
+from quietcore.facts.root import Root
 from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
 from quietcore.report.text import console
+from quietcore.session import Session
+from quietcore.store import sessions
 
 if TYPE_CHECKING:
     from quietcore.audit.finding import Finding
@@ -73,3 +76,16 @@ def show(findings: list[Finding]) -> None:
                 out.print(f"      [bold]fix:[/] {escape(advice)}{needs}", markup=True)
     counts = ", ".join(f"{sum(f.status is s for f in findings)} {s.value}" for s in ORDER)
     out.print(f"{len(findings)} checks: {counts}.")
+
+
+def record_audit(session: Session, root: Root) -> list[dict[str, Any]]:
+    """The audit of the node as it was measured, stored in `session` for its report (lab,
+    check); its findings. Here, and not in lab, so that check imports no report."""
+
+    started = sessions.now_iso()
+    journal, source = common.journal_of(root)
+
+    findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
+    session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
+                                          "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
+    return findings

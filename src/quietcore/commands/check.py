@@ -26,7 +26,7 @@ import socket
 from typing import Any
 
 from quietcore.commands import common
-from quietcore.commands.lab import record_audit
+from quietcore.commands.audit import record_audit
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus

@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from quietcore.audit import run_checks
-from quietcore.audit.context import AuditContext
 from quietcore.commands import common, report
+from quietcore.commands.audit import record_audit
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
-from quietcore.facts.root import Root
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
@@ -32,9 +30,6 @@ from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import Run
 from quietcore.session import Session
 from quietcore.store import db, sessions
-
-if TYPE_CHECKING:
-    from quietcore.session import Session
 
 NAME = "lab"
 ROUND_S = 10.0
@@ -106,18 +101,6 @@ def run(args: argparse.Namespace) -> int:
         conn.close()
     text.console().print(f"Report: {written[0]} (open it in a browser; {written[1].name} beside it)")
     return 0
-
-
-def record_audit(session: Session, root: Root) -> list[dict[str, Any]]:
-    """The audit of the node as it was measured, for the report; its findings."""
-
-    started = sessions.now_iso()
-    journal, source = common.journal_of(root)
-
-    findings = [f.to_json() for f in run_checks(AuditContext(root, None, journal, source))]
-    session.record("audit", {}, started, {"format": "quietcore-audit", "command": "audit", "start": started,
-                                          "end": sessions.now_iso(), "result": {"findings": findings}})  # fmt: skip
-    return findings
 
 
 def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> Callable[[float], None]:

@@ -119,7 +119,9 @@ def _shield_cell(node: Node, args: tuple[str, ...], expected: float, notes: list
 SCHED_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...], float, float]] = {
     # workload: (quick args, full args, quick seconds, full seconds)
     "compute": (("--iters", "60000000"), ("--iters", "2000000000"), 0.1, 3.2),
-    "memory": (("--size", "256M", "--passes", "6"), ("--size", "1G", "--passes", "4"), 0.1, 0.2),
+    # quick: 4x a 32 MiB L3, still memory-bound; 256M x 6 took 0.4 s a run here (0.18 s of it
+    # measured), four times the 0.1 s it was meant to, and was most of `run sched --quick`.
+    "memory": (("--size", "128M", "--passes", "4"), ("--size", "1G", "--passes", "4"), 0.1, 0.2),
     "io": (("--size", "32M", "--mode", "buffered"), ("--size", "512M", "--mode", "buffered"), 0.05, 0.6),
     "mixed": (
         ("--iters", "600", "--every", "100", "--checkpoint", "1M"),
