@@ -4,6 +4,7 @@ CLI run as a user runs it (a subprocess, `python -m quietcore`)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -126,6 +127,37 @@ def cli(cli_env: dict[str, str]) -> CliRunner:
             timeout=timeout,
             check=False,
         )
+
+    return run
+
+
+@pytest.fixture
+def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """`quietcore ARGS` run by its main in this process, with this test's database
+    and state directory: for input refused before anything is measured or changed
+    (the tables of bad input), which a subprocess would pay Python's and quietcore's
+    start-up for, 0.25-0.35 s a call here. What it returns is what `cli` returns;
+    test_cli_noise checks that both give the same refusals. Anything that measures,
+    changes the node or is signalled runs as a subprocess (`cli`)."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        from quietcore import cli as entry
+
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}  # main sets its own
+        out, err = io.StringIO(), io.StringIO()
+        with monkeypatch.context() as patch:
+            for name, value in {**cli_env, **(env or {})}.items():
+                if os.environ.get(name) != value:
+                    patch.setenv(name, value)
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = entry.main(list(args))
+            except SystemExit as exc:  # argparse's --help, or a command that exits
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            finally:
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
+        return subprocess.CompletedProcess(["quietcore", *args], code, out.getvalue(), err.getvalue())
 
     return run
 

@@ -69,8 +69,8 @@ def test_this_machine(cli: CliRunner) -> None:
         (["--root", str(XEON_ROOT), "--cpus", "2-"], "invalid --cpus '2-'"),
     ],
 )
-def test_bad_arguments(cli: CliRunner, args: list[str], message: str) -> None:
-    proc = cli("audit", *args)
+def test_bad_arguments(cli_main: CliRunner, args: list[str], message: str) -> None:
+    proc = cli_main("audit", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

@@ -72,12 +72,37 @@ def test_noise_table(cli: CliRunner) -> None:
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
-    cli: CliRunner, db_file: Path, args: list[str], message: str
+    cli_main: CliRunner, db_file: Path, args: list[str], message: str
 ) -> None:
-    proc = cli("noise", *args)
+    proc = cli_main("noise", *args)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not db_file.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["noise", "--cpus", "1-", "--duration", "1"],
+        ["run", "sched", "--reps", "0"],
+        ["simulate", "--pattern", "100:10", "--ranks", "0"],
+        ["results", "frobnicate"],
+        ["intruders", "--cpus", "1"],
+        ["tune", "plan", "--profile", "fast"],
+        ["latency", "--cpus", "0", "--duration", "1", "--interval-us", "5"],
+        ["audit", "--root", "/nonexistent"],
+    ],
+)
+def test_a_refusal_in_process_is_the_refusal_of_a_process(
+    cli: CliRunner, cli_main: CliRunner, db_file: Path, args: list[str]
+) -> None:
+    """The tables of bad input run quietcore's main in the test's process
+    (`cli_main`): one refusal of each command they cover, run both ways, has
+    the same exit code and the same line."""
+    real, here = cli(*args), cli_main(*args)
+    assert real.returncode == 2 and real.stderr.count("\n") == 1, real.stderr
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
     assert not db_file.exists()
 
 

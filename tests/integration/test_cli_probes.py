@@ -52,8 +52,8 @@ def test_ctxswitch_table_with_intervals(cli: CliRunner, db_file: Path) -> None:
         (["noise", "--cpus", CPU, "--duration", "1", "--mode", "nope"], "invalid choice: 'nope'"),
     ],
 )
-def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
-    proc = cli(*args)
+def test_bad_input(cli_main: CliRunner, db_file: Path, args: list[str], message: str) -> None:
+    proc = cli_main(*args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not db_file.exists()
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +17,22 @@ import pytest
 from tests.conftest import CliRunner, allowed_cpus
 
 
-@pytest.fixture
-def stored(cli: CliRunner) -> None:
-    proc = cli("noise", "--cpus", str(allowed_cpus()[0]), "--duration", "0.3", "--tag", "k=v")
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One session of 0.3 s of noise, tagged k=v, for the module: each test reads a copy."""
+    where = tmp_path_factory.mktemp("results")
+    (where / "state").mkdir(mode=0o755)
+    env = {**os.environ, "QUIETCORE_DB": str(where / "results.db"), "QUIETCORE_STATE_DIR": str(where / "state")}
+    cpu = str(allowed_cpus()[0])
+    argv = [sys.executable, "-m", "quietcore", "noise", "--cpus", cpu, "--duration", "0.3", "--tag", "k=v"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
+    return where / "results.db"
+
+
+@pytest.fixture
+def stored(measured: Path, db_file: Path) -> None:
+    shutil.copy(measured, db_file)
 
 
 def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +111,8 @@ def test_export_to_file_refuses_to_overwrite(cli: CliRunner, tmp_path: Path) -> 
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )
-def test_bad_results_input(cli: CliRunner, args: list[str], message: str) -> None:
-    proc = cli("results", *args)
+def test_bad_results_input(cli_main: CliRunner, args: list[str], message: str) -> None:
+    proc = cli_main("results", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

@@ -216,10 +216,10 @@ def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
-    cli: CliRunner, db_file: Path, args: list[str], message: str
+    cli_main: CliRunner, db_file: Path, args: list[str], message: str
 ) -> None:
     thp = THP.read_text() if THP.exists() else None
-    proc = cli("run", *args)
+    proc = cli_main("run", *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not db_file.exists()
@@ -236,12 +236,12 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
         ("colour = 1\n", "unknown key 'colour'"),
     ],
 )  # fmt: skip
-def test_bad_custom_file(cli: CliRunner, tmp_path: Path, db_file: Path, text: str, message: str) -> None:
+def test_bad_custom_file(cli_main: CliRunner, tmp_path: Path, db_file: Path, text: str, message: str) -> None:
     if "thp" in text and not THP.exists():
         pytest.skip("no THP on this kernel")
     plan = tmp_path / "e.toml"
     plan.write_text(text)
-    proc = cli("run", "custom", "--file", str(plan))
+    proc = cli_main("run", "custom", "--file", str(plan))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not db_file.exists()

@@ -51,9 +51,9 @@ QUICK = ("--iterations", "200", "--repeats", "2")
         (["--pattern", "100:10", "--trace", "1"], "not allowed with argument"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(cli: CliRunner, db_file: Path, args: list[str],
+def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(cli_main: CliRunner, db_file: Path, args: list[str],
                                                            words: str) -> None:  # fmt: skip
-    proc = cli("simulate", *args)
+    proc = cli_main("simulate", *args)
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not db_file.exists() or sqlite3.connect(db_file).execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)

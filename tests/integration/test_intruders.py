@@ -199,8 +199,8 @@ def _dead_pid() -> int:
         (["--cpus", "1", "--duration", "1", "--explain-above", "-5"], "invalid --explain-above '-5'"),
     ],
 )  # fmt: skip
-def test_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
-    proc = cli("intruders", *args)
+def test_bad_input(cli_main: CliRunner, db_file: Path, args: list[str], message: str) -> None:
+    proc = cli_main("intruders", *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not db_file.exists()
@@ -398,8 +398,8 @@ def test_noise_stops_at_the_first_long_gap_keeps_its_trace_and_runs_the_command(
         (["--explain-above", "50", "--trace", "off"], "--explain-above needs the tracer: leave out --trace off"),
     ],
 )  # fmt: skip
-def test_explain_above_bad_input(cli: CliRunner, db_file: Path, args: list[str], message: str) -> None:
-    proc = cli("noise", "--cpus", str(CPU), "--duration", "0.1", *args)
+def test_explain_above_bad_input(cli_main: CliRunner, db_file: Path, args: list[str], message: str) -> None:
+    proc = cli_main("noise", "--cpus", str(CPU), "--duration", "0.1", *args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not db_file.exists()

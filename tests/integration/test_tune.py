@@ -266,10 +266,10 @@ def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli: CliRunner
         (["--cpus", "1", "--housekeeping", "0"], "give --cpus or --housekeeping, not both"),
     ],
 )
-def test_refused_plans_are_one_line_and_exit_2(cli: CliRunner, args: list[str], words: str) -> None:
+def test_refused_plans_are_one_line_and_exit_2(cli_main: CliRunner, args: list[str], words: str) -> None:
     if len(allowed_cpus()) != 2:
         pytest.skip("the wording names this 2-CPU machine's CPUs")
-    proc = cli("tune", "plan", *args)
+    proc = cli_main("tune", "plan", *args)
     assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
@@ -280,8 +280,8 @@ def test_refused_plans_are_one_line_and_exit_2(cli: CliRunner, args: list[str], 
         (["--housekeeping", "0,4"], "its SMT sibling 8 would be a target"),
     ],
 )
-def test_refused_plans_on_the_fixture(cli: CliRunner, args: list[str], words: str) -> None:
-    proc = cli("tune", "plan", "--root", str(XEON_ROOT), *args)
+def test_refused_plans_on_the_fixture(cli_main: CliRunner, args: list[str], words: str) -> None:
+    proc = cli_main("tune", "plan", "--root", str(XEON_ROOT), *args)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
 
 
