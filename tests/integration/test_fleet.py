@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from quietcore.probes.runner import probe_path
-from tests.conftest import allowed_cpus, slurm_node
+from tests.conftest import CliRunner, allowed_cpus, slurm_node
 
 ROOT = os.geteuid() == 0
 CPUS = allowed_cpus()
@@ -272,7 +272,9 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
 
 
 @pytest.mark.skipif(not ROOT, reason="the node lock's state directory is root's here")
-def test_check_cannot_judge_without_a_reference_or_limit_and_refuses_bad_input(tmp_path: Path) -> None:
+def test_check_cannot_judge_without_a_reference_or_limit_and_refuses_bad_input(
+    tmp_path: Path, cli_main: CliRunner
+) -> None:
     env = _env(tmp_path)
     # WHEN there is no reference and no fixed limit: UNKNOWN, exit 3, one line
     done = _qc(env, "check")
@@ -287,7 +289,7 @@ def test_check_cannot_judge_without_a_reference_or_limit_and_refuses_bad_input(t
                         (["check", "--reference", "nosuch", "--max-lost-ratio", "0.5"], "no reference named 'nosuch'"),
                         (["reference", "set", "99"], "no result with ID '99'"),
                         (["reference", "set", "1", "--name", "a b"], "--name")):  # fmt: skip
-        bad = _qc(env, *args)
+        bad = cli_main(*args, env=env)  # refused before anything is measured: in this process
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     # quietcore-healthcheck (slurm.conf's HealthCheckProgram takes a path alone) is check --slurm-drain
     healthcheck = Path(sys.executable).parent / "quietcore-healthcheck"
