@@ -1,5 +1,6 @@
 """The simulation study's pure parts: patterns, rank lists, overlapping
-gaps made one, the scale limit and the interval over seeds."""
+gaps made one, the scale limit, the interval over seeds and what is said of
+the tick."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from quietcore.errors import UsageError
 from quietcore.options import ranks_option
+from quietcore.report.kinds.simulate import costliest
 from quietcore.simulate.engine import union
 from quietcore.simulate.noise import from_pattern, parse_pattern
 from quietcore.simulate.study import scale_limit
@@ -85,3 +87,23 @@ def test_the_interval_is_students_t() -> None:
     mean, lo, hi = interval([1.0, 2.0, 3.0])
     assert mean == 2.0 and hi - mean == pytest.approx(2.4843, abs=1e-3) and lo == pytest.approx(2 * mean - hi)
     assert interval([1.5]) == (1.5, 1.5, 1.5)
+
+
+def test_the_tick_that_costs_nothing_is_said_so_and_why() -> None:
+    """The line on the tick says what taking it away buys; when that is
+    nothing to three digits, it says so and why, not "2.587 instead of 2.587"."""
+    rows = [
+        {"granularity_us": 100.0, "source": "the host: aperiodic gaps", "cost": 0.6, "slowdown": 1.944,
+         "baseline": 2.587},
+        {"granularity_us": 100.0, "source": "the scheduler tick, CONFIG_HZ=250", "cost": 0.0001, "slowdown": 2.5869,
+         "baseline": 2.587},
+        {"granularity_us": 10.0, "source": "the scheduler tick, CONFIG_HZ=250", "cost": 0.2, "slowdown": 6.2,
+         "baseline": 6.461},
+    ]  # fmt: skip
+    lines = costliest({"focus_ranks": 10_000, "by_source": rows})
+    (at_10,) = [line for line in lines if "g = 10 µs:" in line]
+    assert at_10.endswith("g = 10 µs: 6.200 instead of 6.461.")
+    (at_100,) = [line for line in lines if "g = 100 µs:" in line]
+    assert "2.587 either way" in at_100 and "longer gaps than the tick's" in at_100 and "instead of" not in at_100
+    top = "At N = 10,000 and g = 100 µs, the host: aperiodic gaps costs the most"
+    assert any(line.startswith(top) for line in lines)
