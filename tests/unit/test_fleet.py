@@ -331,3 +331,6 @@ def test_a_source_found_in_one_of_two_failing_measurements_is_named() -> None:
     both = confirm(first, second)
     assert not both.passed and both.cpus[0].new_sources == [planted]
     assert "new periodic source 100 Hz x 211 µs (2.1 % of the CPU)" in both.line()
+    # its reason carried with it, once, beside the windows' own
+    (carried,) = [r for r in both.cpus[0].reasons if "100 Hz" in r]
+    assert both.cpus[0].failing == [(planted, carried)] and carried in first.cpus[0].reasons

@@ -63,6 +63,8 @@ class CpuVerdict:
     reasons: list[str] = field(default_factory=list)  # why it failed
     notes: list[str] = field(default_factory=list)  # what was seen but does not fail it
     new_sources: list[Periodic] = field(default_factory=list)
+    #: the new sources among them that fail the CPU, each with its reason (one of `reasons`)
+    failing: list[tuple[Periodic, str]] = field(default_factory=list)
     host_rose: bool = False  # on a VM: the windows shifted, the guest's counters did not (reported, not failed)
 
 
@@ -232,6 +234,7 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                     v.notes.append(f"{_source_words(s, ref)}: longer, not more often: the host's")
                 elif s.lost_ratio > limits.tolerance:
                     v.reasons.append(_source_words(s, ref))
+                    v.failing.append((s, v.reasons[-1]))
                 else:
                     v.notes.append(f"{_source_words(s, ref)}, under the tolerance")
                 v.new_sources.append(s)
@@ -266,12 +269,14 @@ def confirm(first: Verdict, second: Verdict) -> Verdict:
             # Failed twice: what either measurement found explains it. A source the periodicity search
             # found once can be missed in the next half second: seen here, a 100 Hz source in step with
             # the host's 1 kHz timer, its bursts among the timer's.
+            why = {id(src): words for src, words in was.failing}
             for src in was.new_sources:
                 near = FREQ_MATCH * src.frequency_hz
                 if not any(abs(src.frequency_hz - n.frequency_hz) <= near for n in c.new_sources):
                     c.new_sources.append(src)
-                    c.reasons += [r for r in was.reasons if r.startswith(("new periodic source", "periodic source"))
-                                  and src.label() in r and r not in c.reasons]  # fmt: skip
+                    if id(src) in why and why[id(src)] not in c.reasons:
+                        c.reasons.append(why[id(src)])
+                        c.failing.append((src, why[id(src)]))
         if not c.passed and was is not None and was.passed:
             c.notes.append(f"failed now ({'; '.join(c.reasons)}) but not in the first measurement")
             c.reasons, c.passed = [], True
