@@ -114,7 +114,7 @@ def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Pat
     assert [r["metric_value"] for r in table] == [float(r["metric_value"]) for r in rows]
 
 
-def test_bad_input(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
+def test_bad_input(cli_main: CliRunner, db_file: Path, tmp_path: Path) -> None:
     conn = db.open_db(db_file)
     sessions.create_session(conn, "lab", ["quietcore", "lab"], {"x": 1}, "0" * 16, {})
     conn.close()
@@ -127,7 +127,7 @@ def test_bad_input(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
         (["report", "1", "--out", str(out), "--format", "pdf"], "invalid choice: 'pdf'"),
     ]
     for args, message in cases:
-        proc = cli(*args)
+        proc = cli_main(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not out.exists()
