@@ -334,3 +334,32 @@ def test_a_source_found_in_one_of_two_failing_measurements_is_named() -> None:
     # its reason carried with it, once, beside the windows' own
     (carried,) = [r for r in both.cpus[0].reasons if "100 Hz" in r]
     assert both.cpus[0].failing == [(planted, carried)] and carried in first.cpus[0].reasons
+
+
+def test_a_daemon_that_moved_to_the_other_cpu_is_not_a_rise_but_a_new_one_is() -> None:
+    """Seen in CI: the node's daemons preempted the probe about 20 times a
+    second more on CPU 0 in the reference and on CPU 1 in a check, during a
+    host's episode (its 1 kHz timer doubled): CPU 1's count "rose" by 0.5 % of
+    the CPU and the host's shift failed it. Counted over the CPUs that share
+    tasks, nothing rose. A task new to the node, or one that leaves the
+    housekeeping CPU for an isolated one, still counts."""
+    from dataclasses import replace
+
+    from quietcore.runs.reference import GuestCount
+
+    def counted(cpu: int, windows: list[float], per_s: float) -> CpuNoise:
+        return replace(_noise(windows, cpu=cpu), guest=(GuestCount("preempted by another task", "switch", per_s,
+                                                                    250e-6),))  # fmt: skip
+
+    quiet = list(np.linspace(0.012, 0.016, 60))
+    risen = list(0.034 + 0.001 * RNG.standard_normal(5))  # 3.4 % lost against 1.4 %
+    ref = _reference(counted(0, quiet, 29.0), counted(1, quiet, 9.0))
+    moved = [counted(0, risen, 10.0), counted(1, risen, 30.0)]
+    verdict = judge(moved, ref, Limits(), [], virtual=True)
+    assert verdict.passed and all(c.host_rose for c in verdict.cpus), verdict.line()
+    assert not judge(moved, ref, Limits(), [], virtual=False).passed  # bare metal: judged whole
+    added = [counted(0, risen, 29.0), counted(1, risen, 30.0)]  # 21 more a second on the node
+    assert judge(added, ref, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4 % lost")
+    # CPU 1 isolated at boot: CPU 0's daemons moving onto it are a rise
+    isolated = replace(ref, facts={"cpu": {"isolated": "1", "nohz_full": ""}})
+    assert judge(moved, isolated, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4 % lost")

@@ -12,7 +12,9 @@ node for a difference too small to matter, a threshold alone for one run's
 bad luck, and a shift of the windows' middle, unlike a total, is not moved by
 one long stall of a vCPU by its host. On a virtual machine, a shift the
 guest's own events do not account for (counted: their rates' rise times
-an event's cost is no more than the tolerance) is the host's: its timer,
+an event's cost is no more than the tolerance; a task's preemptions count
+only as far as they rose over the CPUs that share its tasks, since the
+scheduler moves it among them) is the host's: its timer,
 its other work, in episodes of minutes here; it is named, but fails the
 CPU only with --host-noise fail, for no setting of the node removes it; so
 is a new periodic source the analysis places outside the guest kernel, and
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.fingerprint import changed
 from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic, Reference
 from quietcore.stats.compare import holm
@@ -152,15 +155,17 @@ def _source_words(s: Periodic, ref: CpuNoise) -> str:
             f"({_pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
 
 
-def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
+def guest_rise(c: CpuNoise, ref: CpuNoise, moved: dict[str, float] | None = None) -> float | None:
     """How much more of the CPU than in the reference the guest's own events took:
     each counter's change in rate times what one event costs. Counted, not timed:
     on a VM the host's time lands inside the guest's events (its timer in the tick,
     which then doubles), so the guest's time alone rises with the host's noise; the
     number of the guest's interrupts and preemptions does not. An interrupt is priced
     at the reference's cost of it, a preemption at this measurement's (a planted task's
-    burst is the guest's). None when either lacks the counts (a reference stored before
-    they were kept: its shift is judged whole)."""
+    burst is the guest's). `moved` caps a preemption counter's rise at what its CPUs'
+    class gained in all (switch_rises): a task that moved in from a sibling CPU is not
+    new. None when either lacks the counts (a reference stored before they were kept:
+    its shift is judged whole)."""
     if c.guest is None or ref.guest is None:
         return None
     before = {g.name: g for g in ref.guest}
@@ -168,8 +173,44 @@ def guest_rise(c: CpuNoise, ref: CpuNoise) -> float | None:
     for g in c.guest:
         was = before.pop(g.name, None)
         cost = g.cost_s if g.kind == "switch" or was is None else was.cost_s
-        rise += (g.per_s - (was.per_s if was else 0.0)) * cost
+        delta = g.per_s - (was.per_s if was else 0.0)
+        if g.kind == "switch" and moved is not None and delta > 0:
+            delta = min(delta, max(moved.get(g.name, delta), 0.0))
+        rise += delta * cost
     return rise - sum(g.per_s * g.cost_s for g in before.values())
+
+
+def _classes(reference: Reference) -> list[frozenset[int]]:
+    """The reference's CPUs in classes that share their tasks: the isolated and
+    tickless ones (isolcpus, nohz_full: the boot's) and the rest."""
+    cpu = reference.facts.get("cpu") or {}
+    apart = frozenset().union(*(parse_cpulist(str(cpu.get(k) or "")) for k in ("isolated", "nohz_full")))
+    return [k for k in (frozenset(reference.cpus) & apart, frozenset(reference.cpus) - apart) if k]
+
+
+def switch_rises(check: list[CpuNoise], reference: Reference) -> dict[int, dict[str, float]]:
+    """Per CPU, how much each preemption counter rose over its whole class (the CPUs
+    that share tasks: _classes), in events a second. An unpinned task preempts the
+    probe on whichever CPU the scheduler gave it: seen here, the node's daemons at
+    about 20 a second on CPU 0 in one run and on CPU 1 in the next, which counted
+    as a rise of 0.5 % of CPU 1 where none of the node's work had changed."""
+    out: dict[int, dict[str, float]] = {}
+    now = {c.cpu: c for c in check}
+    for members in _classes(reference):
+        total: dict[str, float] = {}
+        for cpu in members:
+            c, ref = now.get(cpu), reference.cpus[cpu]
+            if c is None or c.guest is None or ref.guest is None:
+                continue
+            for g in c.guest:
+                if g.kind == "switch":
+                    total[g.name] = total.get(g.name, 0.0) + g.per_s
+            for g in ref.guest:
+                if g.kind == "switch":
+                    total[g.name] = total.get(g.name, 0.0) - g.per_s
+        for cpu in members:
+            out[cpu] = total
+    return out
 
 
 def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool:
@@ -183,12 +224,13 @@ def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool:
     return any(g.per_s - before.get(g.name, 0.0) >= 0.5 * hz for g in c.guest)
 
 
-def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool) -> float | None:
+def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool,
+           moved: dict[str, float] | None = None) -> float | None:  # fmt: skip
     """On a VM, how much more of the CPU than the reference's the guest's own events took, when the
     rest is the host's to report rather than to fail on; None when the shift is to be judged whole."""
     if not virtual or limits.host_noise == "fail":
         return None
-    guest = guest_rise(c, ref)
+    guest = guest_rise(c, ref, moved)
     return guest if guest is not None and guest <= limits.tolerance else None
 
 
@@ -207,13 +249,14 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
     compared = [c for c in check if reference is not None and c.cpu in reference.cpus and c.windows]
     raw = [one_sided_larger(c.windows, reference.cpus[c.cpu].windows) for c in compared] if reference else []
     adjusted = dict(zip((c.cpu for c in compared), holm(raw) if raw else [], strict=True))
+    moved = switch_rises(check, reference) if reference is not None else {}
     out = []
     for c in check:
         ref = reference.cpus.get(c.cpu) if reference is not None else None
         v = CpuVerdict(c.cpu, True, c.lost_ratio, ref.lost_ratio if ref else None, adjusted.get(c.cpu))
         if ref is not None and v.p is not None:
             v.shift = hodges_lehmann(c.windows, ref.windows)
-            host = _hosts(c, ref, limits, virtual)
+            host = _hosts(c, ref, limits, virtual, moved.get(c.cpu))
             if v.p < ALPHA and v.shift > limits.tolerance:
                 words = f"{_pct(c.lost_ratio)} lost (reference {_pct(ref.lost_ratio)}, {_p(v.p)})"
                 if host is None:
