@@ -363,3 +363,13 @@ def test_a_daemon_that_moved_to_the_other_cpu_is_not_a_rise_but_a_new_one_is() -
     # CPU 1 isolated at boot: CPU 0's daemons moving onto it are a rise
     isolated = replace(ref, facts={"cpu": {"isolated": "1", "nohz_full": ""}})
     assert judge(moved, isolated, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4 % lost")
+    # the same count for a source's gate: a 40 Hz source of the reference grown dearer on CPU 1 is not
+    # the guest's for 21 moved preemptions a second (half its rate), but is for 21 new ones
+    slow, dearer = Periodic(40.0, 100e-6, 0.004, None), Periodic(40.0, 300e-6, 0.012, None)
+    ref40 = _reference(*(replace(c, periodic=(slow,)) for c in ref.cpus.values()))
+    moved40 = [moved[0], replace(moved[1], periodic=(dearer,))]
+    assert any("longer, not more often" in n for n in judge(moved40, ref40, Limits(), [], virtual=True).cpus[1].notes)
+    added40 = [added[0], replace(added[1], periodic=(dearer,))]
+    assert any(
+        r.startswith("periodic source 40 Hz") for r in judge(added40, ref40, Limits(), [], virtual=True).cpus[1].reasons
+    )

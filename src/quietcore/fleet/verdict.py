@@ -34,7 +34,7 @@ import numpy as np
 
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.fingerprint import changed
-from quietcore.runs.reference import WINDOW_S, CpuNoise, Periodic, Reference
+from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
 from quietcore.stats.compare import holm
 from quietcore.stats.rank import mann_whitney
 
@@ -173,11 +173,17 @@ def guest_rise(c: CpuNoise, ref: CpuNoise, moved: dict[str, float] | None = None
     for g in c.guest:
         was = before.pop(g.name, None)
         cost = g.cost_s if g.kind == "switch" or was is None else was.cost_s
-        delta = g.per_s - (was.per_s if was else 0.0)
-        if g.kind == "switch" and moved is not None and delta > 0:
-            delta = min(delta, max(moved.get(g.name, delta), 0.0))
-        rise += delta * cost
+        rise += _more_per_s(g, was, moved) * cost
     return rise - sum(g.per_s * g.cost_s for g in before.values())
+
+
+def _more_per_s(g: GuestCount, was: GuestCount | None, moved: dict[str, float] | None) -> float:
+    """How many more of a counter's events a second than the reference's; a preemption
+    counter's no more than its CPUs' class gained in all (switch_rises), when known."""
+    more = g.per_s - (was.per_s if was else 0.0)
+    if g.kind == "switch" and moved is not None and more > 0:
+        more = min(more, max(moved.get(g.name, more), 0.0))
+    return more
 
 
 def _classes(reference: Reference) -> list[frozenset[int]]:
@@ -213,15 +219,15 @@ def switch_rises(check: list[CpuNoise], reference: Reference) -> dict[int, dict[
     return out
 
 
-def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float) -> bool:
+def _guest_rose_at(c: CpuNoise, ref: CpuNoise, hz: float, moved: dict[str, float] | None = None) -> bool:
     """Whether one of the guest's counters rose by half a source's frequency or more: a source of the
     guest's at that rate adds about an event a period (a task's preemption, an interrupt), and one that
     did not rise cannot have made the source dearer. Other counters may rise (a busy daemon preempting
     the probe now and then) without making the host's 1 kHz timer the guest's. True when unknown."""
     if c.guest is None or ref.guest is None:
         return True
-    before = {g.name: g.per_s for g in ref.guest}
-    return any(g.per_s - before.get(g.name, 0.0) >= 0.5 * hz for g in c.guest)
+    before = {g.name: g for g in ref.guest}
+    return any(_more_per_s(g, before.get(g.name), moved) >= 0.5 * hz for g in c.guest)
 
 
 def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool,
@@ -234,13 +240,14 @@ def _hosts(c: CpuNoise, ref: CpuNoise, limits: Limits, virtual: bool,
     return guest if guest is not None and guest <= limits.tolerance else None
 
 
-def _hosts_source(c: CpuNoise, ref: CpuNoise, s: Periodic, limits: Limits, virtual: bool) -> bool:
+def _hosts_source(c: CpuNoise, ref: CpuNoise, s: Periodic, limits: Limits, virtual: bool,
+                  moved: dict[str, float] | None = None) -> bool:  # fmt: skip
     """On a VM, whether a source the reference lacks or had cheaper may be the host's: none of the
     guest's counters rose by half its frequency (see _guest_rose_at), and it is outside the guest
     kernel or the reference's own source grown dearer."""
     if not virtual or limits.host_noise == "fail" or not (s.outside_guest or _known(s, ref)):
         return False
-    return not _guest_rose_at(c, ref, s.frequency_hz)
+    return not _guest_rose_at(c, ref, s.frequency_hz, moved)
 
 
 def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, drift: list[str],
@@ -267,7 +274,7 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                                    "of the CPU: the host's noise rose (not this node's; --host-noise fail "
                                    "counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
-                hosts = s.lost_ratio > limits.tolerance and _hosts_source(c, ref, s, limits, virtual)
+                hosts = s.lost_ratio > limits.tolerance and _hosts_source(c, ref, s, limits, virtual, moved.get(c.cpu))
                 if hosts and s.outside_guest:
                     v.notes.append(f"{_source_words(s, ref)}: the host's, outside the guest kernel")
                 elif hosts:
