@@ -107,3 +107,7 @@ def test_the_tick_that_costs_nothing_is_said_so_and_why() -> None:
     assert "2.587 either way" in at_100 and "longer gaps than the tick's" in at_100 and "instead of" not in at_100
     top = "At N = 10,000 and g = 100 µs, the host: aperiodic gaps costs the most"
     assert any(line.startswith(top) for line in lines)
+    # the costliest source whose removal shows no change is not said to cost the most
+    flat = [{**r, "cost": 0.0004, "slowdown": 6.4608} if r["granularity_us"] == 10.0 else r for r in rows]
+    assert not any("g = 10 µs, " in line and "costs the most" in line
+                   for line in costliest({"focus_ranks": 10_000, "by_source": flat}))  # fmt: skip

@@ -143,28 +143,33 @@ def whatif_table(study: dict[str, Any]) -> Table:
     return out
 
 
+def _shows_change(without: float, baseline: float) -> bool:
+    """Whether taking a source away changes the slowdown as the lines print it (three digits)."""
+    return f"{without:.3f}" != f"{baseline:.3f}"
+
+
 def costliest(study: dict[str, Any]) -> list[str]:
     """Per granularity, the source whose removal helps most, and what
-    taking the tick away (nohz_full on the compute CPUs) would buy."""
+    taking the tick away (nohz_full on the compute CPUs) would buy. A removal
+    that changes nothing to three digits is said so, not "2.587 instead of
+    2.587": at that N some rank waits on a longer gap than the source's in
+    about every round, so taking it away changes no round."""
     lines = []
     for g in sorted({r["granularity_us"] for r in study["by_source"]}):
         rows = [r for r in study["by_source"] if r["granularity_us"] == g]
         top = max(rows, key=lambda r: r["cost"])
-        if top["cost"] > 0:
+        if top["cost"] > 0 and _shows_change(top["slowdown"], top["baseline"]):
             lines.append(f"At N = {study['focus_ranks']:,} and g = {g:g} µs, {top['source']} costs the most: without "
                          f"it the slowdown is {top['slowdown']:.3f} instead of {top['baseline']:.3f}.")  # fmt: skip
         tick = next((r for r in rows if "scheduler tick" in r["source"]), None)
         if tick:
             what = (f"Without the scheduler tick (what nohz_full would buy, if the CPUs run one task each), "
                     f"g = {g:g} µs: ")  # fmt: skip
-            if f"{tick['slowdown']:.3f}" == f"{tick['baseline']:.3f}":
-                # Said, not left as "2.587 instead of 2.587": at this N some rank waits on a longer
-                # gap than the tick's in about every round, so taking the tick away changes no round.
+            if _shows_change(tick["slowdown"], tick["baseline"]):
+                lines.append(f"{what}{tick['slowdown']:.3f} instead of {tick['baseline']:.3f}.")
+            else:
                 lines.append(f"{what}{tick['baseline']:.3f} either way: the ranks wait on longer gaps than the "
                              f"tick's in about every round, so it costs nothing to three digits.")  # fmt: skip
-            else:
-                lines.append(f"{what}{tick['slowdown']:.3f} instead of {tick['baseline']:.3f}.")
-
     return lines
 
 
