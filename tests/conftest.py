@@ -134,11 +134,12 @@ def cli(cli_env: dict[str, str]) -> CliRunner:
 @pytest.fixture
 def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """`quietcore ARGS` run by its main in this process, with this test's database
-    and state directory: for input refused before anything is measured or changed
-    (the tables of bad input), which a subprocess would pay Python's and quietcore's
-    start-up for, 0.25-0.35 s a call here. What it returns is what `cli` returns;
-    test_cli_noise checks that both give the same refusals. Anything that measures,
-    changes the node or is signalled runs as a subprocess (`cli`)."""
+    and state directory (or `env`'s): for the tables of bad input, refused before
+    anything is measured or changed, and for a command run many times over (the
+    fleet's 20 checks), where a subprocess would pay Python's and quietcore's
+    start-up each time, 0.25-0.35 s a call here. What it returns is what `cli`
+    returns; test_cli_noise checks that both give the same refusals. What changes
+    the node or is signalled runs as a subprocess (`cli`)."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         from quietcore import cli as entry

@@ -128,40 +128,14 @@ def _samples(text: str, prefix: str = "quietcore_") -> dict[str, float]:
     return out
 
 
-def _checks(env: dict[str, str], times: int, *args: str) -> list[tuple[int, str]]:
-    """`quietcore check ARGS` run `times` times in this process (as its main, with env's database and state):
-    each the whole check but Python's start-up, which 20 of them would pay 20 times. Its exit code and output."""
-    import contextlib
-    import io
-    import signal
-
-    from quietcore import cli
-
-    saved = {k: os.environ.get(k) for k in ("QUIETCORE_DB", "QUIETCORE_STATE_DIR")}
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}  # main sets its own
-    out = []
-    try:
-        os.environ.update({k: env[k] for k in saved})
-        for _ in range(times):
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
-                code = cli.main(["check", *args])
-            out.append((code, printed.getvalue()))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    return out
-
-
 @pytest.mark.skipif(not ROOT, reason="the node lock's state directory is root's here")
-def test_a_quiet_node_passes_20_checks_against_its_reference(fleet_env: dict[str, str], tmp_path: Path) -> None:
+def test_a_quiet_node_passes_20_checks_against_its_reference(
+    fleet_env: dict[str, str], tmp_path: Path, cli_main: CliRunner
+) -> None:
     # WHEN the node, quiet but for its own (virtual) noise, is checked 20 times against its reference
-    verdicts = _checks(fleet_env, 20, "--prometheus", str(tmp_path), "--json")
+    # (in this process: each the whole check but Python's start-up, which 20 of them would pay 20 times)
+    checked = [cli_main("check", "--prometheus", str(tmp_path), "--json", env=fleet_env) for _ in range(20)]
+    verdicts = [(c.returncode, c.stdout) for c in checked]
     # THEN every check passes: no false alarm in 20
     lines = [json.loads(printed)["line"] if printed else "" for _, printed in verdicts]
     lines = [line for line, (code, _) in zip(lines, verdicts, strict=True) if code] or lines

@@ -27,6 +27,7 @@ import quietcore.attribution.sampled
 import quietcore.commands.intruders  # noqa: F401
 from quietcore import cli as quietcore_cli
 from quietcore.attribution import instances
+from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.probes.runner import probe_path
 from tests.conftest import CliRunner, allowed_cpus, as_nobody
 
@@ -50,12 +51,8 @@ os._exit(0)
 """
 
 
-def _steal_ns(cpu: int) -> float:
-    """The host's steal of that vCPU so far, from /proc/stat (in USER_HZ ticks)."""
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith(f"cpu{cpu} "):
-            return int(line.split()[8]) * 1e9 / os.sysconf("SC_CLK_TCK")
-    return 0.0
+def _cpu_times() -> dict[int, CpuTimes]:
+    return parse_proc_stat(Path("/proc/stat").read_text())
 
 
 def _tracing(pid: int) -> bool:
@@ -85,11 +82,11 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
             time.sleep(0.01)
         time.sleep(0.05)  # past the trace's first mark, which bounds the window counted
         # WHEN another task takes 20 % of that CPU meanwhile
-        stolen = _steal_ns(CPU)
+        times = _cpu_times()
         planted = subprocess.Popen([sys.executable, "-c", PLANTED], stdout=subprocess.PIPE, text=True,
                                    preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))  # fmt: skip
         ran_ns = int(planted.communicate(timeout=30)[0])
-        stolen = _steal_ns(CPU) - stolen
+        stolen = steal_delta_ns(times, _cpu_times(), os.sysconf("SC_CLK_TCK")).get(CPU, 0.0)  # the host's, of that vCPU
         out, err = proc.communicate(timeout=60)
     finally:
         for p in (proc, planted):
