@@ -102,6 +102,40 @@ def test_a_sender_recorded_first_and_a_window_that_cuts_a_slice() -> None:
     assert found.cpus[1].workload_ns == pytest.approx(us(79))
 
 
+def test_time_is_conserved_when_exits_are_lost_or_outside_the_trace() -> None:
+    # An IRQ whose exit was lost inside a softirq, another open across a switch, a timer open when the
+    # window ends, and a kworker's work item it sleeps in and ends on an unwatched CPU.
+    lines = [
+        "  work-100   [001] d.s1. 1000.000100: softirq_entry: vec=1 [action=TIMER]",
+        "  work-100   [001] d.h1. 1000.000110: irq_handler_entry: irq=24 name=virtio0-input.0",
+        "  work-100   [001] d.s1. 1000.000130: softirq_exit: vec=1 [action=TIMER]",
+        "  work-100   [001] d.h1. 1000.000200: irq_handler_entry: irq=25 name=virtio0-output.0",
+        "  work-100   [001] d..2. 1000.000205: sched_switch: prev_comm=work prev_pid=100 prev_prio=120 "
+        "prev_state=R ==> next_comm=kworker/u4:1 next_pid=50 next_prio=120",
+        "  kworker/u4:1-50 [001] ...1. 1000.000210: workqueue_execute_start: work struct 00000000bbbb0001: "
+        "function flush_to_ldisc",
+        "  kworker/u4:1-50 [001] d..2. 1000.000240: sched_switch: prev_comm=kworker/u4:1 prev_pid=50 "
+        "prev_prio=120 prev_state=D ==> next_comm=work next_pid=100 next_prio=120",
+        "  kworker/u4:1-50 [000] d..2. 1000.000300: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 "
+        "prev_state=R ==> next_comm=kworker/u4:1 next_pid=50 next_prio=120",
+        "  kworker/u4:1-50 [000] ...1. 1000.000320: workqueue_execute_end: work struct 00000000bbbb0001: "
+        "function flush_to_ldisc",
+        "  work-100   [001] d.h1. 1000.000400: hrtimer_expire_entry: hrtimer=0000000011112222 "
+        "function=tick_nohz_handler now=1000000400000",
+    ]
+    found = account(lines, frozenset({1}), to_ns, workload=(100,), window=(T0, T0 + us(500)))
+    cpu, uses = found.cpus[1], by_name(found)
+    # Nothing is lost: the window is the workload, idle and the intruders, to the nanosecond.
+    assert cpu.workload_ns + cpu.idle_ns + cpu.intruded_ns == pytest.approx(us(500), abs=1e-3)
+    # The IRQ inside the softirq closes with it, the one open across the switch at the switch; each counts once.
+    for name, ns in (("irq 24 (virtio0-input.0)", 20), ("softirq TIMER", 10), ("irq 25 (virtio0-output.0)", 5)):
+        assert uses[name].ns == pytest.approx(us(ns)) and uses[name].count == 1, name
+    # The work item is charged here for what it ran here, though it ended on CPU 0.
+    assert uses["flush_to_ldisc"].ns == pytest.approx(us(30)) and uses["kworker/u4:1"].ns == pytest.approx(us(5))
+    # The timer still running as the window ends counts as far as it went.
+    assert uses["tick_nohz_handler"].ns == pytest.approx(us(100)) and uses["tick_nohz_handler"].count == 1
+
+
 def test_the_clock_marks_convert_a_tsc_trace_to_nanoseconds() -> None:
     text = ("  python3-9 [000] ..... 5000000: tracing_mark_write: quietcore-clock 1000000000\n"
             "  python3-9 [000] ..... 7000000: tracing_mark_write: quietcore-clock 1001000000\n")  # fmt: skip

@@ -112,9 +112,9 @@ class Use:
     came: Counter[str] = field(default_factory=Counter)
     workload_sent: int = 0  # IPIs whose sender was the workload itself
 
-    def add(self, ns: float) -> None:
+    def close(self, ns: float) -> None:
+        """One stretch of `ns` ended; its time was already charged as it ran."""
         self.count += 1
-        self.ns += ns
         self.longest_ns = max(self.longest_ns, ns)
 
 
@@ -286,23 +286,28 @@ def account(
         work = next((c.name for c in reversed(st.stack) if c.kind == "work"), None)
         return (f"{label} [{work}] on CPU {cpu}" if work else f"{label} on CPU {cpu}"), inside
 
+    def close(cpu: int, ctx: _Ctx, ts: float) -> tuple[Use, Episode | None]:
+        use = out.cpus[cpu].use(ctx.kind, ctx.name)
+        use.close(ctx.ns)
+        if ctx.came:
+            use.came[ctx.came] += 1
+        episode = None
+        if episodes:
+            came = Counter([ctx.came] if ctx.came else [])
+            episode = Episode(ctx.start, ts, ctx.kind, ctx.name, came=came, stack=ctx.stack)
+            out.cpus[cpu].episodes.append(episode)
+        return use, episode
+
     def pop(cpu: int, st: _Cpu, kind: str, ts: float) -> tuple[_Ctx, Use | None, Episode | None] | None:
         for i in range(len(st.stack) - 1, -1, -1):
             if st.stack[i].kind == kind:
-                ctx = st.stack[i]
+                ctx, lost = st.stack[i], st.stack[i + 1 :]
                 del st.stack[i:]  # an exit lost inside it closes with it
                 if cpu not in watched:
                     return ctx, None, None
-                use = out.cpus[cpu].use(kind, ctx.name)
-                use.add(ctx.ns)
-                if ctx.came:
-                    use.came[ctx.came] += 1
-                episode = None
-                if episodes:
-                    came = Counter([ctx.came] if ctx.came else [])
-                    episode = Episode(ctx.start, ts, kind, ctx.name, came=came, stack=ctx.stack)
-                    out.cpus[cpu].episodes.append(episode)
-                return ctx, use, episode
+                for inner in lost:
+                    close(cpu, inner, ts)
+                return (ctx, *close(cpu, ctx, ts))
         return None
 
     def push(st: _Cpu, ts: float, ctx: _Ctx) -> None:
@@ -327,6 +332,10 @@ def account(
         slice_ends(cpu, st, ts)
         comm = SELF if nxt in ours else comm
         work = [c for c in st.stack if c.kind == "work"]
+        if cpu in watched:  # an interrupt open across a switch: its exit was lost
+            for ctx in reversed(st.stack):
+                if ctx.kind != "work":
+                    close(cpu, ctx, ts)
         if work:
             stashed[st.pid] = work
         st.stack = stashed.pop(nxt, [])
@@ -481,20 +490,28 @@ def account(
             watched_cpu.traced_ns = hi - lo  # a CPU without one event was traced too: nothing interrupted it
     for cpu, st in state.items():
         if cpu in watched and st.last is not None:
+            end = hi if window is not None else st.last
             if window is not None:
                 _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine)
-            slice_ends(cpu, st, hi if window is not None else st.last)
+            for ctx in reversed(st.stack):  # still open when the trace ended: counted as far as it went
+                close(cpu, ctx, end)
+            slice_ends(cpu, st, end)
     out.lines = lines_seen
     return out
 
 
 def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int]) -> None:
-    """The stretch [start, end] belongs to the innermost open context."""
+    """The stretch [start, end] belongs to the innermost open context, and
+    is charged to its source at once, on this CPU: what is charged is exactly
+    the window, whether the context ends in the trace, here or elsewhere (a
+    work item whose worker slept and woke on another CPU)."""
     dt = end - start
     if dt <= 0:
         return
     if st.stack:
-        st.stack[-1].ns += dt
+        ctx = st.stack[-1]
+        ctx.ns += dt
+        c.use(ctx.kind, ctx.name).ns += dt
     elif st.pid == 0:
         c.idle_ns += dt
     elif st.pid in mine:
