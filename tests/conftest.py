@@ -135,11 +135,15 @@ def cli(cli_env: dict[str, str]) -> CliRunner:
 def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """`quietcore ARGS` run by its main in this process, with this test's database
     and state directory (or `env`'s): for the tables of bad input, refused before
-    anything is measured or changed, and for a command run many times over (the
-    fleet's 20 checks), where a subprocess would pay Python's and quietcore's
-    start-up each time, 0.25-0.35 s a call here. What it returns is what `cli`
-    returns; test_cli_noise checks that both give the same refusals. What changes
-    the node or is signalled runs as a subprocess (`cli`)."""
+    anything is measured or changed; for commands that neither measure nor change
+    the node (reading the store or a fixture root: `results`, `audit --root`,
+    `tune plan`, `simulate --pattern`, `report`, `compare`); and for a command run
+    many times over (the fleet's 20 checks). A subprocess pays Python's and
+    quietcore's start-up each time, 0.25-0.5 s a call here. What it returns is
+    what `cli` returns; test_cli_noise runs a refusal of each command, and one
+    reading command of each kind, both ways and asks for the same output. What
+    measures, changes the node or is signalled runs as a subprocess (`cli`), and
+    every command keeps a test that runs it so."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         from quietcore import cli as entry

@@ -16,8 +16,8 @@ STATUSES = {"ok", "warn", "fail", "info", "unknown"}
 
 
 @pytest.mark.parametrize("root", ALL_ROOTS, ids=lambda p: p.name)
-def test_json_has_every_check_on_every_fixture_root(cli: CliRunner, root: Path) -> None:
-    proc = cli("audit", "--root", str(root), "--json")
+def test_json_has_every_check_on_every_fixture_root(cli_main: CliRunner, root: Path) -> None:
+    proc = cli_main("audit", "--root", str(root), "--json")
     assert proc.returncode == 0, proc.stderr
     findings = json.loads(proc.stdout)
     assert [f["id"] for f in findings] == [check_id for check_id, _ in CHECKS]
@@ -32,20 +32,20 @@ def test_json_has_every_check_on_every_fixture_root(cli: CliRunner, root: Path) 
             assert set(action["needs"]) <= set(f["needs"])
 
 
-def test_tuned_server_json_reports_the_stray_irq(cli: CliRunner) -> None:
-    findings = {f["id"]: f for f in json.loads(cli("audit", "--root", str(XEON_ROOT), "--json").stdout)}
+def test_tuned_server_json_reports_the_stray_irq(cli_main: CliRunner) -> None:
+    findings = {f["id"]: f for f in json.loads(cli_main("audit", "--root", str(XEON_ROOT), "--json").stdout)}
     assert findings["irq.affinity"]["status"] == "fail"
     stray = findings["irq.affinity"]
     assert "echo 3333 > /proc/irq/120/smp_affinity (mlx5_comp3@pci:0000:3b:00.0)" in stray["advice"]
     assert stray["actions"][0] | {"text": None} == {
         "kind": "irq-affinity", "target": "/proc/irq/120/smp_affinity", "value": "3333", "needs": ["root"],
         "fixes": "irq.affinity", "note": "mlx5_comp3@pci:0000:3b:00.0", "text": None}  # fmt: skip
-    strict = cli("audit", "--root", str(XEON_ROOT), "--strict")
+    strict = cli_main("audit", "--root", str(XEON_ROOT), "--strict")
     assert strict.returncode == 2 and "FAIL (1)" in strict.stdout
 
 
-def test_text_groups_by_status(cli: CliRunner) -> None:
-    out = cli("audit", "--root", str(XEON_ROOT)).stdout
+def test_text_groups_by_status(cli_main: CliRunner) -> None:
+    out = cli_main("audit", "--root", str(XEON_ROOT)).stdout
     assert out.index("FAIL (1)") < out.index("OK (") < out.index("INFO (")
     assert "fix: echo 3333 > /proc/irq/120/smp_affinity (mlx5_comp3@pci:0000:3b:00.0) (needs root)" in out
     assert out.rstrip().endswith("26 checks: 1 fail, 0 warn, 18 ok, 7 info, 0 unknown.")
@@ -75,10 +75,10 @@ def test_bad_arguments(cli_main: CliRunner, args: list[str], message: str) -> No
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_garbled_tarball_root(cli: CliRunner, tmp_path: Path) -> None:
+def test_garbled_tarball_root(cli_main: CliRunner, tmp_path: Path) -> None:
     bad = tmp_path / "bad.tar.gz"
     bad.write_bytes(b"\x1f\x8b" + b"not really gzip" * 20)
-    proc = cli("audit", "--root", str(bad))
+    proc = cli_main("audit", "--root", str(bad))
     assert proc.returncode == 2 and "invalid --root" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -103,6 +103,6 @@ def test_snapshot_audits_like_the_node(cli: CliRunner, tmp_path: Path, name: str
     assert cli("snapshot", "--out", str(out), "--force").returncode == 0
 
 
-def test_snapshot_into_missing_directory(cli: CliRunner, tmp_path: Path) -> None:
-    proc = cli("snapshot", "--out", str(tmp_path / "no" / "snap"))
+def test_snapshot_into_missing_directory(cli_main: CliRunner, tmp_path: Path) -> None:
+    proc = cli_main("snapshot", "--out", str(tmp_path / "no" / "snap"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from quietcore.facts.cpulist import format_cpulist
-from tests.conftest import CliRunner, allowed_cpus
+from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus
 
 
 def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
@@ -104,6 +105,30 @@ def test_a_refusal_in_process_is_the_refusal_of_a_process(
     assert real.returncode == 2 and real.stderr.count("\n") == 1, real.stderr
     assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
     assert not db_file.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["results", "list"],
+        ["results", "show", "1"],
+        ["results", "export", "1", "--format", "csv"],
+        ["audit", "--root", str(XEON_ROOT), "--json"],
+        ["tune", "plan", "--root", str(XEON_ROOT), "--json"],
+    ],
+    ids=lambda a: "-".join(a[:2]),
+)
+def test_a_command_that_reads_in_process_prints_what_a_process_prints(
+    cli: CliRunner, cli_main: CliRunner, db_file: Path, quiet_noise: Path, args: list[str]
+) -> None:
+    """Commands that neither measure nor change the node (reading the store
+    or a fixture root) also run in the test's process where a test calls
+    them often: one of each, run both ways over the same stored session,
+    prints the same, byte for byte, with the same exit code."""
+    shutil.copy(quiet_noise, db_file)
+    real, here = cli(*args), cli_main(*args)
+    assert real.returncode == 0 and real.stdout, real.stderr
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
 
 
 def test_corrupt_database_is_refused_untouched(cli: CliRunner, db_file: Path) -> None:

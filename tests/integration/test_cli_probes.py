@@ -15,7 +15,7 @@ from tests.conftest import CliRunner, allowed_cpus
 CPU = str(allowed_cpus()[-1])
 
 
-def test_latency_table_and_session(cli: CliRunner, db_file: Path) -> None:
+def test_latency_table_and_session(cli: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
     proc = cli("latency", "--cpus", CPU, "--duration", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert "Wake-up latency, every 1000 µs" in proc.stdout and "p99" in proc.stdout
@@ -24,17 +24,17 @@ def test_latency_table_and_session(cli: CliRunner, db_file: Path) -> None:
     assert conn.execute("SELECT command, status FROM sessions").fetchone() == ("latency", "complete")
     (kind, envelope) = conn.execute("SELECT kind, envelope FROM runs").fetchone()
     assert kind == "latency" and json.loads(envelope)["result"]["cpus"][0]["samples"] > 400
-    shown = cli("results", "show", "1")
+    shown = cli_main("results", "show", "1")
     assert "Wake-up latency" in shown.stdout
 
 
-def test_ctxswitch_table_with_intervals(cli: CliRunner, db_file: Path) -> None:
+def test_ctxswitch_table_with_intervals(cli: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
     proc = cli("ctxswitch", "--reps", "3", "--iterations", "2000", "--slice-ms", "250", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     pipe = out["analysis"]["switch_pipe"]
     assert pipe["n"] == 3 and pipe["ci_low"] <= pipe["median"] <= pipe["ci_high"]
-    shown = cli("results", "show", "1")
+    shown = cli_main("results", "show", "1")
     assert "context switch, pipe method (lmbench)" in shown.stdout and "95% CI" in shown.stdout
     assert "Time slice under SCHED_OTHER" in shown.stdout
 
@@ -66,9 +66,9 @@ def test_noise_refuses_rt_on_all_cpus_before_measuring(cli: CliRunner, db_file: 
 
 
 @pytest.mark.slow
-def test_noise_names_the_tick_and_attributes(cli: CliRunner, db_file: Path, quiet_noise: Path) -> None:
+def test_noise_names_the_tick_and_attributes(cli_main: CliRunner, db_file: Path, quiet_noise: Path) -> None:
     shutil.copy(quiet_noise, db_file)  # the suite's 5 s of noise on every CPU: 1,250 ticks at 250 Hz
-    proc = cli("results", "show", "1")
+    proc = cli_main("results", "show", "1")
     assert proc.returncode == 0, proc.stderr
     assert "where" in proc.stdout and "unexplained" in proc.stdout
     conn = sqlite3.connect(db_file)
@@ -84,10 +84,10 @@ def test_noise_names_the_tick_and_attributes(cli: CliRunner, db_file: Path, quie
         assert "scheduler tick" in proc.stdout
 
 
-def test_noise_modes_on_the_cli(cli: CliRunner) -> None:
+def test_noise_modes_on_the_cli(cli: CliRunner, cli_main: CliRunner) -> None:
     proc = cli("noise", "--cpus", CPU, "--duration", "0.3", "--mode", "fwq")
     assert proc.returncode == 0, proc.stderr and "FWQ" in proc.stdout
-    data = json.loads(cli("results", "export", "1").stdout)
+    data = json.loads(cli_main("results", "export", "1").stdout)
     assert data["runs"][0]["params"]["mode"] == "fwq" and data["runs"][0]["summary"] == []
 
 

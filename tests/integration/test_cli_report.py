@@ -84,22 +84,22 @@ def test_report_without_out_writes_beside_the_database(cli: CliRunner, two_sched
 
 
 @pytest.mark.slow
-def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Path, tmp_path: Path) -> None:
+def test_exports_round_trip_and_validate(cli_main: CliRunner, two_sched_sessions: Path, tmp_path: Path) -> None:
     env = {"QUIETCORE_DB": str(two_sched_sessions)}
-    data = json.loads(cli("results", "export", "2", env=env).stdout)  # the session of 2 runs a cell
-    schema = json.loads(cli("results", "schema").stdout)
+    data = json.loads(cli_main("results", "export", "2", env=env).stdout)  # the session of 2 runs a cell
+    schema = json.loads(cli_main("results", "schema").stdout)
     assert schema == json.loads(SCHEMA.read_text())
     jsonschema.validate(data, schema)
     # Round trip: import into a new database, export again, same content.
     other = tmp_path / "other.db"
     export = tmp_path / "s.json"
     export.write_text(json.dumps(data))
-    assert cli("results", "import", str(export), env={"QUIETCORE_DB": str(other)}).returncode == 0
-    again = json.loads(cli("results", "export", "1", env={"QUIETCORE_DB": str(other)}).stdout)
+    assert cli_main("results", "import", str(export), env={"QUIETCORE_DB": str(other)}).returncode == 0
+    again = json.loads(cli_main("results", "export", "1", env={"QUIETCORE_DB": str(other)}).stdout)
     assert [r["envelope"] for r in again["runs"]] == [r["envelope"] for r in data["runs"]]
     assert again["session"]["fingerprint"] == data["session"]["fingerprint"]
     # The flat table: one row per run, with the factors and the fingerprint.
-    rows = list(csv.DictReader(io.StringIO(cli("results", "export", "2", "--format", "csv", env=env).stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli_main("results", "export", "2", "--format", "csv", env=env).stdout)))
     measured = [r for r in data["runs"] if "cell" in r["params"]]
     assert len(rows) == len(measured) == 6 * 2  # the six compute cells, 2 runs each
     first = next(r for r in rows if r["run_id"] == str(measured[0]["id"]))
@@ -108,7 +108,7 @@ def test_exports_round_trip_and_validate(cli: CliRunner, two_sched_sessions: Pat
     assert {r["fingerprint"] for r in rows} == {data["session"]["fingerprint"]}
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "s.parquet"
-    assert cli("results", "export", "2", "--format", "parquet", "--out", str(path), env=env).returncode == 0
+    assert cli_main("results", "export", "2", "--format", "parquet", "--out", str(path), env=env).returncode == 0
     table = pq.read_table(path).to_pylist()
     assert [r["run_id"] for r in table] == [int(r["run_id"]) for r in rows]
     assert [r["metric_value"] for r in table] == [float(r["metric_value"]) for r in rows]
@@ -133,7 +133,7 @@ def test_bad_input(cli_main: CliRunner, db_file: Path, tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_report_on_an_older_schema_migrates(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
+def test_report_on_an_older_schema_migrates(cli_main: CliRunner, db_file: Path, tmp_path: Path) -> None:
     """A database written by schema 1 (before analyses and the journal)."""
     conn = sqlite3.connect(db_file)
     conn.executescript(MIGRATIONS[0])
@@ -157,7 +157,7 @@ def test_report_on_an_older_schema_migrates(cli: CliRunner, db_file: Path, tmp_p
     )
     conn.commit()
     conn.close()
-    proc = cli("report", "--out", str(tmp_path / "r"), "--format", "html")
+    proc = cli_main("report", "--out", str(tmp_path / "r"), "--format", "html")
     assert proc.returncode == 0, proc.stderr
     assert "Wake-up latency" in (tmp_path / "r" / "index.html").read_text()
     assert sqlite3.connect(db_file).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)

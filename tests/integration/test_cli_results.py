@@ -55,8 +55,8 @@ def test_list_and_show(cli: CliRunner) -> None:
 
 
 @pytest.mark.usefixtures("stored")
-def test_json_export_round_trips_through_import(cli: CliRunner, tmp_path: Path) -> None:
-    first = cli("results", "export", "1", "--format", "json")
+def test_json_export_round_trips_through_import(cli_main: CliRunner, tmp_path: Path) -> None:
+    first = cli_main("results", "export", "1", "--format", "json")
     assert first.returncode == 0
     data = json.loads(first.stdout)
     assert data["format"] == "quietcore-results"
@@ -67,20 +67,20 @@ def test_json_export_round_trips_through_import(cli: CliRunner, tmp_path: Path) 
     path = tmp_path / "export.json"
     path.write_text(first.stdout)
     other = str(tmp_path / "other.db")
-    imported = cli("results", "import", str(path), env={"QUIETCORE_DB": other})
+    imported = cli_main("results", "import", str(path), env={"QUIETCORE_DB": other})
     assert imported.returncode == 0, imported.stderr
-    again = cli("results", "export", "1", env={"QUIETCORE_DB": other})
+    again = cli_main("results", "export", "1", env={"QUIETCORE_DB": other})
     # THEN exporting it again gives the same data
     assert _without_ids(json.loads(again.stdout)) == _without_ids(data)
     # and importing twice is refused
-    twice = cli("results", "import", str(path), env={"QUIETCORE_DB": other})
+    twice = cli_main("results", "import", str(path), env={"QUIETCORE_DB": other})
     assert twice.returncode == 2 and "already in this database" in twice.stderr
 
 
 @pytest.mark.usefixtures("stored")
-def test_csv_export_matches_database(cli: CliRunner) -> None:
-    data = json.loads(cli("results", "export", "1").stdout)
-    proc = cli("results", "export", "1", "--format", "csv")
+def test_csv_export_matches_database(cli_main: CliRunner) -> None:
+    data = json.loads(cli_main("results", "export", "1").stdout)
+    proc = cli_main("results", "export", "1", "--format", "csv")
     assert proc.returncode == 0
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     (row,) = rows
@@ -91,13 +91,13 @@ def test_csv_export_matches_database(cli: CliRunner) -> None:
 
 
 @pytest.mark.usefixtures("stored")
-def test_export_to_file_refuses_to_overwrite(cli: CliRunner, tmp_path: Path) -> None:
+def test_export_to_file_refuses_to_overwrite(cli_main: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "x.csv"
-    assert cli("results", "export", "1", "--format", "csv", "--out", str(out)).returncode == 0
+    assert cli_main("results", "export", "1", "--format", "csv", "--out", str(out)).returncode == 0
     assert out.read_text().startswith("session_id,")
-    again = cli("results", "export", "1", "--format", "csv", "--out", str(out))
+    again = cli_main("results", "export", "1", "--format", "csv", "--out", str(out))
     assert again.returncode == 2 and "will not overwrite without --force" in again.stderr
-    assert cli("results", "export", "1", "--out", str(out), "--force").returncode == 0
+    assert cli_main("results", "export", "1", "--out", str(out), "--force").returncode == 0
     assert json.loads(out.read_text())["format"] == "quietcore-results"
 
 
@@ -123,14 +123,14 @@ def test_results_without_a_database(cli: CliRunner, db_file: Path) -> None:
     assert not db_file.exists()
 
 
-def test_import_of_malformed_files(cli: CliRunner, tmp_path: Path) -> None:
+def test_import_of_malformed_files(cli_main: CliRunner, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert "is not JSON" in cli("results", "import", str(bad)).stderr
+    assert "is not JSON" in cli_main("results", "import", str(bad)).stderr
     bad.write_text('{"format": "quietcore-results", "format_version": 1, "session": {}}')
-    proc = cli("results", "import", str(bad))
+    proc = cli_main("results", "import", str(bad))
     # checked against the shipped schema: one line per bad field, nothing imported
     assert proc.returncode == 2 and "is not a valid quietcore results export" in proc.stderr, proc.stderr
     assert "nothing imported" in proc.stderr and "(top): 'runs' is a required property" in proc.stderr
     assert "session: 'uuid' is a required property" in proc.stderr
-    assert "no sessions yet" in cli("results", "show", "1").stderr
+    assert "no sessions yet" in cli_main("results", "show", "1").stderr

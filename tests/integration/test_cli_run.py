@@ -100,7 +100,11 @@ def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(sched_quick: tupl
         for policy in ("fifo", "rr"):
             rt = cells[f"{workload} {policy} +load"]["comparison"]
             # A real-time task preempts the SCHED_OTHER competitor; RT throttling gives it at most 5 %.
-            assert rt["ratio"] < 1.2, (workload, policy, rt)
+            # Asked of the ratio's 95 % interval, not its point: on this guest a quick io run takes
+            # about 33 or 44 ms, in the unloaded baseline too, so 7 runs a cell can put the point
+            # at 1.3 by chance (1 run in 6 did); a policy that did not hold the CPU reads about 2
+            # (SCHED_OTHER above), its whole interval over 1.2.
+            assert rt["ci_low"] < 1.2 and rt["ratio"] < 1.5, (workload, policy, rt)
 
 
 @pytest.mark.slow
@@ -150,7 +154,7 @@ def test_interrupt_restores_thp_and_leaves_no_workload(
 
 
 @pytest.mark.slow
-def test_compare_shows_what_changed_and_ratios(cli: CliRunner, thp_guard: str) -> None:
+def test_compare_shows_what_changed_and_ratios(cli: CliRunner, cli_main: CliRunner, thp_guard: str) -> None:
     other = "always" if thp_guard != "always" else "never"
     # 3 runs of 3 cells: what is checked is the comparison's shape, not a verdict
     prefetch = ("prefetch", "--quick", "--cells", "stride 1,stride 2,random", "--reps", "3", "--warmup", "0")
@@ -158,7 +162,7 @@ def test_compare_shows_what_changed_and_ratios(cli: CliRunner, thp_guard: str) -
     THP.write_text(other)
     run_json(cli, *prefetch, "--tag", "boot=after")
     THP.write_text(thp_guard)
-    proc = cli("compare", "boot=before", "boot=after", "--json")
+    proc = cli_main("compare", "boot=before", "boot=after", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert {"fact": "thp.enabled", "a": thp_guard, "b": other} in result["changes"]
@@ -166,7 +170,7 @@ def test_compare_shows_what_changed_and_ratios(cli: CliRunner, thp_guard: str) -
     for cell in result["cells"]:
         c = cell["comparison"]
         assert c["ci_low"] <= c["ratio"] <= c["ci_high"] and c["verdict"]
-    text = cli("compare", "1", "2")
+    text = cli_main("compare", "1", "2")
     assert "What changed in the node" in text.stdout and "thp.enabled" in text.stdout
 
 

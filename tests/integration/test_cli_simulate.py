@@ -59,28 +59,28 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(cli_main: CliRunner,
     assert not db_file.exists() or sqlite3.connect(db_file).execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)
 
 
-def test_a_trace_that_is_no_noise_run_or_empty_is_refused(cli: CliRunner) -> None:
+def test_a_trace_that_is_no_noise_run_or_empty_is_refused(cli: CliRunner, cli_main: CliRunner) -> None:
     """A simulate session has no trace to replay; a noise run whose
     threshold no gap passed has an empty one."""
-    assert cli("simulate", "--pattern", "100:10", "--ranks", "10", *QUICK).returncode == 0
-    proc = cli("simulate", "--trace", "1")
+    assert cli_main("simulate", "--pattern", "100:10", "--ranks", "10", *QUICK).returncode == 0
+    proc = cli_main("simulate", "--trace", "1")
     assert proc.returncode == 2 and "session 1 has no spin-mode noise run" in proc.stderr, proc.stderr
     cpu = str(allowed_cpus()[-1])
     quiet = cli("noise", "--cpus", cpu, "--duration", "0.2", "--threshold-ns", "500000000", "--trace", "off")
     assert quiet.returncode == 0, quiet.stderr
-    proc = cli("simulate", "--trace", "2")  # the refusal above stored nothing
+    proc = cli_main("simulate", "--trace", "2")  # the refusal above stored nothing
     assert proc.returncode == 2 and "noise trace is empty" in proc.stderr, proc.stderr
-    proc = cli("simulate", "--trace", "2:999")
+    proc = cli_main("simulate", "--trace", "2:999")
     assert proc.returncode == 2 and f"no noise trace of CPU 999 (valid CPUs: {cpu})" in proc.stderr, proc.stderr
 
 
-def test_a_pattern_study_is_stored_shown_and_reported(cli: CliRunner, tmp_path: Path) -> None:
+def test_a_pattern_study_is_stored_shown_and_reported(cli_main: CliRunner, tmp_path: Path) -> None:
     """100 Hz x 200 µs and 250 Hz x 17 µs. The slowdown never falls as N
     grows (within the seeds' spread), N = 1 pays about the net noise
     (2.4 %), the 100 Hz source costs the most at N = 1k, co-scheduled
     noise costs what one rank pays, and the study is a session that
     `results show` and `report` draw."""
-    proc = cli("simulate", "--pattern", "100:200,250:17", "--ranks", "100,1k", "--focus", "1k",
+    proc = cli_main("simulate", "--pattern", "100:200,250:17", "--ranks", "100,1k", "--focus", "1k",
                "--granularity-us", "100,1000", *QUICK, "--json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     study = json.loads(proc.stdout)
@@ -95,10 +95,10 @@ def test_a_pattern_study_is_stored_shown_and_reported(cli: CliRunner, tmp_path: 
     assert top == {100.0: "100 Hz x 200 µs", 1000.0: "100 Hz x 200 µs"}
     co = next(r for r in study["whatifs"] if r["variant"].startswith("co-scheduled") and r["granularity_us"] == 100)
     assert co["slowdown"] == pytest.approx(1.024, abs=0.02)
-    shown = cli("results", "show", str(study["session"]))
+    shown = cli_main("results", "show", str(study["session"]))
     assert shown.returncode == 0 and "costs the most" in shown.stdout and "noise costs 10 % at" in shown.stdout
     out = tmp_path / "report"
-    report = cli("report", "--out", str(out), str(study["session"]))
+    report = cli_main("report", "--out", str(out), str(study["session"]))
     assert report.returncode == 0, report.stderr
     from tests.integration.test_report_browser import in_chromium
 

@@ -134,16 +134,18 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
 
 
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
-def test_a_watch_without_workload_is_stored_and_reported(cli: CliRunner, db_file: Path, tmp_path: Path) -> None:
+def test_a_watch_without_workload_is_stored_and_reported(
+    cli: CliRunner, cli_main: CliRunner, db_file: Path, tmp_path: Path
+) -> None:
     proc = cli("intruders", "--cpus", str(CPU), "--duration", "0.2")
     assert proc.returncode == 0, proc.stderr
     assert f"Who ran on CPUs {CPU} besides nothing (no workload)" in proc.stdout
     # the whole 0.2 s is traced (and a little more: the marks around it, on a loaded VM up to a few ms)
     traced = re.search(rf"CPU {CPU}: ([\d.]+) ms traced", proc.stdout)
     assert traced and 200.0 <= float(traced[1]) < 205.0, proc.stdout
-    shown = cli("results", "show", "1")
+    shown = cli_main("results", "show", "1")
     assert shown.returncode == 0 and f"CPU {CPU}: {traced[1]} ms traced" in shown.stdout, shown.stderr
-    report = cli("report", "1", "--out", str(tmp_path / "rep"))
+    report = cli_main("report", "1", "--out", str(tmp_path / "rep"))
     assert report.returncode == 0, report.stderr
     assert f"Intruders on CPUs {CPU}" in (tmp_path / "rep" / "report.md").read_text()
     # Tracing is as it was: quietcore's instance is gone.
@@ -353,7 +355,7 @@ def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunne
 
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs and SCHED_FIFO need root")
 def test_noise_stops_at_the_first_long_gap_keeps_its_trace_and_runs_the_command(
-    cli: CliRunner, db_file: Path, tmp_path: Path
+    cli: CliRunner, cli_main: CliRunner, db_file: Path, tmp_path: Path
 ) -> None:
     argv = [str(probe_path()), "disturb", "--cpus", str(CPU), "--period-us", "10000", "--burst-us", "300",
             "--policy", "fifo", "--priority", "1", "--duration", "5"]  # fmt: skip
@@ -372,7 +374,7 @@ def test_noise_stops_at_the_first_long_gap_keeps_its_trace_and_runs_the_command(
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith("Stopped at a gap of ")]
     kept = Path(line.rsplit(": ", 1)[1])
     assert kept == db_file.parent / "traces" / "session-1-gap.txt"
-    measured = json.loads(cli("results", "export", "1").stdout)["runs"][0]["envelope"]["result"]["cpus"][0]
+    measured = json.loads(cli_main("results", "export", "1").stdout)["runs"][0]["envelope"]["result"]["cpus"][0]
     assert measured["stopped_above"] and measured["measured_ns"] < 1e9 and measured["events"][-1][1] >= 200e3
     # AND the kept trace, in the kernel's text format, holds the disturber switching in
     text = kept.read_text()

@@ -170,8 +170,8 @@ def changed(saved: dict[str, str]) -> list[str]:
 
 
 @TWO_CPUS
-def test_plan_here_keeps_cpu_0_and_shields_the_rest(cli: CliRunner) -> None:
-    proc = cli("tune", "plan", "--json")
+def test_plan_here_keeps_cpu_0_and_shields_the_rest(cli_main: CliRunner) -> None:
+    proc = cli_main("tune", "plan", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     online = frozenset(allowed_cpus())
@@ -193,8 +193,8 @@ def test_plan_here_keeps_cpu_0_and_shields_the_rest(cli: CliRunner) -> None:
     assert all(item["planned"] == "0" for knob, item in runtime.items() if knob.startswith("IRQ "))
 
 
-def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli: CliRunner) -> None:
-    proc = cli("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--json")
+def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli_main: CliRunner) -> None:
+    proc = cli_main("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     # CPU N and N+8 are SMT siblings; node 0 holds cores 0-3, node 1 cores 4-7.
@@ -207,22 +207,22 @@ def test_plan_on_a_two_socket_smt_fixture_keeps_a_whole_core_per_node(cli: CliRu
     assert boot["skew_tick"]["status"] == "already" and "skew_tick" not in plan["boot_lines"]["grubby"]
 
 
-def test_plan_stops_irqbalance_unless_it_already_bans_the_targets(cli: CliRunner) -> None:
+def test_plan_stops_irqbalance_unless_it_already_bans_the_targets(cli_main: CliRunner) -> None:
     """The Xeon fixture runs irqbalance under systemd with
     IRQBALANCE_BANNED_CPULIST=2-3,6-7,10-11,14-15: shielding those CPUs
     needs nothing of it; shielding CPU 1 too stops the service while tuned
     (journaled, so revert starts it again); the exported scripts do the same."""
-    plan = json.loads(cli("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "2-3,10-11", "--json").stdout)
+    plan = json.loads(cli_main("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "2-3,10-11", "--json").stdout)
     item = {i["knob"]: i for i in plan["runtime"]}["irqbalance"]
     assert item["status"] == "already" and "IRQBALANCE_BANNED_CPULIST" in item["reason"]
-    plan = json.loads(cli("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "1-3,9-11", "--json").stdout)
+    plan = json.loads(cli_main("tune", "plan", "--root", str(XEON_ROOT), "--cpus", "1-3,9-11", "--json").stdout)
     item = {i["knob"]: i for i in plan["runtime"]}["irqbalance"]
     assert item["action"]["kind"] == "service-state" and item["action"]["value"] == "inactive"
     assert item["action"]["text"] == "systemctl stop irqbalance.service (irqbalance)"
     assert "IRQBALANCE_BANNED_CPULIST=1-3,9-11" in item["reason"]
 
 
-def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli: CliRunner, tmp_path: Path) -> None:
+def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli_main: CliRunner, tmp_path: Path) -> None:
     """The Xeon fixture with a cgroup v2 hierarchy that offers cpuset (as on
     a systemd node since 2021): the shield is one child made an isolated
     partition, exclusive CPUs claimed first on 6.7+, the controller turned
@@ -238,7 +238,7 @@ def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli: CliRunner
     (cg / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     (cg / "cgroup.subtree_control").write_text("cpu memory pids\n")
     (cg / "cpuset.cpus.isolated").write_text("\n")
-    proc = cli("tune", "plan", "--root", str(root), "--json")
+    proc = cli_main("tune", "plan", "--root", str(root), "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     runtime = {item["knob"]: item for item in plan["runtime"]}
@@ -285,7 +285,7 @@ def test_refused_plans_on_the_fixture(cli_main: CliRunner, args: list[str], word
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
 
 
-def test_cpu_0_is_not_isolated_where_no_irq_can_leave_it(cli: CliRunner, tmp_path: Path) -> None:
+def test_cpu_0_is_not_isolated_where_no_irq_can_leave_it(cli_main: CliRunner, tmp_path: Path) -> None:
     """The Xeon fixture with every smp_affinity read-only, as on a platform
     whose IRQs are fixed to CPU 0: shielding CPU 0 is refused (one line,
     exit 2); with the files writable it is planned."""
@@ -293,22 +293,22 @@ def test_cpu_0_is_not_isolated_where_no_irq_can_leave_it(cli: CliRunner, tmp_pat
 
     root = tmp_path / "root"
     shutil.copytree(XEON_ROOT, root, symlinks=True)
-    ok = cli("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12", "--json")
+    ok = cli_main("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12", "--json")
     assert ok.returncode == 0, ok.stderr
     for f in root.glob("proc/irq/*/smp_affinity"):
         f.chmod(0o444)
-    proc = cli("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12")
+    proc = cli_main("tune", "plan", "--root", str(root), "--housekeeping", "1,9,4,12")
     assert proc.returncode == 2 and "CPU 0 would be isolated" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_unknown_action_and_root_for_apply(cli: CliRunner) -> None:
-    proc = cli("tune", "shield")
+def test_unknown_action_and_root_for_apply(cli_main: CliRunner) -> None:
+    proc = cli_main("tune", "shield")
     assert (
         proc.returncode == 2
         and "invalid tune action 'shield' (valid: plan, apply, verify, revert, prove)" in proc.stderr
     )
-    proc = cli("tune", "apply", "--root", str(XEON_ROOT))
+    proc = cli_main("tune", "apply", "--root", str(XEON_ROOT))
     assert proc.returncode == 2 and "only a plan reads another root" in proc.stderr
 
 
@@ -745,15 +745,15 @@ def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, d
         assert changed(saved) == []
 
 
-def test_export_tuned_profile_on_the_fixture(cli: CliRunner, tmp_path: Path) -> None:
+def test_export_tuned_profile_on_the_fixture(cli_main: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "quietcore-shield"
-    proc = cli("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--export", "tuned", str(out))
+    proc = cli_main("tune", "plan", "--root", str(XEON_ROOT), "--profile", "latency", "--export", "tuned", str(out))
     assert proc.returncode == 0, proc.stderr
     conf = (out / "tuned.conf").read_text()
     assert "include=cpu-partitioning" in conf and "isolated_cores=1-3,5-7,9-11,13-15" in conf
-    again = cli("tune", "plan", "--root", str(XEON_ROOT), "--export", "tuned", str(out))
+    again = cli_main("tune", "plan", "--root", str(XEON_ROOT), "--export", "tuned", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
-    bad = cli("tune", "plan", "--export", "ansible", str(tmp_path / "x"))
+    bad = cli_main("tune", "plan", "--export", "ansible", str(tmp_path / "x"))
     assert bad.returncode == 2 and "invalid --export kind 'ansible' (valid: tuned, script)" in bad.stderr
 
 
