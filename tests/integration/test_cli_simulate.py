@@ -153,8 +153,11 @@ def test_a_recorded_trace_at_one_rank_gives_the_slowdown_survey_coupled_measured
     `survey --coupled --work-us 1000` pinned there: its noise trace and its
     measured slowdown of a 1 ms quantum (mean over the fastest) come from
     the same CPU under the same noise. Simulated at N = 1 with g = the
-    measured quantum, the trace must give that slowdown within 10 %; both
-    must see the injection (2 % of the time at least)."""
+    measured quantum, the trace must give that slowdown within 10 %, less
+    the quantum's own spread, which no trace of gaps can see: on an idle CPU
+    its mean is 1.04-1.08 times its fastest here (survey/coupled.py), and
+    in six runs of this test's survey it read 1.02-1.14 times the trace's.
+    Both must see the injection (2 % of the time at least)."""
     from quietcore.probes.runner import probe_path
 
     pytest.importorskip("mpi4py", reason="survey needs mpi4py (quietcore[mpi])")
@@ -178,5 +181,6 @@ def test_a_recorded_trace_at_one_rank_gives_the_slowdown_survey_coupled_measured
     assert proc.returncode == 0, proc.stderr
     (point,) = json.loads(proc.stdout)["curves"][0]["points"]
     assert point["ranks"] == 1
-    assert point["slowdown"] == pytest.approx(measured["slowdown"], rel=0.10), (point, measured)
+    spread = 1.08  # the quantum's mean over its fastest with no noise at all, at most, on this VM
+    assert 1 / 1.10 <= measured["slowdown"] / point["slowdown"] <= 1.10 * spread, (point, measured)
     assert point["slowdown"] > 1.02 and measured["slowdown"] > 1.02
