@@ -142,7 +142,7 @@ def test_a_quiet_node_passes_20_checks_against_its_reference(
     assert [code for code, _ in verdicts] == [0] * 20, lines
     assert all(line.startswith(f"PASS {len(CPUS)} CPU") for line in lines)
     # AND each stored a small session, which `results show` reads back
-    shown = _qc(fleet_env, "results", "show", "21")
+    shown = cli_main("results", "show", "21", env=fleet_env)
     assert shown.returncode == 0 and "PASS" in shown.stdout and "against reference" in shown.stdout
     # AND the metrics file holds the last check's stored values
     written = _samples((tmp_path / "quietcore.prom").read_text())
@@ -356,7 +356,7 @@ def test_slurm_health_check_drains_a_noisy_node_and_resumes_it(fleet_env: dict[s
 
 @pytest.mark.skipif(not ROOT, reason="oslat and cyclictest run as root here")
 def test_oslat_and_cyclictest_results_are_imported_beside_quietcores(
-    fleet_env: dict[str, str], peer_bench: tuple[subprocess.CompletedProcess[str], Path]
+    fleet_env: dict[str, str], cli_main: CliRunner, peer_bench: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
     env = fleet_env  # session 1: the reference's noise, on every CPU
     cpu = str(PLANTED)
@@ -369,25 +369,25 @@ def test_oslat_and_cyclictest_results_are_imported_beside_quietcores(
     assert latency.returncode == 0, latency.stderr
     # WHEN both are imported
     for tool, path in (("oslat", oslat), ("cyclictest", cyclic)):
-        done = _qc(env, "results", "import", "--from", tool, str(path))
+        done = cli_main("results", "import", "--from", tool, str(path), env=env)
         assert done.returncode == 0 and f"({tool}, CPU {cpu})" in done.stdout, done.stderr
     # (a file of the wrong tool is one line, exit 2, and nothing stored)
-    wrong = _qc(env, "results", "import", "--from", "cyclictest", str(oslat))
+    wrong = cli_main("results", "import", "--from", "cyclictest", str(oslat), env=env)
     assert wrong.returncode == 2 and "written by oslat, not cyclictest" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
     assert sqlite3.connect(env["QUIETCORE_DB"]).execute("SELECT count(*) FROM sessions").fetchone()[0] == 4
     # THEN each is a session of one run of its kind, shown as such
-    shown = _qc(env, "results", "show", "3")
+    shown = cli_main("results", "show", "3", env=env)
     assert shown.returncode == 0 and "imported from oslat file oslat.json" in shown.stdout and "max µs" in shown.stdout
     # AND compare sets each beside quietcore's own figure for the CPU
     raw = json.loads(oslat.read_text())["thread"]["0"]
-    gaps = json.loads(_qc(env, "compare", "3", "1", "--json").stdout)["figures"]
+    gaps = json.loads(cli_main("compare", "3", "1", "--json", env=env).stdout)["figures"]
     (gap,) = [f for f in gaps if f["figure"] == "longest gap (µs)"]
     assert (gap["cpu"], gap["a_from"], gap["a"], gap["b_from"]) == (int(cpu), "oslat", raw["max"], "noise")
     stored = sqlite3.connect(env["QUIETCORE_DB"]).execute("SELECT max_gap_ns FROM noise_cpu WHERE cpu = ?",
                                                           (int(cpu),)).fetchone()[0]  # fmt: skip
     assert gap["b"] == pytest.approx(stored / 1e3)
-    wake = {f["figure"]: f for f in json.loads(_qc(env, "compare", "4", "2", "--json").stdout)["figures"]}
+    wake = {f["figure"]: f for f in json.loads(cli_main("compare", "4", "2", "--json", env=env).stdout)["figures"]}
     assert {"wake-up latency max (µs)", "wake-up latency p50 (µs)"} <= set(wake)
     # the same method on the same CPU: the medians agree within a factor of 3 even on this VM
     p50 = wake["wake-up latency p50 (µs)"]
