@@ -156,3 +156,24 @@ def test_whole_run_timeline_is_binned_and_shows_the_bad_stretch() -> None:
     # A short window with few gaps is still drawn gap by gap.
     window = figures.noise_timeline(trace, window_ms=5)
     assert window is not None and window.axes[0].collections and not window.axes[0].images
+
+
+def _curves(top: float) -> dict[str, Any]:
+    points = [{"ranks": n, "slowdown": s, "ci": [s, s]} for n, s in ((1, 1.02), (100, 1.5), (10_000, top))]
+    return {"curves": [{"granularity_us": 10.0, "points": points}], "model": "fast"}
+
+
+@pytest.mark.parametrize(("top", "shown"), [(7.8, {"2", "3", "5"}), (170.0, set())])
+def test_a_log_slowdown_axis_labels_2_3_5_over_a_decade_and_no_minor_tick_over_more(
+    top: float, shown: set[str]
+) -> None:
+    fig = figures.slowdown_curves(_curves(top))
+    assert fig is not None
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    low, high = ax.get_ylim()
+    minor = {
+        t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text() and low <= t.get_position()[1] <= high
+    }
+    assert minor == shown  # 1-200x labelled 100, 90, 80 ... over each other
+    assert {"1", "10"} <= {t.get_text() for t in ax.yaxis.get_majorticklabels()}

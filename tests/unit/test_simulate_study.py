@@ -1,6 +1,6 @@
 """The simulation study's pure parts: patterns, rank lists, overlapping
-gaps made one, the scale limit, the interval over seeds and what is said of
-the tick."""
+gaps made one, the scale limit, the interval over seeds, what is said of
+the tick, and one source per kind across a trace's CPUs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from quietcore.errors import UsageError
 from quietcore.options import ranks_option
 from quietcore.report.kinds.simulate import costliest
+from quietcore.runs.analysis import Periodic
 from quietcore.simulate.engine import union
-from quietcore.simulate.noise import from_pattern, parse_pattern
+from quietcore.simulate.noise import Noise, _Labeller, from_pattern, parse_pattern
 from quietcore.simulate.study import scale_limit
 from quietcore.stats.student import mean_ci as interval
 
@@ -111,3 +112,25 @@ def test_the_tick_that_costs_nothing_is_said_so_and_why() -> None:
     flat = [{**r, "cost": 0.0004, "slowdown": 6.4608} if r["granularity_us"] == 10.0 else r for r in rows]
     assert not any("g = 10 µs, " in line and "costs the most" in line
                    for line in costliest({"focus_ranks": 10_000, "by_source": flat}))  # fmt: skip
+
+
+def _tick(hz: float) -> Periodic:
+    name = f"the scheduler tick, CONFIG_HZ=250 (LOC {hz + 5:.0f}/s)"  # as each CPU's analysis names it
+    return Periodic(frequency_hz=hz, period_ns=1e9 / hz, events=500, expected=500, coverage=1.0, jitter_ns=0.0,
+                    median_duration_ns=20e3, lost_ns=1e7, share_of_lost=1.0, name=name)  # fmt: skip
+
+
+def test_the_tick_of_every_cpu_is_one_source_though_counted_and_found_at_other_rates() -> None:
+    labeller = _Labeller(virtual=False)
+    span = 2e9
+    traces = []
+    for cpu, hz in ((0, 250.0), (1, 249.0)):
+        starts = np.arange(0.0, span, 1e9 / hz) + 1e5 * cpu
+        lengths = np.full(starts.size, 20e3)
+        traces.append(labeller.trace(f"CPU {cpu}", starts, lengths, span, [_tick(hz)], (250.0,)))
+    # One source, named once: taking the tick away takes it from both CPUs.
+    ticks = [i for i, n in enumerate(labeller.names) if "scheduler tick" in n]
+    assert len(ticks) == 1, labeller.names
+    assert all((t.labels == ticks[0]).all() for t in traces)
+    noise = Noise(tuple(traces), tuple(labeller.names), "two CPUs")
+    assert all(tl.starts.size == 0 for tl in noise.timelines(without=ticks[0]))

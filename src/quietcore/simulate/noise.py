@@ -14,6 +14,7 @@ Two inputs:
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -169,12 +170,28 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
 
 
 class _Labeller:
-    """Gives each gap of a trace a source, with one index per source name
-    across traces (the tick of CPU 0 and of CPU 1 are one source)."""
+    """Gives each gap of a trace a source, with one index per source across
+    traces: the tick of CPU 0 and of CPU 1 are one source, though one CPU's
+    analysis may find it at 250 Hz and the other's at 249 (taking the tick
+    away takes it from every CPU)."""
 
     def __init__(self, virtual: bool) -> None:
         self.virtual = virtual
         self.names: list[str] = []
+        self.periodic: list[tuple[str | None, float, int]] = []  # stored name, frequency, index
+
+    def periodic_index(self, hz: float, stored: Sequence[Periodic]) -> int:
+        """A periodic source at `hz`: the one already seen as the same kind of
+        source within 2 % of that frequency, or a new one (named as the CPU
+        that showed it first named it)."""
+        named = self._stored(hz, stored)
+        kind = _kind(named.name) if named and named.name else None
+        for seen_kind, seen_hz, i in self.periodic:
+            if seen_kind == kind and abs(seen_hz / hz - 1) < 0.02:
+                return i
+        i = self.index(self._periodic_name(hz, named))
+        self.periodic.append((kind, hz, i))
+        return i
 
     def index(self, name: str) -> int:
         if name not in self.names:
@@ -190,7 +207,7 @@ class _Labeller:
         labels = np.full(starts.size, -1, dtype=np.int64)
         if starts.size:
             for source, members in periodic_members(starts, lengths, span, hints_hz=hints):
-                labels[members] = self.index(self._periodic_name(source.frequency_hz, stored))
+                labels[members] = self.periodic_index(source.frequency_hz, stored)
         long = lengths >= LONG_NS
         if self.virtual:
             names = ("the host: aperiodic gaps ≥ 100 µs (vCPU preempted)", "aperiodic gaps < 100 µs (IRQs, exits)")
@@ -203,12 +220,22 @@ class _Labeller:
         return Trace(name, starts, lengths, labels, span)
 
     @staticmethod
-    def _periodic_name(hz: float, stored: Sequence[Periodic]) -> str:
-        """As the stored analysis named the source of this frequency, if it did."""
-        for p in stored:
-            if abs(p.frequency_hz / hz - 1) < 0.02 and p.name:
-                return f"{p.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in p.name else p.name
+    def _stored(hz: float, stored: Sequence[Periodic]) -> Periodic | None:
+        """The stored analysis's named source of this frequency, if it named one."""
+        return next((p for p in stored if abs(p.frequency_hz / hz - 1) < 0.02 and p.name), None)
+
+    @staticmethod
+    def _periodic_name(hz: float, named: Periodic | None) -> str:
+        if named is not None and named.name:
+            return f"{named.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in named.name else named.name
         return f"a periodic source at {hz:,.0f} Hz"
+
+
+def _kind(name: str) -> str:
+    """A source's name without what its CPU counted: "the scheduler tick,
+    CONFIG_HZ=250 (LOC 255/s)" and "... (LOC 256/s)" are one kind, "IRQ 24
+    (virtio0-input.0), counted at 100/s on this CPU" is "IRQ 24"."""
+    return re.split(r" \(|, counted at ", name, maxsplit=1)[0]
 
 
 def network_of(conn: sqlite3.Connection, text: str) -> dict[str, Any]:
