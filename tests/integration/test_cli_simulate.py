@@ -59,6 +59,17 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(cli_main: CliRunner,
     assert not db_file.exists() or sqlite3.connect(db_file).execute("SELECT COUNT(*) FROM sessions").fetchone() == (0,)
 
 
+def test_a_database_that_cannot_be_written_fails_before_the_study(cli: CliRunner, tmp_path: Path) -> None:
+    """A study of 100,000 ranks x 100,000 iterations runs for many minutes:
+    a --db in a missing directory must fail first, well inside the timeout
+    (it used to fail after the study, losing it)."""
+    missing = tmp_path / "missing" / "r.db"
+    proc = cli("simulate", "--pattern", "100:10", "--ranks", "100k", "--iterations", "100000", "--db", str(missing),
+               timeout=60)  # fmt: skip
+    assert proc.returncode == 1 and "directory" in proc.stderr and "does not exist" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and not missing.parent.exists()
+
+
 def test_a_trace_that_is_no_noise_run_or_empty_is_refused(cli: CliRunner, cli_main: CliRunner) -> None:
     """A simulate session has no trace to replay; a noise run whose
     threshold no gap passed has an empty one."""

@@ -169,16 +169,19 @@ def run(args: argparse.Namespace) -> int:
 def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool) -> int:
     from quietcore.session import Session
 
-    started = now_iso()
-    with progress_bar(1.0, enabled=not args.json) as update:
-        result = study(noise, o, update)
     params = {"noise": args.trace or args.pattern, "ranks": o.ranks, "granularity_us": o.granularities_us,
               "collective": o.collective, "iterations": o.iterations, "repeats": o.repeats, "seed": o.seed,
               "phase": args.phase, "latency_us": o.network.latency_ns / 1e3, "overhead_us": o.network.overhead_ns / 1e3,
               "gap_per_byte_ns": o.network.per_byte_ns, "bytes": o.network.bytes, "model": o.model,
               "algorithm": o.algorithm if o.model == "rounds" else None, "scale": o.scale,
               "network": args.network}  # fmt: skip
+    # The session first: a database that cannot be written fails before the
+    # study (half a minute by default, more at scale), not after it, and the
+    # session starts when the study does.
     with Session("simulate", path, chosen, common.tags(args), common.live_root()) as session:
+        started = now_iso()
+        with progress_bar(1.0, enabled=not args.json) as update:
+            result = study(noise, o, update)
         session.record("simulate", params, started, {}, result)
         session_id = session.id
     if args.json:
