@@ -7,6 +7,7 @@ quietcore's own on the same CPU."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,9 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from quietcore.fleet.baseline import window_lost
 from quietcore.probes.runner import probe_path
+from quietcore.store import sessions
 from tests.conftest import CliRunner, allowed_cpus, slurm_node
 
 ROOT = os.geteuid() == 0
@@ -82,6 +86,16 @@ def disturber() -> Iterator[subprocess.Popen[str]]:
     finally:
         proc.kill()
         proc.wait()
+
+
+def _median_window(env: dict[str, str], session: int) -> float:
+    """The median lost ratio of the planted CPU's windows, as the check's test reads them, in the
+    session's last noise run."""
+    with contextlib.closing(sqlite3.connect(env["QUIETCORE_DB"])) as conn:
+        conn.row_factory = sqlite3.Row
+        traces = [r.trace for r in sessions.runs_of(conn, session) if r.trace is not None]
+    (cpu,) = [c for c in traces[-1].cpus if c.cpu == PLANTED]
+    return float(np.median(window_lost(cpu)))
 
 
 def _free_port() -> int:
@@ -225,12 +239,16 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
                for s in cpu["new_sources"]), cpu["new_sources"]  # fmt: skip
     # (named new, or beside a 100 Hz source of the host's when the reference has one, as one host here had)
     assert re.search(PLANTED_SOURCE + r" (1[5-9]\d|2\d\d) µs", verdict["line"])
-    # AND the windows' test fails it too, when the planted 2 % stands over the reference: in a CI run the
-    # reference's CPU lost 3.8 % in a host's episode (its 1 kHz timer at 1.6 % of the CPU), the check
-    # 4.0 % with the source, and only the source told them apart (p = 0.003, the shift 0.9 %)
+    # AND the windows' test fails it too, when the planted 2 % stands over the reference in the windows that
+    # test reads (each but for its longest gap): in a CI run the reference's CPU lost 3.8 % in a host's
+    # episode (its 1 kHz timer at 1.6 % of the CPU), the check 4.0 % with the source, and only the source
+    # told them apart (p = 0.003, the shift 0.9 %). Not the totals: in another, the check's total rose
+    # 2.0 % over the reference's with a 9 ms stall of the vCPU, its windows' median 0.1 %, the host's timer
+    # quiet again (the verdict's windows leave such a stall out by design).
     planted = sum(s["lost_ratio"] for s in cpu["new_sources"] if abs(s["frequency_hz"] - 100) < 2)
     assert 0.015 < planted < 0.035, cpu["new_sources"]
-    if cpu["lost_ratio"] - cpu["reference_lost_ratio"] > 0.012:
+    check_session = conn.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+    if _median_window(fleet_env, check_session) - _median_window(fleet_env, 1) > 0.012:
         assert "p < 0.001" in verdict["line"] and cpu["shift"] > 0.01, cpu
     # AND the reference of the other configuration was still used, the fact that changed named
     assert verdict["reference"]["fingerprint"] == "another" and verdict["drift"] == ["thp.enabled"]
