@@ -65,20 +65,20 @@ def test_report_over_two_sched_sessions(cli: CliRunner, two_sched_sessions: Path
 
 
 @pytest.mark.slow
-def test_report_without_out_writes_beside_the_database(cli: CliRunner, two_sched_sessions: Path) -> None:
+def test_report_without_out_writes_beside_the_database(cli_main: CliRunner, two_sched_sessions: Path) -> None:
     """As `lab` does: DATA/reports/session-N, said on stdout; a second report
     there replaces the first, but never a folder quietcore did not write."""
     env = {"QUIETCORE_DB": str(two_sched_sessions)}
     where = two_sched_sessions.parent / "reports" / "session-2"
     shutil.rmtree(where.parent, ignore_errors=True)
     for _ in range(2):
-        proc = cli("report", "2", "--format", "md", env=env)
+        proc = cli_main("report", "2", "--format", "md", env=env)
         assert proc.returncode == 0, proc.stderr
         assert f"wrote {where / 'report.md'}" in proc.stdout and (where / "report.md").is_file()
     mine = two_sched_sessions.parent / "reports" / "session-1"
     mine.mkdir()
     (mine / "notes.txt").write_text("someone's own folder\n")
-    refused = cli("report", "1", "--format", "md", env=env)
+    refused = cli_main("report", "1", "--format", "md", env=env)
     assert refused.returncode == 2 and "was not written by quietcore" in refused.stderr, refused.stderr
     assert (mine / "notes.txt").read_text() == "someone's own folder\n"
 

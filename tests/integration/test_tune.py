@@ -698,7 +698,9 @@ def test_a_normal_user_can_plan_but_not_apply(cli_env: dict[str, str], tmp_path:
 @pytest.mark.slow
 @ROOT_ONLY
 @TWO_CPUS
-def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, db_file: Path) -> None:
+def test_prove_measures_before_and_after_and_undoes_the_tuning(
+    cli: CliRunner, cli_main: CliRunner, db_file: Path
+) -> None:
     with restored() as saved:
         proc = cli("tune", "prove", "--duration", "0.5", "--rounds", "2", "--seed", "7", "--experiment", "tickless",
                    "--json", timeout=300)  # fmt: skip
@@ -728,7 +730,7 @@ def test_prove_measures_before_and_after_and_undoes_the_tuning(cli: CliRunner, d
         # The table is the session's last run, and the report shows it in place of the rounds' runs.
         assert stored[-1][1] == "tune-prove"
         states = [(params["tune"], kind) for params, kind in stored[:-1]]
-        report = cli("report", "--out", str(db_file.parent / "prove-report"), str(out["session"]))
+        report = cli_main("report", "--out", str(db_file.parent / "prove-report"), str(out["session"]))
         assert report.returncode == 0, report.stderr
         markdown = (db_file.parent / "prove-report" / "report.md").read_text()
         assert "### tune prove: before and after" in markdown and "| CPU 1 | max gap (µs) |" in markdown
