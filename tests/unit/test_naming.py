@@ -12,6 +12,7 @@ import pytest
 from quietcore.attribution.counters import snapshot
 from quietcore.attribution.naming import Rates, name_source
 from quietcore.facts.root import Root
+from quietcore.runs.analysis import same_frequency, source_kind
 from quietcore.stats.periodicity import PeriodicSource
 
 COUNTERS = Path(__file__).parent.parent / "fixtures" / "counters" / "kvm-2cpu"
@@ -78,3 +79,26 @@ def test_once_a_second_unless_a_device_was_counted_often_enough_at_that_rate() -
 def test_a_source_at_a_fraction_of_the_tick_is_named_in_english(hz: float, words: str) -> None:
     name = name_source(src(hz), 250, rates(0), virtualized=True)
     assert name is not None and name.startswith(words), name
+
+
+def test_each_name_has_one_kind_whatever_its_cpu_counted() -> None:
+    """runs.analysis.source_kind strips what a CPU counted from a name, so that
+    simulate can take one source from every CPU: CPU 0 and CPU 1 of the fixture
+    counted LOC at 366/s and 387/s, and every kind of name keeps one kind."""
+    busy = {cpu: Rates({**rates(cpu).per_s, "45": 99.0 + cpu, "LOC": 1002.0 + cpu},
+                       {**rates(cpu).names, "45": "eth0-rx-0"}) for cpu in (0, 1)}  # fmt: skip
+    cases = [(src(250.0), rates), (src(1000.01), rates), (src(1000.01), busy.__getitem__), (src(125.0), rates),
+             (src(100.0), busy.__getitem__), (src(1.0), rates)]  # fmt: skip
+    kinds, differ = [], []
+    for source, at in cases:
+        names = [name_source(source, 250, at(cpu), virtualized=True) for cpu in (0, 1)]
+        assert names[0] is not None and names[1] is not None, names
+        differ.append(names[0] != names[1])
+        (kind,) = {source_kind(n) for n in names if n is not None}
+        kinds.append(kind)
+    assert kinds == [
+        "the scheduler tick, CONFIG_HZ=250", "outside the guest kernel: faster than any interrupt this CPU counted",
+        "4 x the tick rate", "every 2nd tick", "IRQ 45", "once a second: vmstat/stat updates",
+    ]  # fmt: skip
+    assert differ == [True, True, True, False, True, False]  # the names that carry a count differ by CPU
+    assert same_frequency(249.0, 250.0) and not same_frequency(244.0, 250.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quietcore.attribution.counters import CounterSnapshot
+from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.stats.periodicity import PeriodicSource
 
@@ -44,20 +45,16 @@ class Rates:
         return self.per_s.get(name, 0.0) >= hz * (1 - TOLERANCE)
 
 
-def _near(f: float, target: float) -> bool:
-    return abs(f - target) <= 0.02 * target
-
-
 def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool) -> str | None:
     """What a periodic source is, where the counters allow saying it."""
     f = source.frequency_hz
     loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
     if config_hz and rates.saw("LOC", f):
-        if _near(f, config_hz):
+        if same_frequency(f, config_hz):
             return f"the scheduler tick, CONFIG_HZ={config_hz} ({loc})"
-        if any(_near(f, config_hz / k) for k in (2, 4)):
+        if any(same_frequency(f, config_hz / k) for k in (2, 4)):
             return f"every {_ordinal(round(config_hz / f))} tick (CONFIG_HZ={config_hz}): a tick-driven timer"
-        if any(_near(f, k * config_hz) for k in (2, 3, 4)):
+        if any(same_frequency(f, k * config_hz) for k in (2, 3, 4)):
             k = round(f / config_hz)
             return f"{k} x the tick rate (CONFIG_HZ={config_hz}, {loc}): timer interrupts beyond the tick"
     matching = [n for n, hz in rates.per_s.items() if n.isdigit() and abs(hz - f) <= TOLERANCE * f]
@@ -73,7 +70,7 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
             else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
         )
         return f"{OUTSIDE_GUEST}: faster than any interrupt this CPU counted ({most}): {where}"
-    if _near(f, 1.0):
+    if same_frequency(f, 1.0):
         return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
     return None
 

@@ -34,13 +34,13 @@ import numpy as np
 
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.fingerprint import changed
+from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
 from quietcore.stats.compare import holm
 from quietcore.stats.rank import mann_whitney
 
 ALPHA = 0.001
 TOLERANCE = 0.005  # of the CPU's time: 0.5 % more lost than the reference
-FREQ_MATCH = 0.02  # a source within 2 % of a reference source's frequency is that source
 
 
 HOST_NOISE = ("report", "fail")
@@ -127,8 +127,8 @@ def hodges_lehmann(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
 
 
 def _known(s: Periodic, ref: CpuNoise) -> list[Periodic]:
-    """The reference's sources at the check source's frequency (within FREQ_MATCH)."""
-    return [r for r in ref.periodic if abs(s.frequency_hz - r.frequency_hz) <= FREQ_MATCH * r.frequency_hz]
+    """The reference's sources at the check source's frequency (same_frequency)."""
+    return [r for r in ref.periodic if same_frequency(s.frequency_hz, r.frequency_hz)]
 
 
 def new_sources(check: CpuNoise, ref: CpuNoise, tolerance: float = TOLERANCE) -> list[Periodic]:
@@ -321,8 +321,7 @@ def confirm(first: Verdict, second: Verdict) -> Verdict:
             # the host's 1 kHz timer, its bursts among the timer's.
             why = {id(src): words for src, words in was.failing}
             for src in was.new_sources:
-                near = FREQ_MATCH * src.frequency_hz
-                if not any(abs(src.frequency_hz - n.frequency_hz) <= near for n in c.new_sources):
+                if not any(same_frequency(n.frequency_hz, src.frequency_hz) for n in c.new_sources):
                     c.new_sources.append(src)
                     if id(src) in why and why[id(src)] not in c.reasons:
                         c.reasons.append(why[id(src)])

@@ -7,9 +7,27 @@ reads these views, never the JSON's keys."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+FREQ_MATCH = 0.02  # two periodic sources within 2 % of each other's frequency are at one rate
+
+
+def same_frequency(f: float, target: float) -> bool:
+    """Whether `f` is `target`'s rate, within FREQ_MATCH: the one rule by which
+    naming, the fleet's check and simulate say two periodic sources' rates agree."""
+    return abs(f - target) <= FREQ_MATCH * target
+
+
+def source_kind(name: str) -> str:
+    """A source's name without what its CPU counted (attribution.naming writes
+    those counts in parentheses or after ", counted at"): "the scheduler tick,
+    CONFIG_HZ=250 (LOC 255/s)" on one CPU and "... (LOC 256/s)" on another are
+    one kind; "IRQ 24 (virtio0-input.0), counted at 100/s on this CPU" is "IRQ
+    24". tests/unit/test_naming.py runs every name naming makes through it."""
+    return re.split(r" \(|, counted at ", name, maxsplit=1)[0]
 
 
 def _float(value: Any, default: float = 0.0) -> float:

@@ -14,7 +14,6 @@ Two inputs:
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quietcore.errors import UsageError
-from quietcore.runs.analysis import Periodic
+from quietcore.runs.analysis import Periodic, same_frequency, source_kind
 from quietcore.simulate.engine import Timeline, union
 from quietcore.store import sessions
 
@@ -185,9 +184,9 @@ class _Labeller:
         source within 2 % of that frequency, or a new one (named as the CPU
         that showed it first named it)."""
         named = self._stored(hz, stored)
-        kind = _kind(named.name) if named and named.name else None
+        kind = source_kind(named.name) if named and named.name else None
         for seen_kind, seen_hz, i in self.periodic:
-            if seen_kind == kind and abs(seen_hz / hz - 1) < 0.02:
+            if seen_kind == kind and same_frequency(hz, seen_hz):
                 return i
         i = self.index(self._periodic_name(hz, named))
         self.periodic.append((kind, hz, i))
@@ -222,20 +221,13 @@ class _Labeller:
     @staticmethod
     def _stored(hz: float, stored: Sequence[Periodic]) -> Periodic | None:
         """The stored analysis's named source of this frequency, if it named one."""
-        return next((p for p in stored if abs(p.frequency_hz / hz - 1) < 0.02 and p.name), None)
+        return next((p for p in stored if same_frequency(p.frequency_hz, hz) and p.name), None)
 
     @staticmethod
     def _periodic_name(hz: float, named: Periodic | None) -> str:
         if named is not None and named.name:
             return f"{named.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in named.name else named.name
         return f"a periodic source at {hz:,.0f} Hz"
-
-
-def _kind(name: str) -> str:
-    """A source's name without what its CPU counted: "the scheduler tick,
-    CONFIG_HZ=250 (LOC 255/s)" and "... (LOC 256/s)" are one kind, "IRQ 24
-    (virtio0-input.0), counted at 100/s on this CPU" is "IRQ 24"."""
-    return re.split(r" \(|, counted at ", name, maxsplit=1)[0]
 
 
 def network_of(conn: sqlite3.Connection, text: str) -> dict[str, Any]:
