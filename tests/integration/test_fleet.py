@@ -28,7 +28,7 @@ import pytest
 
 from quietcore.fleet.baseline import window_lost
 from quietcore.probes.runner import probe_path
-from quietcore.store import sessions
+from quietcore.store import db, sessions
 from tests.conftest import CliRunner, allowed_cpus, slurm_node
 
 ROOT = os.geteuid() == 0
@@ -91,8 +91,7 @@ def disturber() -> Iterator[subprocess.Popen[str]]:
 def _median_window(env: dict[str, str], session: int) -> float:
     """The median lost ratio of the planted CPU's windows, as the check's test reads them, in the
     session's last noise run."""
-    with contextlib.closing(sqlite3.connect(env["QUIETCORE_DB"])) as conn:
-        conn.row_factory = sqlite3.Row
+    with contextlib.closing(db.open_db(Path(env["QUIETCORE_DB"]), create=False, write=False)) as conn:
         traces = [r.trace for r in sessions.runs_of(conn, session) if r.trace is not None]
     (cpu,) = [c for c in traces[-1].cpus if c.cpu == PLANTED]
     return float(np.median(window_lost(cpu)))
