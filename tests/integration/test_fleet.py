@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quietcore.fleet.baseline import window_lost
+from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.runner import probe_path
-from quietcore.store import db, sessions
+from quietcore.store import db, references, sessions
 from tests.conftest import CliRunner, allowed_cpus, slurm_node
 
 ROOT = os.geteuid() == 0
@@ -88,13 +88,14 @@ def disturber() -> Iterator[subprocess.Popen[str]]:
         proc.wait()
 
 
-def _median_window(env: dict[str, str], session: int) -> float:
-    """The median lost ratio of the planted CPU's windows, as the check's test reads them, in the
-    session's last noise run."""
+def _windows_rise(env: dict[str, str], check_session: int) -> float:
+    """How far the median of the planted CPU's windows rose over the reference's, as the verdict read
+    both: the stored reference's windows, and the check's last noise run through fleet.baseline."""
     with contextlib.closing(db.open_db(Path(env["QUIETCORE_DB"]), create=False, write=False)) as conn:
-        traces = [r.trace for r in sessions.runs_of(conn, session) if r.trace is not None]
-    (cpu,) = [c for c in traces[-1].cpus if c.cpu == PLANTED]
-    return float(np.median(window_lost(cpu)))
+        (reference,) = references.all_references(conn)
+        last = [r for r in sessions.runs_of(conn, check_session) if r.trace is not None][-1]
+    (now,) = [c for c in cpu_noise(last) if c.cpu == PLANTED]
+    return float(np.median(now.windows) - np.median(reference.cpus[PLANTED].windows))
 
 
 def _free_port() -> int:
@@ -247,7 +248,7 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
     planted = sum(s["lost_ratio"] for s in cpu["new_sources"] if abs(s["frequency_hz"] - 100) < 2)
     assert 0.015 < planted < 0.035, cpu["new_sources"]
     check_session = conn.execute("SELECT max(session_id) FROM runs").fetchone()[0]
-    if _median_window(fleet_env, check_session) - _median_window(fleet_env, 1) > 0.012:
+    if _windows_rise(fleet_env, check_session) > 0.012:
         assert "p < 0.001" in verdict["line"] and cpu["shift"] > 0.01, cpu
     # AND the reference of the other configuration was still used, the fact that changed named
     assert verdict["reference"]["fingerprint"] == "another" and verdict["drift"] == ["thp.enabled"]
