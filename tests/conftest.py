@@ -138,7 +138,8 @@ def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRun
     anything is measured or changed; for commands that neither measure nor change
     the node (reading the store or a fixture root: `results`, `audit --root`,
     `tune plan`, `simulate --pattern`, `report`, `compare`); and for a command run
-    many times over (the fleet's 20 checks). A subprocess pays Python's and
+    many times over (the fleet's 20 checks, and the revert or next command after
+    each kill in the tune tests' kill loops). A subprocess pays Python's and
     quietcore's start-up each time: `results list` takes 0.30 s alone here,
     and a `results` call 0.37-0.49 s in the suite. What it returns is
     what `cli` returns; test_cli_noise runs a refusal of each command, and one

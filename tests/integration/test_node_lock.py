@@ -89,8 +89,13 @@ def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     # (it only has to change THP after the first: one run of each mode)
     third = _start(spawn, cli_env, "run", "thp", "--quick", "--cells", "seq *", "--reps", "1", "--warmup", "0",
                    "--intrusions", "off", "--json", "--wait", "120")  # fmt: skip
-    _, first_err = first.communicate(timeout=120)
+    first_out, first_err = first.communicate(timeout=120)
     assert first.returncode == 0, first_err
+    # (The first is also the thp experiment's run, measured once for both tests: THP never gives
+    # no huge pages, always gives some.)
+    cells = {row["cell"]: row for row in json.loads(first_out)["rows"]}
+    assert cells["seq never"]["extra"]["huge pages"] == "0%"
+    assert cells["seq always"]["extra"]["huge pages"] != "0%"
     _, err = third.communicate(timeout=120)
     assert third.returncode == 0, err
     assert f"waiting for lever thp, held by pid {first.pid}" in err
@@ -98,6 +103,7 @@ def test_a_second_run_is_refused_naming_the_first_and_thp_ends_as_it_began(
     conn = sqlite3.connect(journal_file)
     olds = {old for (old,) in conn.execute("SELECT old_value FROM journal")}
     assert olds == {thp_guard}, "a run journaled another run's temporary value as the original"
+    assert {state for (state,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
     assert {s for (s,) in conn.execute("SELECT state FROM journal")} == {"reverted"}
 
 

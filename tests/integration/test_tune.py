@@ -159,11 +159,6 @@ def all_back(saved: dict[str, str], sets: dict[int, str], when: str) -> None:
     assert not moved, f"threads left in another cpuset {when}: {moved}"
 
 
-def quietcore(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "quietcore", *args], env=env, capture_output=True, text=True,
-                          check=False)  # fmt: skip
-
-
 def changed(saved: dict[str, str]) -> list[str]:
     now = knobs()
     return [p for p, v in saved.items() if p in now and not equal(p, v, now[p])]
@@ -387,13 +382,18 @@ def _wait_for_entry(child: subprocess.Popen[Any], journal_db: Path, before: int)
 
 @ROOT_ONLY
 @TWO_CPUS
-def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: dict[str, str]) -> None:
+def test_apply_killed_at_random_points_then_revert_restores_everything(
+    cli_env: dict[str, str], cli_main: CliRunner
+) -> None:
     """kill -9 of `tune apply` at 14 seeded random moments of its work
     (from its first journal entry to 0.25 s later: here it records its 74
     entries and ends 0.19-0.23 s after the first; a kill in Python's
     start-up, the first 0.2 s, would test nothing), each
     followed by `tune revert`: every knob, the shield's cpusets and every
-    thread's cpuset are back as they were, each time."""
+    thread's cpuset are back as they were, each time. The reverts run in
+    this process (`cli_main`): what is tested is their work, not 14 more
+    start-ups; test_apply_verify_revert_puts_every_knob_back runs one as a
+    subprocess."""
     seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123"))
     rng = random.Random(seed)
     points = sorted(rng.uniform(0.0, 0.25) for _ in range(14))
@@ -410,7 +410,7 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)
             child.wait()
-            back = quietcore(cli_env, "tune", "revert")
+            back = cli_main("tune", "revert")
             assert back.returncode == 0, back.stderr
             all_back(saved, sets, f"after a kill at {at:.3f} s (seed {seed}) and a revert")
             assert os.sched_getaffinity(sleeper) == {1}, f"the pinned task, after a kill at {at:.3f} s"
@@ -420,13 +420,13 @@ def test_apply_killed_at_random_points_then_revert_restores_everything(cli_env: 
 @TWO_CPUS
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_which(
-    cli_env: dict[str, str], sig: signal.Signals
+    cli_env: dict[str, str], cli_main: CliRunner, sig: signal.Signals
 ) -> None:
     """SIGINT, SIGTERM or SIGHUP at seeded moments of `tune apply`: it ends
     (130) or had finished; no entry is left pending (the signal waits
     while a knob is recorded, written and marked); every knob marked kept
     reads its new value, every one not in the journal its old; and revert
-    puts all back."""
+    (in this process, as in the kill test) puts all back."""
     seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123")) + int(sig)
     rng = random.Random(seed)
     points = sorted(rng.uniform(0.0, 0.15) for _ in range(4))
@@ -461,7 +461,7 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
             for target, value in saved.items():
                 if target not in kept_files and target in now and value not in ("present", "absent"):
                     assert equal(target, now[target], value), f"{target} changed without a kept entry"
-            back = quietcore(cli_env, "tune", "revert")
+            back = cli_main("tune", "revert")
             assert back.returncode == 0, back.stderr
             all_back(saved, sets, f"after {sig.name} at {at:.3f} s and a revert")
 
@@ -469,11 +469,15 @@ def test_a_signal_during_apply_leaves_each_knob_old_or_new_and_the_journal_says_
 @ROOT_ONLY
 @TWO_CPUS
 @pytest.mark.slow
-def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(cli_env: dict[str, str]) -> None:
+def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(
+    cli_env: dict[str, str], cli_main: CliRunner
+) -> None:
     """`run tickless` has a shielded cell (the shield as a temporary lever).
     kill -9 of the run and its workload at seeded moments after the shield
     begins to go up (mid-apply, mid-run or mid-undo): the next command,
-    whatever it is, puts every knob, cpuset and thread back."""
+    whatever it is, puts every knob, cpuset and thread back (`results list`
+    in this process: the recovery every command starts with is what is
+    tested; test_node_lock runs it in a subprocess after a kill -9)."""
     seed = int(os.environ.get("QUIETCORE_KILL_SEED", "20261123"))
     rng = random.Random(seed)
     points = sorted(rng.uniform(0.0, 0.3) for _ in range(6))
@@ -493,7 +497,7 @@ def test_run_tickless_killed_with_the_shield_up_is_undone_by_the_next_command(cl
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
             child.wait()
-            after = quietcore(cli_env, "results", "list")
+            after = cli_main("results", "list")
             assert after.returncode == 0, after.stderr
             all_back(saved, sets, f"after a kill at {at:.3f} s (seed {seed}) and the next command")
 
