@@ -18,13 +18,30 @@ from quietcore.commands import COMMANDS
 from quietcore.commands import load as load_command
 from quietcore.errors import QuietcoreError, UsageError
 
+REQUIRED = "the following arguments are required: "
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse prints usage and exits; we want one line and our exit path.
         # A subcommand's parser names itself ("quietcore run custom: ..."); the top one
         # would repeat the "quietcore: error:" prefix main prints.
+        if message.startswith(REQUIRED):
+            message += self._values_of(message[len(REQUIRED) :].split(", "))
         raise UsageError(message if self.prog == "quietcore" else f"{self.prog}: {message}")
+
+    def _values_of(self, missing: list[str]) -> str:
+        """What a missing argument takes, when it is one of a few values (`quietcore
+        tune` alone): argparse names the argument, not its values."""
+        named = [
+            (name, [str(c) for c in action.choices])
+            for action in self._actions
+            if action.choices is not None
+            and (name := "/".join(action.option_strings) or str(action.metavar or action.dest)) in missing
+        ]
+        if len(named) == 1:
+            return f" (valid: {', '.join(named[0][1])})"
+        return "".join(f" ({name}: {', '.join(values)})" for name, values in named)
 
 
 def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:

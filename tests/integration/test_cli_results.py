@@ -109,6 +109,11 @@ def test_export_to_file_refuses_to_overwrite(cli_main: CliRunner, tmp_path: Path
         (["export", "nope"], "no result with ID 'nope'"),
         (["export", "1", "--format", "xml"], "invalid choice: 'xml'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (
+            [],
+            "quietcore results: the following arguments are required: ACTION "
+            "(valid: list, show, export, schema, import)",
+        ),
     ],
 )
 def test_bad_results_input(cli_main: CliRunner, args: list[str], message: str) -> None:

@@ -297,11 +297,17 @@ def test_cpu_0_is_not_isolated_where_no_irq_can_leave_it(cli_main: CliRunner, tm
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_unknown_action_and_root_for_apply(cli_main: CliRunner) -> None:
+def test_unknown_or_missing_action_and_root_for_apply(cli_main: CliRunner) -> None:
     proc = cli_main("tune", "shield")
     assert (
         proc.returncode == 2
-        and "invalid tune action 'shield' (valid: plan, apply, verify, revert, prove)" in proc.stderr
+        and "argument ACTION: invalid choice: 'shield' (choose from 'plan', 'apply', 'verify', 'revert', 'prove')"
+        in proc.stderr
+    )
+    proc = cli_main("tune")
+    assert proc.returncode == 2 and proc.stderr == (
+        "quietcore: error: quietcore tune: the following arguments are required: ACTION "
+        "(valid: plan, apply, verify, revert, prove)\n"
     )
     proc = cli_main("tune", "apply", "--root", str(XEON_ROOT))
     assert proc.returncode == 2 and "only a plan reads another root" in proc.stderr

@@ -32,3 +32,20 @@ def test_int_range_and_tags() -> None:
     assert tags_option(["a=b", "c = d=e"]) == {"a": "b", "c": "d=e"}
     with pytest.raises(UsageError, match="KEY=VALUE"):
         tags_option(["novalue"])
+
+
+def test_missing_arguments_are_named_with_the_values_they_take() -> None:
+    from quietcore.cli import _Parser
+
+    parser = _Parser(prog="quietcore x")
+    parser.add_argument("mode", metavar="MODE", choices=("a", "b"))
+    parser.add_argument("--level", choices=("1", "2"), required=True)
+    parser.add_argument("path", metavar="PATH")
+    with pytest.raises(UsageError) as one:
+        parser.parse_args(["--level", "1"])
+    assert str(one.value) == "quietcore x: the following arguments are required: MODE, PATH (valid: a, b)"
+    with pytest.raises(UsageError) as both:
+        parser.parse_args([])
+    assert str(both.value) == (
+        "quietcore x: the following arguments are required: MODE, --level, PATH (MODE: a, b) (--level: 1, 2)"
+    )

@@ -53,7 +53,7 @@ NAMES = (*BUILTIN, "custom")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("experiment", metavar="NAME", help=f"one of: {', '.join(NAMES)}")
+    parser.add_argument("experiment", metavar="NAME", choices=NAMES, help=f"one of: {', '.join(NAMES)}")
     parser.add_argument("--reps", metavar="N", help="measured runs per cell (1-10000; default per experiment)")
     parser.add_argument("--warmup", metavar="N", help="unmeasured runs per cell first (0-1000, default 1)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few runs: about a minute")
@@ -80,8 +80,6 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
     """Everything checked before the database is opened or the node touched."""
 
     name = args.experiment
-    if name not in NAMES:
-        raise UsageError(f"unknown experiment {name!r} (valid: {', '.join(NAMES)})")
     reps = int_in_range(args.reps, "--reps", 1, 10000) if args.reps is not None else None
     warmup = int_in_range(args.warmup, "--warmup", 0, 1000) if args.warmup is not None else None
     seed = int_in_range(args.seed, "--seed", 0, 2**63 - 1) if args.seed is not None else None

@@ -63,7 +63,7 @@ ACTIONS = ("plan", "apply", "verify", "revert", "prove")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", metavar="ACTION", help=f"one of: {', '.join(ACTIONS)}")
+    parser.add_argument("action", metavar="ACTION", choices=ACTIONS, help=f"one of: {', '.join(ACTIONS)}")
     parser.add_argument("--cpus", metavar="LIST", help="the CPUs to shield (default: all but the housekeeping)")
     parser.add_argument("--housekeeping", metavar="LIST", help="the CPUs that keep the housekeeping")
     parser.add_argument("--profile", default="throughput", help="throughput (default) or latency")
@@ -97,8 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action not in ACTIONS:
-        raise UsageError(f"invalid tune action {args.action!r} (valid: {', '.join(ACTIONS)})")
     if args.action != "plan" and args.root != "/":
         raise UsageError(f"invalid --root for tune {args.action}: only a plan reads another root (valid: /)")
     if args.action == "plan":
