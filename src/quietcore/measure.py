@@ -18,6 +18,7 @@ from quietcore.errors import CommandError
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
+from quietcore.owner import own_threads
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.runs.model import Run
@@ -109,7 +110,7 @@ class Measurer:
             if explain_above_ns is not None and trace_text:
                 step("explaining the longest gaps")
                 to_ns = tracer.converter(clock, run.result["origin"], run.result["counter"]["hz"])
-                found = intruders.account(trace_text.splitlines(), options.cpus, to_ns, own=intruders.own_threads(),
+                found = intruders.account(trace_text.splitlines(), options.cpus, to_ns, own=own_threads(),
                                           spawners=(os.getpid(),), episodes=True)  # fmt: skip
                 run.analysis["explained"] = explain.explain_gaps(explain.probe_gaps(run.trace), found, explain_above_ns)
                 stopped = explain.stopped_at(run.result)
@@ -140,10 +141,12 @@ class Measurer:
         expected_s: float,
         on_tick: Callable[[float], None] | None = None,
         analyze_result: Analyzer | None = None,
+        away: frozenset[int] = frozenset(),
     ) -> Run:
-        """Any probe subcommand as one run, with its analysis."""
+        """Any probe subcommand as one run, with its analysis; `away`: the
+        CPUs it runs on, which quietcore leaves meanwhile (probes.runner)."""
         started = now_iso()
-        probe = run_probe(command, args, expected_s=expected_s, on_tick=on_tick)
+        probe = run_probe(command, args, expected_s=expected_s, on_tick=on_tick, away=away)
         return from_probe(command, params, started, probe,
                           analysis=analyze_result(probe.result) if analyze_result else {})  # fmt: skip
 

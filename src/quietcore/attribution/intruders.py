@@ -14,7 +14,6 @@ by time): linear in the events."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -74,11 +73,6 @@ def stack_triggers(cpus: frozenset[int]) -> dict[str, str]:
 
 #: Per-CPU kernel threads: bound to their CPU, so no affinity or shield moves them.
 PER_CPU_KTHREAD = re.compile(r"^(ksoftirqd|migration|cpuhp|rcuc|idle_inject|watchdog|irq_work)/\d+$|^kworker/\d+:")
-
-
-def own_threads() -> frozenset[int]:
-    """This process's threads (a progress bar has one of its own)."""
-    return frozenset(int(t) for t in os.listdir("/proc/self/task") if t.isdigit())
 
 
 def _symbol(text: str) -> str:

@@ -34,6 +34,7 @@ from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.measure import recorded
 from quietcore.options import USABLE, cpus_option, duration_option, int_in_range, positive_float, usable_cpus
+from quietcore.owner import own_threads
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.session import Session
@@ -154,7 +155,7 @@ def watch(
     except ValueError as exc:
         raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
     workload = () if root is None else (root,)
-    found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, intruders.own_threads() | {reader},
+    found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, own_threads() | {reader},
                               episodes=above is not None)  # fmt: skip
     data = found.to_json()
     for cpu in data["cpus"]:
@@ -173,7 +174,7 @@ def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin:
     try:
         proc = _start(argv, cpus if pin else None) if argv else None
         end = time.monotonic() + (duration or 0.0)
-        sampler = sampled.Sampler(cpus, proc.pid if proc else None, intruders.own_threads())
+        sampler = sampled.Sampler(cpus, proc.pid if proc else None, own_threads())
         try:
             found = sampler.run(lambda: proc.poll() is not None if proc else time.monotonic() >= end,
                                 time.monotonic, time.sleep)  # fmt: skip

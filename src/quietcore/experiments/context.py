@@ -10,7 +10,6 @@ a `+load` cell started before it, so they are intruders, as they are."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 
 from quietcore.attribution import intruders, tracer
 from quietcore.errors import CommandError
+from quietcore.owner import own_threads, step_aside, step_back
 
 BUFFER_KB = 1024  # per CPU: the trace is read every 50 ms while a run goes on
 TOP = 8  # sources kept per run, the largest; the rest summed as "other"
@@ -70,9 +70,7 @@ class Watch:
         if self._stream is not None:
             self._stream.__exit__(None, None, None)
             self._stream = None
-        for tid, mask in self._moved.items():
-            with contextlib.suppress(OSError):  # a thread that has ended
-                os.sched_setaffinity(tid, mask)
+        step_back(self._moved)
         self._moved = {}
 
     def begin(self, cpus: frozenset[int], away: bool = False) -> None:
@@ -80,7 +78,9 @@ class Watch:
         quietcore's other threads move off them until `settle`."""
         self._cpus = cpus
         if away:
-            self._moved = _move_off(cpus)
+            # The calling thread stays: it starts the workload, which inherits its mask (the probe
+            # refuses a CPU outside the mask it was given); it steps aside once the workload runs.
+            self._moved = step_aside(cpus, keep=frozenset({threading.get_native_id()}))
         self._steal = _steal_ticks(cpus)
         freq = _freq_khz(cpus)
         self._freq = [freq] if freq is not None else []
@@ -125,22 +125,6 @@ class Watch:
         return cov
 
 
-def _move_off(cpus: frozenset[int]) -> dict[int, set[int]]:
-    """This process's other threads (a progress bar's) off `cpus` where they
-    have somewhere else to run; returns their masks before. The calling
-    thread stays: it starts the workload, which inherits its mask, and the
-    probe refuses a CPU outside the mask it was given; it then sleeps in
-    wait() while the workload runs."""
-    before: dict[int, set[int]] = {}
-    for tid in intruders.own_threads() - {threading.get_native_id()}:
-        with contextlib.suppress(OSError):
-            mask = os.sched_getaffinity(tid)
-            if mask - cpus:
-                os.sched_setaffinity(tid, mask - cpus)
-                before[tid] = mask
-    return before
-
-
 def _intrusions(
     trace: tracer.TraceSession, raw: str, cpus: frozenset[int], lost_before: int, reader: int
 ) -> dict[str, Any]:
@@ -149,7 +133,7 @@ def _intrusions(
         to_ns, window = tracer.marked_clock(raw, trace.clock)
     except ValueError as exc:
         return {"why_not": str(exc)}
-    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=intruders.own_threads() | {reader},
+    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=own_threads() | {reader},
                              spawners=(os.getpid(),))  # fmt: skip
     merged: dict[tuple[str, str, int | None], float] = {}
     counts: dict[tuple[str, str, int | None], int] = {}

@@ -22,11 +22,14 @@ def progress_bar(total_s: float, enabled: bool = True) -> Iterator[Callable[[str
         console=console,
         transient=True,
         disable=not (enabled and console.is_terminal),
+        # Redrawn at each update, not by a thread of its own ten times a second: quietcore
+        # measures the CPUs it runs on, and a redraw there is noise it would count.
+        auto_refresh=False,
     )
     with progress:
         task = progress.add_task("starting", total=total_s)
 
         def update(description: str, done_s: float) -> None:
-            progress.update(task, description=description, completed=min(done_s, total_s))
+            progress.update(task, description=description, completed=min(done_s, total_s), refresh=True)
 
         yield update
