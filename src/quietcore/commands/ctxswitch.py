@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         progress_bar(expected, enabled=not args.json) as update,
     ):
         run = session.add(
-            session.node.probe("ctxswitch", argv, params, expected, lambda t: update("switching", t), analyze)
+            session.node.probe(
+                "ctxswitch", argv, params, expected, lambda t: update("switching", t), analyze, away=frozenset(cpus)
+            )
         )
     result = {**run.result, "analysis": run.analysis}
     if args.json:

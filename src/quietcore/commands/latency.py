@@ -77,7 +77,14 @@ def run(args: argparse.Namespace) -> int:
         progress_bar(duration, enabled=not args.json) as update,
     ):
         run = session.add(
-            session.node.probe("latency", argv, params, duration + 0.1, lambda t: update("measuring latency", t))
+            session.node.probe(
+                "latency",
+                argv,
+                params,
+                duration + 0.1,
+                lambda t: update("measuring latency", t),
+                away=parse_cpulist(params["cpus"]),
+            )
         )
     result = run.result
     if args.json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,13 +85,7 @@ class NoiseOptions:
 
 
 def run_noise(options: NoiseOptions, on_tick: Callable[[float], None] | None = None) -> ProbeResult:
-    """quietcore waits off the measured CPUs; when it measures every CPU it
-    may run on, it has to wait on one of them, and does so without ticks
-    (the progress bar stands still): a bar redrawn there cost that CPU 2 %
-    of its time, as much as this VM's host, and the wake-ups alone 0.15 %."""
-    if on_tick is not None and not os.sched_getaffinity(0) - options.cpus:
-        on_tick(0.0)
-        on_tick = None
+    """quietcore waits off the measured CPUs (probes.runner)."""
     return run_probe("noise", options.args(), expected_s=options.duration + OVERHEAD_S, on_tick=on_tick,
                      away=options.cpus)  # fmt: skip
 
