@@ -586,9 +586,17 @@ def test_revert_to_an_entry_keeps_what_came_before_it(cli: CliRunner, journal_fi
         middle = kept[len(kept) // 2]
         assert cli("tune", "revert", "--to", str(middle)).returncode == 0
         with contextlib.closing(sqlite3.connect(journal_file)) as conn:
-            states = dict(conn.execute("SELECT id, state FROM journal"))
-        assert all(states[i] == "kept" for i in kept if i <= middle)
-        assert all(states[i] == "reverted" for i in kept if i > middle)
+            rows = {i: (state, kind) for i, state, kind in conn.execute("SELECT id, state, kind FROM journal")}
+        states = {i: state for i, (state, _) in rows.items()}
+        assert all(states[i] == "kept" for i in kept if i <= middle), (middle, rows)
+        # Put back, or gone: a thread that ended between apply and revert (the plan moves about 40
+        # threads, kworkers and short-lived user tasks among them). Asked for `reverted` alone, this
+        # failed once in a suite here; a `sleep 1.5` that ends between `tune apply --no-shield` and
+        # `tune revert` is journaled `gone`, task-affinity, as it should be.
+        assert all(states[i] == "reverted" or rows[i] == ("gone", "task-affinity") for i in kept if i > middle), (
+            middle,
+            rows,
+        )
         assert cli("tune", "verify").returncode == 0
         assert cli("tune", "revert", "--all").returncode == 0
         assert changed(saved) == []
