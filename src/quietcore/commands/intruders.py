@@ -34,7 +34,7 @@ from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.measure import recorded
 from quietcore.options import USABLE, cpus_option, duration_option, int_in_range, positive_float, usable_cpus
-from quietcore.owner import own_threads
+from quietcore.owner import own_threads, step_aside, step_back
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.session import Session
@@ -130,10 +130,7 @@ def watch(
     that it is not one of the intruders it names."""
     if not tracer.usable()[0]:
         return _sampled(cpus, duration, argv, pin)
-    mine = os.sched_getaffinity(0)
-    elsewhere = mine - cpus
-    if elsewhere:
-        os.sched_setaffinity(0, elsewhere)
+    moved = step_aside(cpus)
     status, root = 0, None
     try:
         stacks = intruders.stack_triggers(cpus) if above is not None else {}
@@ -149,7 +146,7 @@ def watch(
             raw, reader = stream.text(), stream.tid
             lost, clock, missing = trace.lost(), trace.clock, trace.errors
     finally:
-        os.sched_setaffinity(0, mine)
+        step_back(moved)
     try:
         to_ns, window = tracer.marked_clock(raw, clock)
     except ValueError as exc:
@@ -168,9 +165,7 @@ def watch(
 
 def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:
     """Without the tracer: every task's CPU time and last CPU, sampled."""
-    mine = os.sched_getaffinity(0)
-    if mine - cpus:
-        os.sched_setaffinity(0, mine - cpus)
+    moved = step_aside(cpus)
     try:
         proc = _start(argv, cpus if pin else None) if argv else None
         end = time.monotonic() + (duration or 0.0)
@@ -183,7 +178,7 @@ def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin:
                 end_group(proc)
             raise
     finally:
-        os.sched_setaffinity(0, mine)
+        step_back(moved)
     data = found.to_json()
     for cpu in data["cpus"]:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):

@@ -180,7 +180,7 @@ def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int],
                         result, context = run_command(session, cell, params, watch.end)
                     else:
                         run = session.node.probe(cell.command, cell.probe_args(), params, cell.expected_s,
-                                                 away=where if where != cpus else frozenset())  # fmt: skip
+                                                 away=where)  # fmt: skip
                         context = watch.end(run.result)
                         run.analysis["context"] = context
                         result = session.add(run).result
