@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from quietcore.facts.cpulist import format_cpulist
+from quietcore.store import db, sessions
 from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus
 
 
@@ -185,11 +186,11 @@ def test_a_run_over_the_event_cap_says_what_the_analysis_covers(cli: CliRunner) 
     assert auto["max_events"]["per_cpu"] >= 10_000 and "GiB available" in auto["max_events"]["basis"]
 
 
-def _traced_sources(db_file: Path) -> dict[int, set[str]]:
-    """The traced sources of the database's last noise run, by CPU."""
-    with contextlib.closing(sqlite3.connect(db_file)) as conn:
-        (analysis,) = conn.execute("SELECT analysis FROM runs WHERE kind = 'noise' ORDER BY id DESC").fetchone()
-    tracer = json.loads(analysis)["tracer"]
+def _traced_sources(db_file: Path, session: int) -> dict[int, set[str]]:
+    """The traced sources of the session's noise run, by CPU, as the store decodes it."""
+    with contextlib.closing(db.open_db(db_file, create=False, write=False)) as conn:
+        (run,) = sessions.runs_of(conn, session)
+    tracer = run.noise.tracer
     assert tracer["used"] == "tracepoints", tracer
     return {c["cpu"]: {s["name"] for s in c["sources"]} for c in tracer["cpus"]}
 
@@ -214,7 +215,7 @@ def test_quietcore_is_not_in_its_own_trace_with_its_progress_bar_on(cli_env: dic
     me = tmp_path / "qc-under-test"
     me.symlink_to(sys.executable)
     cpus = allowed_cpus()
-    for measured in (cpus, cpus[-1:]):
+    for session, measured in enumerate((cpus, cpus[-1:]), start=1):
         primary, secondary = pty.openpty()  # stderr a terminal: the bar is drawn
         screen: list[bytes] = []
 
@@ -230,7 +231,7 @@ def test_quietcore_is_not_in_its_own_trace_with_its_progress_bar_on(cli_env: dic
             os.close(primary)
         assert proc.returncode == 0, b"".join(screen).decode(errors="replace")
         assert b"measuring noise" in b"".join(screen), "no progress bar was drawn"
-        sources = _traced_sources(db_file)
+        sources = _traced_sources(db_file, session)
         assert set(sources) == set(measured)
         for cpu, names in sources.items():
             assert "task qc-under-test" not in names, (measured, cpu, names)
