@@ -32,16 +32,16 @@ class _Parser(argparse.ArgumentParser):
 
     def _values_of(self, missing: list[str]) -> str:
         """What a missing argument takes, when it is one of a few values (`quietcore
-        tune` alone): argparse names the argument, not its values."""
-        named = [
-            (name, [str(c) for c in action.choices])
-            for action in self._actions
-            if action.choices is not None
-            and (name := "/".join(action.option_strings) or str(action.metavar or action.dest)) in missing
-        ]
+        tune` alone): argparse names the argument, not its values. A name is as
+        argparse writes it: the option strings, else the metavar, else the dest."""
+        named: dict[str, str] = {}
+        for action in self._actions:
+            name = "/".join(action.option_strings) or str(action.metavar or action.dest)
+            if action.choices is not None and name in missing:
+                named[name] = ", ".join(str(c) for c in action.choices)
         if len(named) == 1:
-            return f" (valid: {', '.join(named[0][1])})"
-        return "".join(f" ({name}: {', '.join(values)})" for name, values in named)
+            return f" (valid: {next(iter(named.values()))})"
+        return "".join(f" ({name}: {values})" for name, values in named.items())
 
 
 def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
