@@ -25,7 +25,6 @@ ADVICE_KINDS = (
 #: targets and how it is carried out), then the advice. A new knob kind is listed in knobs alone.
 KINDS = (*knobs.KINDS, *ADVICE_KINDS)
 NEEDS = ("root", "reboot", "hardware")
-FILE_KINDS = ("sysfs", "procfs", "irq-affinity")
 
 
 @dataclass(frozen=True)

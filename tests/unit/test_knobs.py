@@ -168,3 +168,11 @@ def test_text_from_outside_is_made_safe() -> None:
     assert csv_cell("=SUM(A1)") == "'=SUM(A1)" and csv_cell("-1.5") == "-1.5" and csv_cell(-3) == -3
     assert csv_cell("@cmd") == "'@cmd" and csv_cell("plain") == "plain"
     assert plain("kworker\x1b]0;owned\x07") == "kworker\\x1b]0;owned\\x07"
+
+
+def test_the_kinds_a_file_or_a_thread_names_come_from_the_registry() -> None:
+    """The file kinds (checked for a missing file before a plan writes) and the
+    thread kinds (a thread gone is closed as gone) are read off the registry by
+    class, not listed again, so that a new kind is its module and its KINDS line."""
+    assert set(knobs.FILE_KINDS) == {"sysfs", "procfs", "irq-affinity"}
+    assert set(knobs.THREAD_KINDS) == {"task-affinity", "cpuset-task"}

@@ -6,14 +6,17 @@ its tests."""
 from __future__ import annotations
 
 from quietcore.knobs import controller, cpuset_dir, cpuset_task, irq, pmqos, procfs, service, sysfs, thread
-from quietcore.knobs.base import Gone, Kind, TargetError
+from quietcore.knobs.base import Gone, Kind, TargetError, ThreadKind
+from quietcore.knobs.files import FileKind
 
 KINDS: dict[str, Kind] = {
     m.KIND.name: m.KIND for m in (sysfs, procfs, irq, thread, cpuset_dir, cpuset_task, controller, service, pmqos)
 }
-THREAD_KINDS = (thread.KIND.name, cpuset_task.KIND.name)
+#: Made from the registry by class, so that a new kind's module is all it takes.
+THREAD_KINDS = tuple(name for name, k in KINDS.items() if isinstance(k, ThreadKind))
+FILE_KINDS = tuple(name for name, k in KINDS.items() if isinstance(k, FileKind))
 
-__all__ = ["KINDS", "THREAD_KINDS", "Gone", "Kind", "TargetError", "kind"]
+__all__ = ["FILE_KINDS", "KINDS", "THREAD_KINDS", "Gone", "Kind", "TargetError", "kind"]
 
 
 def kind(name: str) -> Kind:

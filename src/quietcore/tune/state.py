@@ -12,13 +12,13 @@ import sqlite3
 from dataclasses import dataclass
 
 from quietcore import knobs
-from quietcore.actions import FILE_KINDS, Action
+from quietcore.actions import Action
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import read_tasks
-from quietcore.knobs import THREAD_KINDS
+from quietcore.knobs import FILE_KINDS, THREAD_KINDS
 from quietcore.levers.cpuset import partition_refused
 from quietcore.levers.journal import Journal, get, held_signals, put
 from quietcore.safe import plain
