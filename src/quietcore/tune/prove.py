@@ -125,7 +125,9 @@ def table(measured: dict[str, list[Figures]], units: dict[str, str] | None = Non
         for metric in names:
             before = [m[where][metric] for m in measured["before"] if metric in m.get(where, {})]
             after = [m[where][metric] for m in measured["after"] if metric in m.get(where, {})]
-            if not before or not after:
+            # A figure every round has, or none: a p99.9 needs 1,000 gaps, and medians over the rounds that
+            # had that many would set one state's busier rounds against all of the other's.
+            if not before or len(before) < len(measured["before"]) or len(after) < len(measured["after"]):
                 continue
             ratio, ci, p, words = _verdict(before, after)
             rows.append(Row(where, metric, units.get(metric, ""), statistics.median(before), statistics.median(after),
