@@ -1,22 +1,27 @@
 """Shared test helpers: fixture roots, a results database per test, and the
-CLI run as a user runs it (a subprocess, `python -m quietcore`)."""
+CLI run as a user runs it: a process of its own, forked with quietcore
+already imported (`cli`), or `python -m quietcore` itself (`cli_process`)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import locale
 import os
+import select
 import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -114,19 +119,28 @@ def cli_env(db_file: Path, state_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def cli(cli_env: dict[str, str]) -> CliRunner:
-    """Run `python -m quietcore ARGS` with this test's database and lock directory."""
+def cli_process(cli_env: dict[str, str]) -> CliRunner:
+    """`python -m quietcore ARGS`, the entry point a user runs, with this test's
+    database and state directory: for what only a new interpreter shows
+    (its start-up, `PYTHONPATH`, the working directory, a kill while it
+    imports) and, once, for each command (tests/integration/test_cli_lab.py
+    holds that list)."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        full_env = {**cli_env, **(env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "quietcore", *args],
-            capture_output=True,
-            text=True,
-            env=full_env,
-            timeout=timeout,
-            check=False,
-        )
+        return subprocess.run([sys.executable, "-m", "quietcore", *args], capture_output=True, text=True,
+                              env={**cli_env, **(env or {})}, timeout=timeout, check=False)  # fmt: skip
+
+    return run
+
+
+@pytest.fixture
+def cli(cli_env: dict[str, str]) -> CliRunner:
+    """`quietcore ARGS` as a process of its own, with this test's database and
+    state directory: quietcore's main in a child forked from this process,
+    where quietcore is already imported (`forked_main`)."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return forked_main(args, {**cli_env, **(env or {})}, timeout)
 
     return run
 
@@ -135,17 +149,14 @@ def cli(cli_env: dict[str, str]) -> CliRunner:
 def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     """`quietcore ARGS` run by its main in this process, with this test's database
     and state directory (or `env`'s): for the tables of bad input, refused before
-    anything is measured or changed; for commands that neither measure nor change
-    the node (reading the store or a fixture root: `results`, `audit --root`,
-    `tune plan`, `simulate --pattern`, `report`, `compare`); and for a command run
-    many times over (the fleet's 20 checks, and the revert or next command after
-    each kill in the tune tests' kill loops). A subprocess pays Python's and
-    quietcore's start-up each time: `results list` takes 0.30 s alone here,
-    and a `results` call 0.37-0.49 s in the suite. What it returns is
-    what `cli` returns; test_cli_noise runs a refusal of each command, and one
-    reading command of each kind, both ways and asks for the same output. What
-    measures, changes the node or is signalled runs as a subprocess (`cli`), and
-    every command keeps a test that runs it so."""
+    anything is measured or changed, and for commands that neither measure nor
+    change the node (reading the store or a fixture root: `results`, `audit
+    --root`, `tune plan`, `simulate --pattern`, `report`, `compare`), which it
+    runs in about 0.05 s where a forked child (`cli`) takes 0.1 s and `python
+    -m quietcore` 0.35-0.5 s here. What it returns is what `cli` returns;
+    test_cli_noise runs a refusal of each command, and one reading command of
+    each kind, all three ways and asks for the same output. What measures,
+    changes the node or is signalled runs in a process of its own (`cli`)."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         from quietcore import cli as entry
@@ -153,6 +164,7 @@ def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRun
         handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}  # main sets its own
         out, err = io.StringIO(), io.StringIO()
         with monkeypatch.context() as patch:
+            patch.setattr(sys, "argv", ["quietcore", *args])  # stored with the session, as a process stores it
             for name, value in {**cli_env, **(env or {})}.items():
                 if os.environ.get(name) != value:
                     patch.setenv(name, value)
@@ -167,6 +179,112 @@ def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRun
         return subprocess.CompletedProcess(["quietcore", *args], code, out.getvalue(), err.getvalue())
 
     return run
+
+
+class Forked:
+    """quietcore's main in a child forked from the test: `quietcore ARGS` as a
+    process of its own, as a user's quietcore is (its own pid, affinity,
+    cgroup, signal dispositions, environment and `sys.argv`; what it changes
+    of itself goes with it, and a kill -9 ends it as it ends any process),
+    with stdin from /dev/null and stdout and stderr kept in files (and, with
+    `new_session`, a process group of its own, as `start_new_session`). Only
+    Python's start-up and quietcore's imports, 0.3-0.5 s a command here, are
+    not paid again: every command module is imported once, here, first. What
+    a new interpreter alone shows runs as one (`cli_process`)."""
+
+    def __init__(self, args: Sequence[str], env: dict[str, str], new_session: bool = False) -> None:
+        from quietcore import cli as entry
+        from quietcore.commands import COMMANDS, common, load
+
+        assert common  # what main imports for every command
+        for name in COMMANDS:
+            load(name)
+        self.args = ["quietcore", *args]
+        self.returncode: int | None = None
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by communicate)
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115
+        self.pid = os.fork()
+        if self.pid == 0:
+            _child(entry.main, list(args), env, self._out.fileno(), self._err.fileno(), new_session)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code (negative for a signal); killed, and TimeoutExpired
+        raised, if it runs longer than `timeout`."""
+        if self.returncode is None:
+            pidfd = os.pidfd_open(self.pid)
+            try:
+                if not select.select([pidfd], [], [], timeout)[0]:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            finally:
+                os.close(pidfd)
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Waits, then what it printed, decoded as `subprocess.run(text=True)` does."""
+        self.wait(timeout)
+        texts = []
+        for f in (self._out, self._err):
+            f.seek(0)
+            with io.TextIOWrapper(f, encoding=locale.getpreferredencoding(False)) as text:
+                texts.append(text.read())
+        return texts[0], texts[1]
+
+
+def forked_main(args: Sequence[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`quietcore ARGS` in a forked child (Forked), waited for as
+    `subprocess.run` waits for `python -m quietcore`."""
+    child = Forked(args, env)
+    out, err = child.communicate(timeout)
+    return subprocess.CompletedProcess(child.args, child.wait(), out, err)
+
+
+def _child(
+    main: Callable[[list[str]], int], args: list[str], env: dict[str, str], out: int, err: int, new_session: bool
+) -> NoReturn:
+    """The forked child: made to look to quietcore as a new `python -m quietcore`
+    does (standard streams, environment, argv, signal dispositions), then
+    main. It never returns to the test's code, whatever happens: a signal
+    that comes as main ends is held while the streams are flushed."""
+    code = 1
+    try:
+        try:
+            if new_session:
+                os.setsid()
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            encoding = locale.getpreferredencoding(False)
+            sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115 (the process's own)
+            sys.stdout = open(1, "w", encoding=encoding, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding=encoding, errors="backslashreplace", closefd=False, buffering=1)  # noqa: SIM115
+            os.environ.clear()
+            os.environ.update(env)
+            sys.argv = ["quietcore", *args]
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            code = main(args)
+        except SystemExit as exc:  # argparse's --help, or a command that exits
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except BaseException:  # what an uncaught exception does to a process: a traceback, and 1
+            traceback.print_exc()
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def allowed_cpus() -> list[int]:

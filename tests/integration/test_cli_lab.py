@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from quietcore.commands import COMMANDS
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
@@ -77,6 +79,21 @@ def test_version_and_help() -> None:
     assert "example: quietcore noise --cpus 1 --duration 10" in sub.stdout
     bare = subprocess.run(run, capture_output=True, text=True, check=False)
     assert bare.returncode == 2
+
+
+#: How a test runs `python -m quietcore COMMAND`: the fixture, an argv list, or a shell line.
+ENTRY_POINT = re.compile(r'cli_process\(\s*"([a-z]+)"|"-m",\s*"quietcore",\s*"([a-z]+)"|-m quietcore ([a-z]+)')
+
+
+def test_every_command_runs_as_python_m_quietcore_somewhere() -> None:
+    """Most tests run a command in a forked child (conftest's `cli`), which
+    skips Python's start-up; each command still has a test that runs it as
+    a user does, `python -m quietcore COMMAND`."""
+    found = set()
+    for path in Path(__file__).parents[1].rglob("*.py"):
+        for match in ENTRY_POINT.finditer(path.read_text(encoding="utf-8")):
+            found.add(next(g for g in match.groups() if g))
+    assert set(COMMANDS) - found == set()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to an unprivileged user")

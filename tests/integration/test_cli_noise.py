@@ -102,14 +102,16 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     ],
 )
 def test_a_refusal_in_process_is_the_refusal_of_a_process(
-    cli: CliRunner, cli_main: CliRunner, db_file: Path, args: list[str]
+    cli_process: CliRunner, cli: CliRunner, cli_main: CliRunner, db_file: Path, args: list[str]
 ) -> None:
     """The tables of bad input run quietcore's main in the test's process
-    (`cli_main`): one refusal of each command they cover, run both ways, has
-    the same exit code and the same line."""
-    real, here = cli(*args), cli_main(*args)
+    (`cli_main`), and most tests a forked child (`cli`): one refusal of each
+    command they cover, run all three ways, has the same exit code and the
+    same line as `python -m quietcore`."""
+    real = cli_process(*args)
     assert real.returncode == 2 and real.stderr.count("\n") == 1, real.stderr
-    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+    for other in (cli(*args), cli_main(*args)):
+        assert (other.returncode, other.stdout, other.stderr) == (real.returncode, real.stdout, real.stderr)
     assert not db_file.exists()
 
 
@@ -125,16 +127,18 @@ def test_a_refusal_in_process_is_the_refusal_of_a_process(
     ids=lambda a: "-".join(a[:2]),
 )
 def test_a_command_that_reads_in_process_prints_what_a_process_prints(
-    cli: CliRunner, cli_main: CliRunner, db_file: Path, quiet_noise: Path, args: list[str]
+    cli_process: CliRunner, cli: CliRunner, cli_main: CliRunner, db_file: Path, quiet_noise: Path, args: list[str]
 ) -> None:
     """Commands that neither measure nor change the node (reading the store
     or a fixture root) also run in the test's process where a test calls
-    them often: one of each, run both ways over the same stored session,
-    prints the same, byte for byte, with the same exit code."""
+    them often: one of each, run all three ways over the same stored
+    session, prints what `python -m quietcore` prints, byte for byte, with
+    the same exit code."""
     shutil.copy(quiet_noise, db_file)
-    real, here = cli(*args), cli_main(*args)
+    real = cli_process(*args)
     assert real.returncode == 0 and real.stdout, real.stderr
-    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+    for other in (cli(*args), cli_main(*args)):
+        assert (other.returncode, other.stdout, other.stderr) == (real.returncode, real.stdout, real.stderr)
 
 
 def test_corrupt_database_is_refused_untouched(cli: CliRunner, db_file: Path) -> None:

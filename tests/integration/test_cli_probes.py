@@ -15,8 +15,8 @@ from tests.conftest import CliRunner, allowed_cpus
 CPU = str(allowed_cpus()[-1])
 
 
-def test_latency_table_and_session(cli: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
-    proc = cli("latency", "--cpus", CPU, "--duration", "0.5")
+def test_latency_table_and_session(cli_process: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
+    proc = cli_process("latency", "--cpus", CPU, "--duration", "0.5")
     assert proc.returncode == 0, proc.stderr
     assert "Wake-up latency, every 1000 µs" in proc.stdout and "p99" in proc.stdout
     assert "Saved as session 1" in proc.stdout
@@ -28,8 +28,8 @@ def test_latency_table_and_session(cli: CliRunner, cli_main: CliRunner, db_file:
     assert "Wake-up latency" in shown.stdout
 
 
-def test_ctxswitch_table_with_intervals(cli: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
-    proc = cli("ctxswitch", "--reps", "3", "--iterations", "2000", "--slice-ms", "250", "--json")
+def test_ctxswitch_table_with_intervals(cli_process: CliRunner, cli_main: CliRunner, db_file: Path) -> None:
+    proc = cli_process("ctxswitch", "--reps", "3", "--iterations", "2000", "--slice-ms", "250", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     pipe = out["analysis"]["switch_pipe"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -19,7 +20,7 @@ import pytest
 from quietcore.report.export import SCHEMA
 from quietcore.store import db, sessions
 from quietcore.store.schema import MIGRATIONS
-from tests.conftest import CliRunner
+from tests.conftest import CliRunner, forked_main
 
 SCHED = ("run", "sched", "--quick", "--cells", "compute *", "--reps", "2", "--warmup", "0", "--intrusions", "off")
 
@@ -30,16 +31,10 @@ def two_sched_sessions(tmp_path_factory: pytest.TempPathFactory, sched_quick: tu
     here: the suite's `run sched --quick` (session 1, tagged try=1), copied,
     and a shorter one after it (session 2, the compute cells at 2 runs a
     cell, try=2: what the report compares across sessions needs no more)."""
-    import os
-    import subprocess
-    import sys
-
     path = tmp_path_factory.mktemp("report") / "results.db"
     with sqlite3.connect(sched_quick[0]) as source, sqlite3.connect(path) as copy:
         source.backup(copy)
-    proc = subprocess.run([sys.executable, "-m", "quietcore", *SCHED, "--tag", "try=2", "--json"],
-                          env={**os.environ, "QUIETCORE_DB": str(path)}, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
+    proc = forked_main([*SCHED, "--tag", "try=2", "--json"], {**os.environ, "QUIETCORE_DB": str(path)}, 300)
     assert proc.returncode == 0, proc.stderr
     return path
 

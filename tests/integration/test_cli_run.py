@@ -146,7 +146,9 @@ def test_interrupt_restores_thp_and_leaves_no_workload(
 
 
 @pytest.mark.slow
-def test_compare_shows_what_changed_and_ratios(cli: CliRunner, cli_main: CliRunner, thp_guard: str) -> None:
+def test_compare_shows_what_changed_and_ratios(
+    cli: CliRunner, cli_main: CliRunner, cli_process: CliRunner, thp_guard: str
+) -> None:
     other = "always" if thp_guard != "always" else "never"
     # 3 runs of 3 cells: what is checked is the comparison's shape, not a verdict
     prefetch = ("prefetch", "--quick", "--cells", "stride 1,stride 2,random", "--reps", "3", "--warmup", "0")
@@ -154,7 +156,7 @@ def test_compare_shows_what_changed_and_ratios(cli: CliRunner, cli_main: CliRunn
     THP.write_text(other)
     run_json(cli, *prefetch, "--tag", "boot=after")
     THP.write_text(thp_guard)
-    proc = cli_main("compare", "boot=before", "boot=after", "--json")
+    proc = cli_process("compare", "boot=before", "boot=after", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert {"fact": "thp.enabled", "a": thp_guard, "b": other} in result["changes"]

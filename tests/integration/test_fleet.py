@@ -29,7 +29,7 @@ import pytest
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.runner import probe_path
 from quietcore.store import db, references, sessions
-from tests.conftest import CliRunner, allowed_cpus, slurm_node
+from tests.conftest import CliRunner, allowed_cpus, forked_main, slurm_node
 
 ROOT = os.geteuid() == 0
 CPUS = allowed_cpus()
@@ -47,8 +47,9 @@ def _env(where: Path) -> dict[str, str]:
 
 
 def _qc(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "quietcore", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
+    """`quietcore ARGS` in a process of its own, forked (conftest.Forked); `reference set`
+    runs as `python -m quietcore` once, below, and slurmd runs `check` so."""
+    return forked_main(args, env, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,8 @@ def referenced(tmp_path_factory: pytest.TempPathFactory, quiet_noise: Path) -> P
     where = tmp_path_factory.mktemp("fleet-ref")
     env = _env(where)
     shutil.copy(quiet_noise, where / "results.db")
-    done = _qc(env, "reference", "set", "1")
+    done = subprocess.run([sys.executable, "-m", "quietcore", "reference", "set", "1"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Reference" in done.stdout and "5 s each" in done.stdout
     return where / "results.db"
