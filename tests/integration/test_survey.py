@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import allowed_cpus, slurm_node
+from tests.conftest import CliRunner, allowed_cpus, slurm_node
 
 HAVE_MPI = bool(shutil.which("mpirun")) and importlib.util.find_spec("mpi4py") is not None
 NEEDS_MPI = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun (openmpi-bin) and mpi4py (quietcore[mpi])")
@@ -47,7 +47,9 @@ def stored(db: Path) -> list[tuple[str, dict[str, Any], dict[str, Any], str]]:
 
 @NEEDS_MPI
 @TWO_CPUS
-def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_file: Path, tmp_path: Path) -> None:
+def test_two_ranks_under_mpirun_make_one_session(
+    cli: CliRunner, cli_env: dict[str, str], db_file: Path, tmp_path: Path
+) -> None:
     """mpirun -n 2: one session, a noise run per rank on its own CPU, the
     survey's run with each rank's clock offset and uncertainty. The events
     come over in several Gatherv rounds (a limit of 64 elements a round
@@ -92,10 +94,9 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
     for cpu, measured, lost in sqlite3.connect(db_file).execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
         line = next(m for m in written.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
         assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
-    quietcore = [sys.executable, "-m", "quietcore", "results", "export", "1"]
+    export = ("results", "export", "1")
     out = tmp_path / "traces"
-    proc = subprocess.run([*quietcore, "--format", "trace", "--out", str(out)], env=cli_env, capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    proc = cli(*export, "--format", "trace", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     host = socket.gethostname()
     files = sorted(p.name for p in out.iterdir())
@@ -107,22 +108,19 @@ def test_two_ranks_under_mpirun_make_one_session(cli_env: dict[str, str], db_fil
         assert len(lines) == len(cpu["events"]) and params["survey"]["host"] == host
         start, length = (float(x) for x in lines[0].split("\t"))
         assert start >= 0 and length > 0
-    psnap = subprocess.run([*quietcore, "--format", "psnap"], env=cli_env, capture_output=True, text=True,
-                           check=False).stdout.splitlines()  # fmt: skip
+    psnap = cli(*export, "--format", "psnap").stdout.splitlines()
     ranks = {line.split()[0] for line in psnap}
     assert ranks == {"0", "1"} and all(line.split()[3] == host for line in psnap)
     assert sum(int(line.split()[2]) for line in psnap) == sum(len(json.loads(e)["result"]["cpus"][0]["events"])
                                                               for *_, e in runs[:2])  # fmt: skip
-    table = subprocess.run([*quietcore, "--format", "csv"], env=cli_env, capture_output=True, text=True,
-                           check=False).stdout  # fmt: skip
+    table = cli(*export, "--format", "csv").stdout
     rows = list(csv.DictReader(io.StringIO(table)))
     assert sorted((r["host"], r["rank"]) for r in rows) == [(host, "0"), (host, "1")]
-    bad = subprocess.run([*quietcore, "--format", "trace"], env=cli_env, capture_output=True, text=True, check=False)
+    bad = cli(*export, "--format", "trace")
     assert bad.returncode == 2 and "give --out DIR" in bad.stderr
     # And `simulate --network 1` predicts the surveyed job from them and its noise, in one command
-    sim = subprocess.run([sys.executable, "-m", "quietcore", "simulate", "--network", "1", "--ranks", "100",
-                          "--granularity-us", "100", "--iterations", "100", "--repeats", "2", "--json"], env=cli_env,
-                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    sim = cli("simulate", "--network", "1", "--ranks", "100", "--granularity-us", "100", "--iterations", "100",
+              "--repeats", "2", "--json")  # fmt: skip
     assert sim.returncode == 0, sim.stderr
     study = json.loads(sim.stdout)
     assert study["params"]["latency_us"] == pytest.approx(net["latency_ns"] / 1e3)
