@@ -21,7 +21,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 
@@ -181,6 +181,21 @@ def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRun
     return run
 
 
+@pytest.fixture(autouse=True)
+def no_forked_child_left() -> Iterator[None]:
+    """A forked quietcore (`Forked`) that a failing test left running (a
+    `run tickless` with the shield up, a `tune apply`) is killed, with its
+    process group if it has one, before the next test starts."""
+    yield
+    for child in list(Forked.live):
+        with contextlib.suppress(ProcessLookupError):
+            if child.new_session:
+                os.killpg(child.pid, signal.SIGKILL)
+            else:
+                os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+
+
 class Forked:
     """quietcore's main in a child forked from the test: `quietcore ARGS` as a
     process of its own, as a user's quietcore is (its own pid, affinity,
@@ -192,6 +207,8 @@ class Forked:
     not paid again: every command module is imported once, here, first. What
     a new interpreter alone shows runs as one (`cli_process`)."""
 
+    live: ClassVar[set[Forked]] = set()  # started and not yet waited for
+
     def __init__(self, args: Sequence[str], env: dict[str, str], new_session: bool = False) -> None:
         from quietcore import cli as entry
         from quietcore.commands import COMMANDS, common, load
@@ -200,18 +217,21 @@ class Forked:
         for name in COMMANDS:
             load(name)
         self.args = ["quietcore", *args]
+        self.new_session = new_session
         self.returncode: int | None = None
         self._out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by communicate)
         self._err = tempfile.TemporaryFile()  # noqa: SIM115
         self.pid = os.fork()
         if self.pid == 0:
             _child(entry.main, list(args), env, self._out.fileno(), self._err.fileno(), new_session)
+        Forked.live.add(self)
 
     def poll(self) -> int | None:
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
+                Forked.live.discard(self)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -222,11 +242,13 @@ class Forked:
             try:
                 if not select.select([pidfd], [], [], timeout)[0]:
                     os.kill(self.pid, signal.SIGKILL)
-                    os.waitpid(self.pid, 0)
+                    self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                    Forked.live.discard(self)
                     raise subprocess.TimeoutExpired(self.args, timeout or 0)
             finally:
                 os.close(pidfd)
             self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            Forked.live.discard(self)
         return self.returncode
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:

@@ -44,8 +44,8 @@ def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.usefixtures("stored")
-def test_list_and_show(cli: CliRunner) -> None:
-    listing = cli("results", "list")
+def test_list_and_show(cli: CliRunner, cli_process: CliRunner) -> None:
+    listing = cli_process("results", "list")  # the command's one run as `python -m quietcore`
     assert listing.returncode == 0
     assert "noise" in listing.stdout and "complete" in listing.stdout and "k=v" in listing.stdout
     show = cli("results", "show", "1")
