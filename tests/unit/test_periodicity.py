@@ -135,11 +135,21 @@ def test_a_real_timer_beside_the_hosts_100hz_source(run: str) -> None:
     "300 Hz" with a third train in step (the third); and missed a tick that
     the host made sloppy (25 µs of jitter), then found the timer at 25 Hz
     (the fourth); and split a timer whose every other gap also held a tick
-    (285 against 332 µs) into two at 50 Hz (the fifth)."""
+    (285 against 332 µs) into two at 50 Hz (the fifth). The fourth run also
+    holds a train of 1 µs gaps at 250 Hz apart from the tick (its phase
+    holds for 1-2 s at a time, then jumps; its members lie anywhere from
+    the tick's), found as a fourth source since the phase windows split the
+    span evenly: a short train at the tick's rate, not the tick split."""
     data = np.load(FIXTURES / "noise" / f"{run}.npz")
     found = find_periodic(data["start_ns"], data["duration_ns"], float(data["span_ns"]), hints_hz=(250.0,))
     assert found[0].frequency_hz == pytest.approx(250, rel=1e-3) and found[0].coverage >= 0.75
-    assert all(s.frequency_hz == pytest.approx(100, rel=1e-3) for s in found[1:])
+    assert len(found) >= 3 and all(s.frequency_hz == pytest.approx(100, rel=1e-3) for s in found[1:3])
+    tick = found[0]
+    for other in found[3:]:
+        at_tick_rate = other.frequency_hz == pytest.approx(250, rel=1e-3)
+        assert other.frequency_hz == pytest.approx(100, rel=1e-3) or (
+            at_tick_rate and other.median_duration_ns < 0.1 * tick.median_duration_ns
+        )
     timer = found[1]
     assert timer.coverage >= 0.9 and 200e3 < timer.median_duration_ns < 350e3
     assert all(s.median_duration_ns < 100e3 for s in found[2:])
@@ -175,3 +185,25 @@ def test_two_host_stalls_do_not_hide_a_source_in_half_a_second(monkeypatch: pyte
     monkeypatch.setattr(periodicity, "_cap", lambda durations, min_events: float("inf"))
     whole = find_periodic(starts[order], durations[order], span, hints_hz=(250.0,))
     assert not any(s.frequency_hz == pytest.approx(100, rel=1e-3) for s in whole), whole
+
+
+@pytest.mark.parametrize("tail_ms", [0.06, 0.5, 3.0, 9.0])
+def test_a_sliver_of_a_phase_window_at_the_end_adds_no_member(tail_ms: float) -> None:
+    """The phase is found afresh in windows of 50 periods; a run a little
+    longer than a whole number of them left a last window of a sliver, whose
+    one event became its phase and so a member. Seen in the ground-truth
+    test: a 100 Hz train over 3999.95 ms, fitted at 9.99978 ms (so 9 windows),
+    counted 401 of 400 periods, its last member a 5.8 µs gap 2 ms off the
+    train."""
+    rng = np.random.default_rng(7)
+    period, phase = 10e6, 1.965e6
+    span = 4000e6 + tail_ms * 1e6
+    bursts = np.arange(phase, span, period) + rng.normal(0, 600, len(np.arange(phase, span, period)))
+    stray = np.array([span - 0.013e6])  # in the last window, off the train
+    noise = rng.uniform(0, span, 2000)
+    starts = np.concatenate([bursts, stray, noise])
+    durations = np.concatenate([np.full(len(bursts), 250e3), [5.8e3], rng.exponential(2e3, 2000)])
+    order = np.argsort(starts)
+    (source,) = [s for s in find_periodic(starts[order], durations[order], span) if round(s.frequency_hz) == 100]
+    assert source.events <= source.expected
+    assert source.expected == len(bursts)

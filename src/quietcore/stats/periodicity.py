@@ -131,14 +131,14 @@ def _densest_phase(starts: NDArray[np.float64], strength: NDArray[np.float64], p
     the square root of their length: of two trains of one period (this VM's
     host has one at 100 Hz) the costlier wins, while one long random gap
     cannot outweigh a whole train of short ones (the tick)."""
-    centers, _ = _window_phases(starts, strength, period, tol, window=np.inf)
+    centers, _ = _window_phases(starts, strength, period, tol, windows=1, span=np.inf)
     return float(centers[0])
 
 
 def _window_phases(
-    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, window: float
+    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, windows: int, span: float
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """_densest_phase for every window of the run at once: one 2-D histogram
+    """_densest_phase for each of `windows` equal windows of the span at once: one 2-D histogram
     (window x phase bin) by bincount, summed over tol-wide stretches of
     PHASE_STEPS bins each, and the argmax per row. Returns the phase of each
     window and each event's window. The stretches slide by a quarter of tol:
@@ -149,11 +149,11 @@ def _window_phases(
     # One pass over the events: the period count and the phase from one division.
     q = starts / period
     b = np.minimum(((q - np.floor(q)) * bins).astype(np.int64), bins - 1)
-    if np.isinf(window):
+    if windows == 1:
         w = np.zeros(len(starts), dtype=np.int64)
         cell = b
-    else:
-        w = (starts // window).astype(np.int64)
+    else:  # an event on the span's end (rounding) is the last window's
+        w = np.minimum(starts // (span / windows), windows - 1).astype(np.int64)
         cell = w * bins + b
     rows = int(w.max(initial=0)) + 1
     counts = np.bincount(cell, weights=strength, minlength=rows * bins).reshape(rows, bins)
@@ -193,14 +193,16 @@ def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size:
 
 
 def _fit(
-    starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float
+    starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float, span: float
 ) -> tuple[NDArray[np.bool_], float, float, float]:
     """Events on a periodic train, the refined period, its phase and the
     residual jitter. The period is fitted over the whole run; the phase is
-    found again in each window of WINDOW_PERIODS periods, because a source
-    may change phase mid-run (a tick re-armed, a timer restarted) without
-    changing its period. Every window is done at once, in array operations:
-    the cost grows linearly with the events."""
+    found again in each window of about WINDOW_PERIODS periods, because a
+    source may change phase mid-run (a tick re-armed, a timer restarted)
+    without changing its period. The windows split the span evenly: a last
+    window of a sliver would take its one stray event as its phase, and so
+    as a member (seen: 401 of 400 periods). Every window is done at once, in
+    array operations: the cost grows linearly with the events."""
     strength = np.sqrt(weights)  # each event's weight in a fold (see _densest_phase)
     center = _densest_phase(starts, strength, period, tol)
     for _ in range(3):  # refine: fit t = t0 + n * P on the members
@@ -210,7 +212,8 @@ def _fit(
             break  # too few periods to fit a line through
         slope, intercept = np.polyfit(n[members], starts[members], 1)
         period, center = float(slope), float(intercept)
-    local, w = _window_phases(starts, strength, period, tol, WINDOW_PERIODS * period)
+    windows = max(1, round(span / (WINDOW_PERIODS * period)))
+    local, w = _window_phases(starts, strength, period, tol, windows, span)
     members, residual = _members(starts, period, local[w], tol, w)
     if members.any():  # centre each window's phase on its members, then take them again
         local = local + _group_medians(residual[members], w[members], len(local))
@@ -407,7 +410,7 @@ def _score(source: PeriodicSource) -> float:
 def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The source of this period among the remaining events, if one is there."""
     tol = max(2 * ev.bin_ns, 0.02 * period)
-    members, period, center, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol)
+    members, period, center, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol, ev.span_ns)
     idx = np.flatnonzero(ev.remaining)[members]
     if len(idx):
         # A gap many times this source's typical one is another source's that
