@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 
+#include "counter.h"
 #include "probe.h"
 #include "timing.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     pthread_t tid;
     uint64_t wakeups, overruns, lat_sum, lat_max, burst_sum, burst_min, burst_max;
     uint64_t *starts, *latencies, *lengths; /* per wake-up, the first MAX_STARTS */
+    uint64_t *raw; /* each wake-up in CLOCK_MONOTONIC_RAW, the noise probe's clock, to match bursts to its gaps */
     uint64_t nstarts;
     thread_sched sched;
     char error[200];
@@ -111,7 +113,7 @@ static void *disturb_thread_main(void *arg)
     t->burst_min = UINT64_MAX;
     for (uint64_t next = t->origin + period; next < t->deadline && !stop_requested; next += period) {
         sleep_until(next);
-        uint64_t woke = mono_ns();
+        uint64_t woke = mono_ns(), woke_raw = raw_ns();
         t->wakeups++;
         t->lat_sum += woke - next;
         if (woke - next > t->lat_max)
@@ -128,6 +130,7 @@ static void *disturb_thread_main(void *arg)
         if (t->nstarts < MAX_STARTS) {
             t->latencies[t->nstarts] = woke - next;
             t->lengths[t->nstarts] = len;
+            t->raw[t->nstarts] = woke_raw;
             t->starts[t->nstarts++] = woke - t->origin;
         }
         while (next + period < end) { /* the burst ran past later wake-ups */
@@ -193,6 +196,16 @@ static void emit(json_t *j, const disturb_opts *o, disturb_thread *th, int n)
         for (uint64_t k = 0; k < t->nstarts; k++)
             json_u64(j, t->latencies[k]);
         json_arr_end(j);
+        json_key(j, "burst_lengths_ns"); /* a burst the host held up runs long */
+        json_arr_begin(j);
+        for (uint64_t k = 0; k < t->nstarts; k++)
+            json_u64(j, t->lengths[k]);
+        json_arr_end(j);
+        json_key(j, "burst_starts_raw_ns"); /* CLOCK_MONOTONIC_RAW, as the noise probe's origin */
+        json_arr_begin(j);
+        for (uint64_t k = 0; k < t->nstarts; k++)
+            json_u64(j, t->raw[k]);
+        json_arr_end(j);
         json_obj_end(j);
     }
     json_arr_end(j);
@@ -223,7 +236,8 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
         th[i].starts = malloc(MAX_STARTS * sizeof *th[i].starts);
         th[i].latencies = malloc(MAX_STARTS * sizeof *th[i].latencies);
         th[i].lengths = malloc(MAX_STARTS * sizeof *th[i].lengths);
-        if (!th[i].starts || !th[i].latencies || !th[i].lengths || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
+        th[i].raw = malloc(MAX_STARTS * sizeof *th[i].raw);
+        if (!th[i].starts || !th[i].latencies || !th[i].lengths || !th[i].raw || pthread_create(&th[i].tid, NULL, disturb_thread_main, &th[i]))
             return probe_fail(ctx, EXIT_FAIL, "cannot start the thread for CPU %d", c);
         i++;
     }
@@ -241,6 +255,7 @@ int disturb_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
         free(th[i].starts);
         free(th[i].latencies);
         free(th[i].lengths);
+        free(th[i].raw);
     }
     free(th);
     return EXIT_OK;

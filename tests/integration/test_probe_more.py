@@ -44,6 +44,12 @@ def test_disturb_keeps_its_period_and_burst() -> None:
     starts = c["burst_starts_ns"]
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert sorted(gaps)[len(gaps) // 2] == pytest.approx(20e6, rel=0.01)
+    # Each wake-up also on CLOCK_MONOTONIC_RAW (to match the noise probe's gaps), and each burst's length
+    raw = c["burst_starts_raw_ns"]
+    assert len(raw) == len(starts) == len(c["burst_lengths_ns"]) == c["wakeups"]
+    steps = zip(itertools.pairwise(raw), itertools.pairwise(starts), strict=True)
+    assert all(abs((rb - ra) - (b - a)) < 50_000 for (ra, rb), (a, b) in steps)  # the two clocks tick alike
+    assert min(c["burst_lengths_ns"]) == c["burst_min_ns"] and max(c["burst_lengths_ns"]) == c["burst_max_ns"]
 
 
 def test_disturb_seed_preset_does_fixed_work() -> None:
