@@ -54,18 +54,26 @@ def rows(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("name", "warmup"),
-    [("tickless", 0), ("preempt", 0), ("affinity", 0), ("smt", 0), ("prefetch", 0), ("numa", 1)],
-)
-def test_every_experiment_runs_quick_and_is_stored(cli: CliRunner, db_file: Path, name: str, warmup: int) -> None:
+    ("name", "warmup", "cells"),
+    [("tickless", 0, "*"), ("preempt", 0, "*"), ("affinity", 0, "two on one CPU"), ("smt", 0, "*"),
+     ("prefetch", 0, "random"), ("numa", 1, "*")],
+)  # fmt: skip
+def test_every_experiment_runs_quick_and_is_stored(
+    cli: CliRunner, db_file: Path, name: str, warmup: int, cells: str
+) -> None:
     """Each built-in experiment end to end, 2 runs a cell (the runner, its
     workloads and levers; the statistics have tests of their own). The
     runner is one for all, so one of them, the shortest, also has a warm-up
     a cell, to show that warm-ups are stored, and one, tickless (pinned and
-    unpinned cells, the shield as a lever), has its runs traced."""
+    unpinned cells, the shield as a lever), has its runs traced. Where an
+    experiment's cells differ only in the workload's arguments (affinity's
+    layouts, prefetch's strides), one of them beside its baseline stands for
+    the rest: the plans themselves are tested on fixture roots
+    (tests/unit/test_experiments.py)."""
     traced = "auto" if name == "tickless" else "off"
     started = time.monotonic()
-    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2", "--warmup", str(warmup), "--intrusions", traced)
+    data = run_json(cli, name, "--quick", "--seed", "7", "--reps", "2", "--warmup", str(warmup), "--intrusions", traced,
+                    "--cells", cells)  # fmt: skip
     assert time.monotonic() - started < 90, "--quick should take about a minute at most"
     measured = [r for r in data["rows"] if r.get("stats")]
     assert measured, data["warnings"]
