@@ -131,17 +131,16 @@ def _densest_phase(starts: NDArray[np.float64], strength: NDArray[np.float64], p
     the square root of their length: of two trains of one period (this VM's
     host has one at 100 Hz) the costlier wins, while one long random gap
     cannot outweigh a whole train of short ones (the tick)."""
-    centers, _ = _window_phases(starts, strength, period, tol, windows=1, span=np.inf)
-    return float(centers[0])
+    return float(_window_phases(starts, strength, period, tol, np.zeros(len(starts), dtype=np.int64))[0])
 
 
 def _window_phases(
-    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, windows: int, span: float
-) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """_densest_phase for each of `windows` equal windows of the span at once: one 2-D histogram
-    (window x phase bin) by bincount, summed over tol-wide stretches of
-    PHASE_STEPS bins each, and the argmax per row. Returns the phase of each
-    window and each event's window. The stretches slide by a quarter of tol:
+    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, w: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """_densest_phase for every window of the run at once (`w`: each event's
+    window): one 2-D histogram (window x phase bin) by bincount, summed over
+    tol-wide stretches of PHASE_STEPS bins each, and the argmax per row.
+    Returns the phase of each window. The stretches slide by a quarter of tol:
     in tol-wide bins, a source on a bin edge was placed half a bin off, where
     a random event in a busy run (this VM: 30 per 10 ms) lay closer than it."""
     bins = max(int(period * PHASE_STEPS // tol), PHASE_STEPS)
@@ -149,18 +148,13 @@ def _window_phases(
     # One pass over the events: the period count and the phase from one division.
     q = starts / period
     b = np.minimum(((q - np.floor(q)) * bins).astype(np.int64), bins - 1)
-    if windows == 1:
-        w = np.zeros(len(starts), dtype=np.int64)
-        cell = b
-    else:  # an event on the span's end (rounding) is the last window's
-        w = np.minimum(starts // (span / windows), windows - 1).astype(np.int64)
-        cell = w * bins + b
     rows = int(w.max(initial=0)) + 1
-    counts = np.bincount(cell, weights=strength, minlength=rows * bins).reshape(rows, bins)
+    counts = np.bincount(w * bins + b, weights=strength, minlength=rows * bins).reshape(rows, bins)
     stretch = counts.copy()
     for k in range(1, PHASE_STEPS):  # circular: a stretch may wrap past the period's end
         stretch += np.roll(counts, -k, axis=1)
-    return (stretch.argmax(axis=1) + PHASE_STEPS / 2) * width % period, w
+    phases: NDArray[np.float64] = (stretch.argmax(axis=1) + PHASE_STEPS / 2) * width % period
+    return phases
 
 
 def _members(
@@ -213,7 +207,9 @@ def _fit(
         slope, intercept = np.polyfit(n[members], starts[members], 1)
         period, center = float(slope), float(intercept)
     windows = max(1, round(span / (WINDOW_PERIODS * period)))
-    local, w = _window_phases(starts, strength, period, tol, windows, span)
+    # an event on the span's end (rounding) is the last window's
+    w = np.minimum(starts // (span / windows), windows - 1).astype(np.int64)
+    local = _window_phases(starts, strength, period, tol, w)
     members, residual = _members(starts, period, local[w], tol, w)
     if members.any():  # centre each window's phase on its members, then take them again
         local = local + _group_medians(residual[members], w[members], len(local))
