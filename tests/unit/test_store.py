@@ -135,3 +135,22 @@ def test_tags_and_facts_are_json_decoded_once_by_the_store(tmp_path: Path) -> No
     assert json.loads(stored[0]) == {"k": "v"} and json.loads(stored[1]) == {"a": 1}
     row = sessions.get_session(conn, sid)
     assert row.tags == {"k": "v"} and row.facts == {"a": 1} and row.argv == ["quietcore", "noise"]
+
+
+def test_a_files_file_system_is_read_off_the_longest_mount_above_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which file system a path is on (the results database on NFS takes the
+    rollback journal; the tests' files go to tmpfs): the longest mount point
+    above it wins, and a mount point's escaped space is a space."""
+    mounts = "\n".join([
+        "/dev/vda / ext4 rw 0 0",
+        "server:/home /home nfs4 rw 0 0",
+        "tmpfs /home/a\\040b tmpfs rw 0 0",
+        "tmpfs /home2 tmpfs rw 0 0",
+    ])  # fmt: skip
+    real_read = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda p, *a, **k: mounts if str(p) == "/proc/self/mounts"
+                        else real_read(p, *a, **k))  # fmt: skip
+    monkeypatch.setattr(os.path, "realpath", lambda p: str(p))
+    assert db.fs_type(Path("/home/u/data")) == "nfs4" and db.on_network_fs(Path("/home/u/data/results.db"))
+    assert db.fs_type(Path("/home/a b/x")) == "tmpfs" and db.fs_type(Path("/home2")) == "tmpfs"
+    assert db.fs_type(Path("/home22")) == "ext4" and not db.on_network_fs(Path("/srv/results.db"))

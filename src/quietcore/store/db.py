@@ -36,14 +36,14 @@ def resolve_path(option: str | None) -> tuple[Path, bool]:
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "gpfs", "beegfs", "fuse.sshfs", "9p", "ceph")
 
 
-def on_network_fs(path: Path) -> bool:
-    """Whether `path` lives on a network file system, from the longest
-    mount point above it in /proc/self/mounts."""
+def fs_type(directory: Path) -> str:
+    """The file system `directory` lives on ("ext4", "tmpfs", "nfs4"...), from
+    the longest mount point above it in /proc/self/mounts; "" if unknown."""
     try:
         mounts = Path("/proc/self/mounts").read_text().splitlines()
     except OSError:
-        return False
-    where = os.path.realpath(path.parent)
+        return ""
+    where = os.path.realpath(directory)
     best, kind = "", ""
     for line in mounts:
         fields = line.split()
@@ -51,7 +51,12 @@ def on_network_fs(path: Path) -> bool:
             point = fields[1].replace("\\040", " ")
             if (where == point or where.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
                 best, kind = point, fields[2]
-    return kind in NETWORK_FS
+    return kind
+
+
+def on_network_fs(path: Path) -> bool:
+    """Whether the file `path` lives on a network file system."""
+    return fs_type(path.parent) in NETWORK_FS
 
 
 def _hint(path: Path) -> str:
