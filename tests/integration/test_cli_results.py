@@ -45,7 +45,9 @@ def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("stored")
 def test_list_and_show(cli: CliRunner, cli_process: CliRunner) -> None:
-    listing = cli_process("results", "list")  # the command's one run as `python -m quietcore`
+    # As `python -m quietcore` where test_every_command_runs_as_python_m_quietcore_somewhere sees it: it reads
+    # literal command names, and test_cli_noise runs `results` so only through parametrized argument lists
+    listing = cli_process("results", "list")
     assert listing.returncode == 0
     assert "noise" in listing.stdout and "complete" in listing.stdout and "k=v" in listing.stdout
     show = cli("results", "show", "1")
