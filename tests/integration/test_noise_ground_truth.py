@@ -2,7 +2,7 @@
 noise`, with its period, its length and its count.
 
 `quietcore-probe disturb` at SCHED_FIFO on the measured CPU wakes every
-10 ms and spins 200 µs. Each burst preempts the spinner at once, so the
+10.618 ms (PERIOD_US says why not 10) and spins 200 µs. Each burst preempts the spinner at once, so the
 noise probe sees one gap per period: from the timer interrupt that wakes
 the disturber, through its wake-up, the burst, and the switch back. The
 disturber records each wake-up on CLOCK_MONOTONIC_RAW, the clock of the
@@ -35,7 +35,17 @@ from quietcore.probes.runner import probe_path
 from quietcore.store import db, sessions
 from tests.conftest import CliRunner, allowed_cpus
 
-PERIOD_US, BURST_US, MEASURE_S = 10_000, 200, 3.0
+#: Not 10 ms: a period the node's own trains divide makes their coincidence with the bursts all or nothing for a
+#: whole run. 10 ms against the guest's 250 Hz tick repeats every 20 ms, so when a tick fell within its handling
+#: (15 µs here) before the disturber's timer, the one interrupt ran both and every other burst's gap began with the
+#: tick: held/not held alternated exactly (0.497 in 1 of 6 runs of this test's matching, the tick 23 µs before the
+#: expiry; a suite failed so at 0.5). 10.618 ms steps 2.618 ms across the tick and 0.618 ms across a host's 100 Hz
+#: or 1 kHz train, so a run's bursts meet each at scattered phases, and a coincidence is one burst, not half of them.
+PERIOD_US, BURST_US, MEASURE_S = 10_618, 200, 3.0
+#: A vCPU's gap may begin before its timer expires: KVM exits the guest up to its LAPIC timer advance (adaptive,
+#: at most 5 µs: LAPIC_TIMER_ADVANCE_NS_MAX) early, to inject the interrupt on time. 2-5 µs early in 1-4 % of the
+#: bursts here, at any phase of the tick, against 0.5-0.9 µs typically (the two clocks' match).
+EARLY_NS = 5_000
 
 
 @pytest.mark.slow
@@ -106,10 +116,10 @@ def test_quietcore_noise_finds_the_injected_disturbance(cli: CliRunner, db_file:
     # times) one burst in twelve.
     on_time = (latency <= 0.02 * PERIOD_US * 1e3) & (length <= 1.05 * BURST_US * 1e3)
     # The gap holds the whole burst, and begins with the timer's interrupt:
-    # not before the timer expired (less a microsecond of the two clocks'
-    # match; 0.5-0.9 µs here) and, being the last gap begun by the wake-up,
-    # not after it. One that began earlier merged with a host stall.
-    holds = (gap >= 0) & (gap_end >= woke + length) & (gap_start >= woke - latency - 2e3)
+    # not before the timer expired (less KVM's timer advance, EARLY_NS) and,
+    # being the last gap begun by the wake-up, not after it. One that began
+    # earlier merged with a host stall, or with a tick handled just before.
+    holds = (gap >= 0) & (gap_end >= woke + length) & (gap_start >= woke - latency - EARLY_NS)
     assert holds[on_time].mean() >= 0.95, (holds[on_time].mean(), on_time.mean())
     # It ends with the way back to the spinner: the disturber re-arms its
     # timer and sleeps, one context switch. 3.5-18 µs here on a quiet host
