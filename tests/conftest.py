@@ -32,6 +32,8 @@ KVM_ROOT = ROOTS / "firecracker-kvm-2cpu"
 XEON_ROOT = ROOTS / "xeon-2s-tuned"
 ARM_ROOT = ROOTS / "ampere-altra-arm64"
 ALL_ROOTS = (KVM_ROOT, XEON_ROOT, ARM_ROOT)
+#: A real 16-vCPU H200 GPU node (KVM guest, one NUMA node), as `quietcore snapshot` packed it: --root takes it whole
+GPU_ROOT = ROOTS / "gpu-node-h200.tar.gz"
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -325,6 +327,16 @@ def _child(
 
 def allowed_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
+
+
+def mpi_loads() -> bool:
+    """mpi4py is installed and finds an MPI library to load: a venv gets
+    mpi4py from the package index whether or not the node has one (mpi4py
+    loads it at import, and fails there without it)."""
+    import ctypes.util
+    import importlib.util
+
+    return importlib.util.find_spec("mpi4py") is not None and ctypes.util.find_library("mpi") is not None
 
 
 NOBODY = 65534

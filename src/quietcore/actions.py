@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quietcore import knobs
+from quietcore.knobs.base import ThreadTarget
 
 #: Advice quietcore gives but does not carry out, and how a person would (see `Action.text`).
 ADVICE_KINDS = (
@@ -96,7 +97,7 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
             words = " ".join(boot_word(g) for g in group)
             lines.append(boot_line(words) + (f" ({notes})" if notes else ""))
         elif a.kind == "task-affinity" and len(group) > 1:
-            pids = " ".join(g.target for g in group)
+            pids = " ".join(str(ThreadTarget.parse(g.target, g.kind).tid) for g in group)
             lines.append(f"for pid in {pids}; do taskset -pc {a.value} $pid; done")
         else:
             lines += [g.text() for g in group]

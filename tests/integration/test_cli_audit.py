@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from quietcore import knobs
 from quietcore.actions import KINDS
 from quietcore.audit import CHECKS
-from tests.conftest import ALL_ROOTS, XEON_ROOT, CliRunner
+from quietcore.owner import start_time
+from tests.conftest import ALL_ROOTS, GPU_ROOT, XEON_ROOT, CliRunner, allowed_cpus
 
 STATUSES = {"ok", "warn", "fail", "info", "unknown"}
 
 
-@pytest.mark.parametrize("root", ALL_ROOTS, ids=lambda p: p.name)
-def test_json_has_every_check_on_every_fixture_root(cli_main: CliRunner, root: Path) -> None:
-    proc = cli_main("audit", "--root", str(root), "--json")
-    assert proc.returncode == 0, proc.stderr
-    findings = json.loads(proc.stdout)
+def valid(findings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The audit's JSON as fleet tooling reads it: every check, in order, each
+    action typed, its text rendered from its data. By id."""
     assert [f["id"] for f in findings] == [check_id for check_id, _ in CHECKS]
     for f in findings:
         assert f["status"] in STATUSES
@@ -30,6 +33,98 @@ def test_json_has_every_check_on_every_fixture_root(cli_main: CliRunner, root: P
         for action in f["actions"]:
             assert action["kind"] in KINDS and action["target"] and action["fixes"] == f["id"]
             assert set(action["needs"]) <= set(f["needs"])
+            if action["kind"] in knobs.KINDS:  # one quietcore carries out: a target its kind takes
+                knobs.KINDS[action["kind"]].render(action["target"], action["value"])
+    return {f["id"]: f for f in findings}
+
+
+@pytest.mark.parametrize("root", [*ALL_ROOTS, GPU_ROOT], ids=lambda p: p.name.removesuffix(".tar.gz"))
+def test_json_has_every_check_on_every_fixture_root(cli_main: CliRunner, root: Path) -> None:
+    proc = cli_main("audit", "--root", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    valid(json.loads(proc.stdout))
+
+
+def test_gpu_node_json_with_targets_names_each_thread_by_its_start_time(cli_main: CliRunner) -> None:
+    """The real GPU node with CPUs 4-15 as targets: its movable kthreads are
+    fixes quietcore could carry out, each thread named with the start time
+    its snapshot recorded."""
+    proc = cli_main("audit", "--root", str(GPU_ROOT), "--cpus", "4-15", "--json")
+    assert proc.returncode == 0, proc.stderr
+    findings = valid(json.loads(proc.stdout))
+    assert findings["mem.numa_balancing"]["summary"].endswith("1 node(s)")
+    moves = [a for a in findings["kthread.placement"]["actions"] if a["kind"] == "task-affinity"]
+    assert moves and all(a["value"] == "0-3" for a in moves), findings["kthread.placement"]
+    with tarfile.open(GPU_ROOT) as tar:
+        for a in moves:
+            pid, _, started = a["target"].partition("@")
+            stat = tar.extractfile(f"./proc/{pid}/stat")
+            assert stat is not None and stat.read().decode().rsplit(")", 1)[1].split()[19] == started, a
+
+
+def _stat(pid: int, comm: str, flags: int, start: str | None) -> str:
+    tail = f" 0 0 0 3 7 0 0 20 0 1 0 {start} 0 0 18446744073709551615" if start else " 0 0"
+    return f"{pid} ({comm}) S 2 0 0 0 -1 {flags} 120{tail}"
+
+
+def test_json_answers_on_a_root_with_a_misplaced_task_irq_and_kthread_of_each_kind(cli_main: CliRunner,
+                                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """The 2-socket Xeon, its targets (2-3,6-7,10-11,14-15) run on by a
+    movable kthread with its start time, one whose stat stops short of it,
+    a bound per-CPU kthread, node_exporter (a user task), and the NIC's IRQ
+    120. `audit --json` exited 2 on such a root ("refused task-affinity
+    target '52'"): the fix was made with a bare pid."""
+    root = tmp_path / "root"
+    shutil.copytree(XEON_ROOT, root)
+    every = "0-15"
+    kthread, bound = 0x00200040, 0x00200040 | 0x04000000
+    for pid, comm, flags, start, cpus in [(52, "kworker/u64:2-events_unbound", kthread, "4242", every),
+                                          (53, "kcompactd0", kthread, None, every),
+                                          (54, "kworker/6:1-mm_percpu_wq", bound, "43", "6"),
+                                          (60, "node_exporter", 0x400100, "9000", every)]:  # fmt: skip
+        (root / "proc" / str(pid)).mkdir()
+        (root / "proc" / str(pid) / "stat").write_text(_stat(pid, comm, flags, start))
+        (root / "proc" / str(pid) / "comm").write_text(comm)
+        (root / "proc" / str(pid) / "status").write_text(f"Name:\t{comm}\nPid:\t{pid}\nCpus_allowed_list:\t{cpus}\n")
+    proc = cli_main("audit", "--root", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    findings = valid(json.loads(proc.stdout))
+    kthreads = findings["kthread.placement"]
+    assert kthreads["status"] == "warn" and "kworker/u64:2-events_unbound[52]" in json.dumps(kthreads["evidence"])
+    hk = "0-1,4-5,8-9,12-13"
+    (moved, shown) = kthreads["actions"]
+    assert (moved["kind"], moved["target"], moved["value"]) == ("task-affinity", "52@4242", hk)
+    assert moved["text"] == f"taskset -pc {hk} 52"
+    # no start time: the same fix, as text a person can use, and no knob quietcore would carry out
+    assert (shown["kind"], shown["target"]) == ("note", f"taskset -pc {hk} 53") and "start time" in shown["note"]
+    assert "54" not in json.dumps(kthreads["actions"])  # bound by the kernel: counted, not moved
+    tasks = findings["task.placement"]
+    assert tasks["status"] == "warn" and "node_exporter[60]" in json.dumps(tasks["evidence"])
+    assert {a["kind"] for a in tasks["actions"]} == {"cgroup"}
+    assert findings["irq.affinity"]["status"] == "fail"
+    text = cli_main("audit", "--root", str(root))
+    assert text.returncode == 0 and f"taskset -pc {hk} 52" in text.stdout, text.stderr
+
+
+def test_json_answers_live_with_a_task_pinned_on_the_target(cli: CliRunner) -> None:
+    """Live: a task pinned on the target CPU while `audit --json` runs. Every
+    thread fix names a live thread by id and start time, as the knob takes it."""
+    target = allowed_cpus()[-1]
+    pinned = subprocess.Popen(["taskset", "-c", str(target), "sleep", "60"])
+    try:
+        proc = cli("audit", "--cpus", str(target), "--json")
+    finally:
+        pinned.kill()
+        pinned.wait()
+    assert proc.returncode == 0, proc.stderr
+    findings = valid(json.loads(proc.stdout))
+    assert findings["task.placement"]["status"] == "warn", findings["task.placement"]  # the pinned sleep, at least
+    threads = [a for f in findings.values() for a in f["actions"] if a["kind"] == "task-affinity"]
+    assert threads, findings["kthread.placement"]  # kthreadd, at least, may run anywhere
+    for action in threads:
+        tid, _, started = action["target"].partition("@")
+        assert started.isdigit(), action
+        assert start_time(int(tid)) in (started, None), action  # the thread's own start time, unless it has ended
 
 
 def test_tuned_server_json_reports_the_stray_irq(cli_main: CliRunner) -> None:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.root import Root
-from quietcore.facts.tasks import parse_stat_flags, read_tasks
+from quietcore.facts.tasks import parse_stat, read_tasks
 from tests.conftest import ARM_ROOT, KVM_ROOT, XEON_ROOT
 
 
@@ -77,8 +77,10 @@ def test_irq_affinities_named_by_device() -> None:
 
 
 def test_stat_comm_with_spaces_and_parens() -> None:
-    comm, flags = parse_stat_flags("77 (my (odd) name) S 1 77 77 0 -1 2129984 0 0")
-    assert comm == "my (odd) name" and flags == 2129984
+    comm, flags, started = parse_stat("77 (my (odd) name) S 1 77 77 0 -1 2129984 0 0")
+    assert comm == "my (odd) name" and flags == 2129984 and started is None  # the line stops before field 22
+    line = "77 (a) b) S 1 77 77 0 -1 2129984 0 0 0 0 3 7 0 0 20 0 1 0 4242 0 0"
+    assert parse_stat(line) == ("a) b", 2129984, "4242")
 
 
 def test_tasks_of_fixture() -> None:

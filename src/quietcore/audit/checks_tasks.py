@@ -42,8 +42,13 @@ def kthreads(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"{len(movable)} movable kernel thread(s) may run on target CPUs"
         f.see("examples", _examples([f"{t.comm}[{t.pid}]" for t in movable]))
+        hk = fmt(ctx.housekeeping)
         for t in movable[:20]:
-            f.act("task-affinity", str(t.pid), fmt(ctx.housekeeping))
+            if t.start is not None:  # a knob names a thread with its start time, so as never to move another
+                f.act("task-affinity", f"{t.pid}@{t.start}", hk)
+            else:
+                why = "as text only: this root gives no start time, which names the thread for quietcore"
+                f.act("note", f"taskset -pc {hk} {t.pid}", note=why)
     if wq is not None and wq & ctx.targets:
         f.status = Status.WARN
         f.summary += f"; unbound workqueues may run on {fmt(wq & ctx.targets)}"

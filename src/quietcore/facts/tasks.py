@@ -20,14 +20,18 @@ class Task:
     kthread: bool
     bound: bool  # affinity fixed by the kernel (PF_NO_SETAFFINITY)
     allowed: frozenset[int]
+    start: str | None = None  # its start time (stat field 22), which names it with its pid: a knob's TID@START
 
 
-def parse_stat_flags(text: str) -> tuple[str, int]:
-    """(comm, flags) from /proc/PID/stat; comm may hold spaces and ")"."""
+def parse_stat(text: str) -> tuple[str, int, str | None]:
+    """(comm, flags, start time) from /proc/PID/stat; comm may hold spaces
+    and ")". The start time is None where the line stops short of it (a
+    root written by hand)."""
     start, end = text.index("("), text.rindex(")")
     fields = text[end + 2 :].split()
-    # After comm: state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9).
-    return text[start + 1 : end], int(fields[6])
+    # After comm: state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8) flags(9) ... starttime(22).
+    started = fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+    return text[start + 1 : end], int(fields[6]), started
 
 
 def _allowed(status: str) -> frozenset[int] | None:
@@ -47,14 +51,14 @@ def read_tasks(root: Root) -> list[Task]:
         if not stat or not status:
             continue  # exited while we looked
         try:
-            comm, flags = parse_stat_flags(stat)
+            comm, flags, started = parse_stat(stat)
             allowed = _allowed(status)
         except (ValueError, IndexError):
             continue
         if allowed is None:
             continue
         kthread = bool(flags & PF_KTHREAD)
-        tasks.append(Task(int(entry), comm, kthread, bool(flags & PF_NO_SETAFFINITY), allowed))
+        tasks.append(Task(int(entry), comm, kthread, bool(flags & PF_NO_SETAFFINITY), allowed, started))
     return sorted(tasks, key=lambda t: t.pid)
 
 
