@@ -7,7 +7,6 @@ mismatch under srun, no launcher)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -21,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliRunner, allowed_cpus, slurm_node
+from tests.conftest import CliRunner, allowed_cpus, mpi_loads, slurm_node
 
-HAVE_MPI = bool(shutil.which("mpirun")) and importlib.util.find_spec("mpi4py") is not None
-NEEDS_MPI = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun (openmpi-bin) and mpi4py (quietcore[mpi])")
+HAVE_MPI = bool(shutil.which("mpirun")) and mpi_loads()
+NEEDS_MPI = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun and an MPI library (openmpi-bin libopenmpi-dev) "
+                               "and mpi4py (quietcore[mpi])")  # fmt: skip
 TWO_CPUS = pytest.mark.skipif(len(allowed_cpus()) < 2, reason="two ranks, one CPU each")
 ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # Open MPI refuses root without
 
@@ -189,8 +189,8 @@ def test_a_planted_bad_node_is_named_with_its_source(
 
 
 def test_without_a_launcher_it_is_a_one_rank_survey(cli_env: dict[str, str], db_file: Path) -> None:
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("needs mpi4py")
+    if not mpi_loads():
+        pytest.skip("needs mpi4py (quietcore[mpi]) and an MPI library (libopenmpi-dev)")
     env = {k: v for k, v in cli_env.items() if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")}
     proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", "--duration", "0.3"], env={**env, **ROOT_OK},
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
@@ -202,8 +202,8 @@ def test_without_a_launcher_it_is_a_one_rank_survey(cli_env: dict[str, str], db_
 def test_a_pmi_mismatch_under_srun_is_refused(cli_env: dict[str, str]) -> None:
     """srun -n 2 with an MPI that does not speak its PMI starts two worlds
     of one: SLURM_NTASKS says 2, the world says 1. Refused on each."""
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("needs mpi4py")
+    if not mpi_loads():
+        pytest.skip("needs mpi4py (quietcore[mpi]) and an MPI library (libopenmpi-dev)")
     proc = subprocess.run([sys.executable, "-m", "quietcore", "survey", "--duration", "0.3"],
                           env={**cli_env, **ROOT_OK, "SLURM_NTASKS": "2"}, capture_output=True, text=True,
                           timeout=120, check=False)  # fmt: skip
@@ -212,12 +212,28 @@ def test_a_pmi_mismatch_under_srun_is_refused(cli_env: dict[str, str]) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_without_mpi4py_it_says_how_to_install_it(cli_env: dict[str, str], tmp_path: Path) -> None:
+NO_LIBMPI = """import sys
+
+class NoLibmpi:
+    # as mpi4py's own finder does when the library it loads is missing (a venv on a node without one)
+    def find_spec(self, name, path=None, target=None):
+        if name == "mpi4py.MPI":
+            raise RuntimeError("cannot load MPI library\\nlibmpi.so.40: cannot open shared object file")
+
+sys.meta_path.insert(0, NoLibmpi())
+"""
+
+
+@pytest.mark.parametrize("hidden", ["import sys\nsys.modules['mpi4py'] = None\n", NO_LIBMPI],
+                         ids=["no-mpi4py", "no-libmpi"])  # fmt: skip
+def test_without_mpi4py_it_says_how_to_install_it(cli_env: dict[str, str], tmp_path: Path, hidden: str) -> None:
     """mpi4py hidden from the interpreter (a sitecustomize that blocks its
-    import, as if it were not installed): one line, exit 2."""
+    import, as if it were not installed), or there without the MPI library
+    it loads (a venv's pip install on a node without Open MPI: it was a
+    traceback): one line, exit 2."""
     hide = tmp_path / "hide"
     hide.mkdir()
-    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mpi4py'] = None\n")
+    (hide / "sitecustomize.py").write_text(hidden)
     path = os.pathsep.join(p for p in (str(hide), cli_env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, "-m", "quietcore", "survey"], env={**cli_env, "PYTHONPATH": path},
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

@@ -72,6 +72,9 @@ def _mpi() -> Any:
         from mpi4py import MPI
     except ImportError as exc:
         raise UsageError(INSTALL) from exc
+    except RuntimeError as exc:  # mpi4py is there, the library it loads at import is not
+        first = str(exc).splitlines()[0] if str(exc) else "cannot load the MPI library"
+        raise UsageError(f"{first}: {INSTALL}") from exc
     return MPI
 
 
