@@ -12,6 +12,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from quietcore.facts.cpulist import parse_cpulist
 from quietcore.report import figures, text
 from quietcore.report.render import Grid, Rendered, render
 from quietcore.runs.model import SessionRecord
@@ -109,7 +110,7 @@ class Builder:
                        f"{', dynamic' if kernel.get('preempt_dynamic') else ''})"],
             ["CPU", f"{cpu['model']}, {cpu['count']} online ({cpu['online']}), SMT {cpu['smt']}"],
             ["isolated / nohz_full", f"{cpu['isolated'] or 'none'} / {cpu['nohz_full'] or 'none'}"],
-            ["NUMA nodes", cpu["numa_nodes"] or "-"],
+            ["NUMA nodes", numa_nodes(cpu["numa_nodes"])],
             ["governors", ", ".join(cpu["governors"]) or "none (no cpufreq)"],
             ["THP enabled / defrag", f"{facts['thp']['enabled']} / {facts['thp']['defrag']}"],
             ["clocksource", str(facts.get("clocksource"))],
@@ -146,3 +147,15 @@ class Builder:
         self.figure(s, figures.forest(forest, f"session {a.id}"), f"compare-{a.id}-{b.id}",
                     f"Session {b.id}'s median over session {a.id}'s, per cell.")  # fmt: skip
         return s
+
+
+def numa_nodes(stored: str) -> str:
+    """How many NUMA nodes, and which: the fingerprint stores their ids as a
+    list ("0", "0-1"), which a table read as a count ("NUMA nodes 0")."""
+    try:
+        ids = parse_cpulist(stored) if stored else frozenset()
+    except ValueError:
+        return f"unreadable ({stored!r})"
+    if not ids:
+        return "none found"
+    return f"{len(ids)} (node{'s' if len(ids) > 1 else ''} {stored})"
