@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from quietcore.owner import start_time
-from tests.conftest import KVM_ROOT, NOBODY, CliRunner, allowed_cpus, as_nobody
+from tests.conftest import KVM_ROOT, NOBODY, XEON_ROOT, CliRunner, allowed_cpus, as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                 reason="plays another user: needs root and setpriv")  # fmt: skip
@@ -456,3 +456,111 @@ def test_an_import_with_a_hostile_host_is_refused_field_by_field(cli: CliRunner,
     lines = imported.stderr.strip().splitlines()
     assert "2 bad fields, nothing imported" in lines[0]
     assert any("session/host" in line for line in lines) and any("session/uuid" in line for line in lines)
+
+
+def _listing(where: Path) -> list[str]:
+    return sorted(str(p.relative_to(where)) for p in where.rglob("*"))
+
+
+#: Every writer of quietcore's, as root would run it, with OUT the path the attacker prepared (an existing directory
+#: where the writer takes only one: `exists`), and the option each must name when it refuses.
+WRITERS = [
+    ("report", ["report", "1", "--out", "OUT"], "--out", False),
+    ("lab", ["lab", "--quick", "--report", "OUT"], "--report", False),
+    ("results-export", ["results", "export", "1", "--format", "json", "--out", "OUT"], "--out", False),
+    ("results-traces", ["results", "export", "1", "--format", "trace", "--out", "OUT"], "--out", False),
+    ("snapshot", ["snapshot", "--out", "OUT"], "--out", False),
+    ("snapshot-tar", ["snapshot", "--out", "OUT.tar.gz"], "--out", False),
+    ("prometheus", ["noise", "--cpus", "0", "--duration", "0.2", "--prometheus", "OUT"], "--prometheus", True),
+    ("simulate", ["simulate", "--pattern", "100:200", "--ranks", "1k", "--export-trace", "OUT"], "--export-trace",
+     False),
+    ("tune-tuned", ["tune", "plan", "--root", str(XEON_ROOT), "--cpus", "2-3,10-11", "--export", "tuned", "OUT"],
+     "--export tuned", False),
+    ("tune-script", ["tune", "plan", "--root", str(XEON_ROOT), "--cpus", "2-3,10-11", "--export", "script", "OUT"],
+     "--export script", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["link-in-a-sticky-directory", "users-directory"])
+@pytest.mark.parametrize(("argv", "option", "exists"), [w[1:] for w in WRITERS], ids=[w[0] for w in WRITERS])
+def test_no_writer_follows_a_link_or_writes_in_a_directory_another_user_owns(
+    cli: CliRunner, db_file: Path, quiet_noise: Path, lair: Path, canary: Canary, argv: list[str], option: str,
+    exists: bool, how: str,
+) -> None:  # fmt: skip
+    """Root writes a report, an export, a snapshot, a metrics file, traces or
+    a tuned profile where it is told. The user has planted a link to a
+    directory only root may write (the canary's) in a directory anyone may
+    write (as /tmp), or owns a directory on the path. Refused with one line
+    naming the option, exit 2; nothing written in the canary's directory or
+    the user's."""
+    shutil.copy(quiet_noise, db_file)  # session 1, for report and export
+    # GIVEN the user's link to root's directory in a sticky directory, or a directory of the user's
+    sticky = lair.parent / "tmp"
+    sticky.mkdir(mode=0o1777)
+    sticky.chmod(0o1777)  # past the umask
+    if how == "link-in-a-sticky-directory":
+        assert as_user("ln", "-s", str(canary.path.parent), str(sticky / "link")).returncode == 0
+        where, why = sticky / "link", f"{sticky / 'link'} is a link owned by uid 65534, not root"
+    else:
+        where, why = lair, f"{lair} is owned by uid 65534, not root"
+    out = where if exists else where / "new"
+    before = _listing(canary.path.parent), _listing(lair), _listing(sticky)
+    # WHEN root runs the writer there
+    proc = cli(*[str(out) + a[3:] if a.startswith("OUT") else a for a in argv])
+    # THEN it refuses, naming the option and why, and writes nothing anywhere
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"refusing {option} " in proc.stderr and why in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (_listing(canary.path.parent), _listing(lair), _listing(sticky)) == before
+    assert canary.untouched()
+
+
+def test_a_new_output_in_a_sticky_directory_is_roots_and_written(cli: CliRunner, db_file: Path, quiet_noise: Path,
+                                                                 lair: Path) -> None:  # fmt: skip
+    """What quietcore makes in a directory anyone may write (/tmp) is new and
+    root's: allowed. A name there another user took first is refused."""
+    shutil.copy(quiet_noise, db_file)
+    sticky = lair.parent / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    made = cli("report", "1", "--out", str(sticky / "report"))
+    assert made.returncode == 0, made.stderr
+    st = os.lstat(sticky / "report" / "index.html")
+    assert st.st_uid == 0 and not st.st_mode & 0o022
+    assert as_user("mkdir", str(sticky / "taken")).returncode == 0
+    taken = cli("report", "1", "--out", str(sticky / "taken"), "--force")
+    assert taken.returncode == 2 and f"{sticky / 'taken'} is owned by uid 65534" in taken.stderr, taken.stderr
+    assert not any((sticky / "taken").iterdir())
+    dumped = cli("results", "export", "1", "--format", "json", "--out", str(sticky / "s.json"))
+    assert dumped.returncode == 0 and os.lstat(sticky / "s.json").st_uid == 0, dumped.stderr
+    assert as_user("touch", str(sticky / "theirs.json")).returncode == 0
+    theirs = cli("results", "export", "1", "--format", "json", "--out", str(sticky / "theirs.json"), "--force")
+    assert theirs.returncode == 2 and "owned by uid 65534" in theirs.stderr, theirs.stderr
+    assert (sticky / "theirs.json").read_text() == ""
+
+
+def test_the_default_report_beside_a_users_database_is_refused(
+    cli: CliRunner, quiet_noise: Path, lair: Path, canary: Canary
+) -> None:
+    """The user's own database in the user's own directory, and beside it a
+    link `reports` to a directory only root may write. Root runs `report`
+    on that database with no --out: quietcore wrote session-1/index.html,
+    report.md and figures/ through the link. Refused now, naming --out; a
+    report with --out somewhere of root's still works."""
+    # GIVEN the user's database and the link beside it
+    user_db = lair / "user.db"
+    shutil.copy(quiet_noise, user_db)
+    os.chown(user_db, NOBODY, NOBODY)
+    assert as_user("ln", "-s", str(canary.path.parent), str(lair / "reports")).returncode == 0
+    before = _listing(canary.path.parent)
+    # WHEN root reports on it, by default beside it
+    proc = cli("report", "1", "--db", str(user_db))
+    # THEN refused, naming --out, and nothing is written through the link
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "refusing the default report directory" in proc.stderr and "--out" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and _listing(canary.path.parent) == before
+    assert canary.untouched()
+    # AND --stop-above's traces beside it are refused the same way, before anything is measured
+    stopped = cli("noise", "--db", str(user_db), "--cpus", "0", "--duration", "0.2", "--stop-above", "5000")
+    assert stopped.returncode == 2 and "refusing --stop-above's trace directory" in stopped.stderr, stopped.stderr
+    assert not (lair / "traces").exists() and canary.untouched()

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore import outputs
 from quietcore.attribution import instances
 from quietcore.errors import StoreError, UsageError
 from quietcore.facts.root import Root
@@ -66,7 +67,7 @@ def prometheus_dir(args: argparse.Namespace) -> Path | None:
     if not where.is_dir():
         raise UsageError(f"--prometheus {args.prometheus}: not a directory (give node_exporter's "
                          "--collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter)")  # fmt: skip
-    return where
+    return outputs.directory(where, "--prometheus", make=False)
 
 
 def publish(where: Path, command: str, facts: Mapping[str, Any], fingerprint: str, cpus: Iterable[CpuNoise],

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     trial_ms = 50 if args.quick else 100
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
+    report.check_out(Path(args.report) if args.report else None, path, "--report")  # before an hour is measured
     cap, basis = event_cap(max(len(c) for c in plan), available_bytes(root), per_round)
     with (
         common.node_lock(args, online_cpus(root)),
@@ -95,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
         record = sessions.get_session(conn, session.id)
-        out = Path(args.report) if args.report else report.default_out(path, [record])
-        written = report.write_report(conn, [record], out, ("html", "md"), True)
+        out = Path(args.report) if args.report else None
+        written = report.write_report(conn, [record], out, ("html", "md"), True, path, "--report")
     finally:
         conn.close()
     text.console().print(f"Report: {written[0]} (open it in a browser; {written[1].name} beside it)")

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
@@ -136,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         stop_ns = positive_float(args.stop_above, "--stop-above", 1, 1e7) * 1e3
         options = dataclasses.replace(options, stop_above_ns=stop_ns)
     path, chosen = common.db_path(args)
+    if args.stop_above is not None:
+        _traces(path)  # refused before anything is measured
     root = common.live_root()
     with (
         common.node_lock(args, options.cpus),
@@ -172,11 +175,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _traces(db_path: Path) -> Path:
+    """traces/ beside the database, where --stop-above keeps the gap's trace."""
+    return outputs.directory(db_path.parent / "traces", "--stop-above's trace directory",
+                             hint="give --db a database in a directory only root can write")  # fmt: skip
+
+
 def _keep(run: Run, session: Session) -> Path:
     """The trace around the gap that stopped the run, in a file beside the database."""
-    where = session.db_path.parent / "traces"
-    where.mkdir(mode=0o755, exist_ok=True)
-    path = where / f"session-{session.id}-gap.txt"
+    path = _traces(session.db_path) / f"session-{session.id}-gap.txt"
     write_atomic(path, run.analysis["stopped"]["trace"])
     return path
 

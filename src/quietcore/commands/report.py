@@ -20,10 +20,12 @@ examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import tags_option
@@ -67,18 +69,27 @@ def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None
     return list(unique.values())
 
 
-def write_report(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path, formats: tuple[str, ...],
-                 force: bool) -> list[Path]:  # fmt: skip
+def write_report(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path | None, formats: tuple[str, ...],
+                 force: bool, db_path: Path, option: str = "--out") -> list[Path]:  # fmt: skip
+    """The report of `rows` into `out` (`option`'s value), or, with none,
+    into reports/session-N beside the database (replaced there if quietcore
+    wrote it), where a directory another user could change is refused with
+    a word on `option`."""
     from quietcore.report import build, document  # matplotlib and jinja2: only for a report
 
+    if out is None:
+        out, force = default_out(db_path, rows), True
+        option, hint = "the default report directory", f"give {option} DIR"
+    else:
+        hint = ""
     try:
-        document.prepare(out, force)
+        out = document.prepare(out, force, option, hint)
     except FileExistsError as exc:
-        raise UsageError(f"--out {out} exists: choose a new directory, or add --force to replace it") from exc
+        raise UsageError(f"{option} {out} exists: choose a new directory, or add --force to replace it") from exc
     except NotADirectoryError as exc:
-        raise UsageError(f"invalid --out: {exc} (valid: a new directory, or one quietcore wrote)") from exc
+        raise UsageError(f"invalid {option}: {exc} (valid: a new directory, or one quietcore wrote)") from exc
     except OSError as exc:
-        raise UsageError(f"cannot create --out {out}: {exc.strerror}") from exc
+        raise UsageError(f"cannot create {option} {out}: {exc.strerror}") from exc
 
     with progress_bar(1.0) as update:
         done = [0]
@@ -93,6 +104,15 @@ def write_report(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path,
         report = build.build(conn, rows, out, progress)
         update("writing the files", 1.0)
         return document.write(report, out, formats)
+
+
+def check_out(out: Path | None, db_path: Path, option: str) -> None:
+    """Refuse, before anything is measured, a report directory quietcore
+    could not write (its parent, made here), with or without `option`."""
+    if out is None:
+        outputs.directory(db_path.parent / "reports", "the default report directory", hint=f"give {option} DIR")
+    else:
+        outputs.directory(Path(os.path.abspath(out)).parent, option, leaf=True)
 
 
 def default_out(db_path: Path, rows: list[SessionRecord]) -> Path:
@@ -110,9 +130,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = select(conn, args.sessions, args.tag)
         # the default folder is quietcore's own: a report written there before is replaced (marker checked)
-        force = args.force or out is None
-        out = out or default_out(path, rows)
-        written = write_report(conn, rows, out, FORMATS[args.format], force)
+        written = write_report(conn, rows, out, FORMATS[args.format], args.force, path)
     finally:
         conn.close()
     for file in written:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.peers import FORMATS
@@ -151,6 +152,7 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists, will not overwrite without --force")
+    out = outputs.file(out, "--out")
     try:
         write_atomic(out, data)
     except OSError as exc:

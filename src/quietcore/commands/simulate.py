@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.options import int_in_range, positive_float, positive_floats_option, ranks_option
@@ -196,7 +197,7 @@ def export(noise: Noise, out: Path) -> None:
     """Each replayed timeline as start_ns<TAB>duration_ns lines, into DIR."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--export-trace {out} is a file (valid: a directory, made if missing)")
-    out.mkdir(parents=True, exist_ok=True)
+    out = outputs.directory(out, "--export-trace")
 
     for k, tl in enumerate(noise.timelines()):
         write_atomic(out / f"simulated-{k}.trace", trace_text(tl.starts, tl.lengths))

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quietcore import outputs
 from quietcore.actions import Action
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
@@ -364,7 +365,7 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
         target = path / "tuned.conf"
         if target.exists():
             raise UsageError(f"invalid --export tuned {dest}: {target} exists (valid: a new or empty directory)")
-        path.mkdir(parents=True, exist_ok=True)
+        target = outputs.directory(path, "--export tuned") / target.name
         write_atomic(target, tuned_profile(plan, socket.gethostname()))
         print(f"Wrote {target}: copy {path} to /etc/tuned/NAME/ and run `tuned-adm profile NAME` (then reboot).")
         return 0
@@ -375,6 +376,7 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
                 raise UsageError(f"invalid --export script {dest}: {p} exists (valid: a new file name)")
         apply_text, revert_text = scripts(plan)
         for p, text in ((path, apply_text), (revert, revert_text)):
+            p = outputs.file(p, "--export script")
             write_atomic(p, text)
             p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         print(f"Wrote {path} (applies the run-time part) and {revert} (puts back the values read now).")

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from quietcore import outputs
 from quietcore._version import __version__
 from quietcore.errors import UsageError
 from quietcore.facts.perf import hardware_counters
@@ -118,8 +119,10 @@ def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] |
     """A snapshot at `out`: a directory, or a .tar.gz when the name says so."""
     if out.exists() and not force:
         raise UsageError(f"{out} exists, will not overwrite without --force")
-    if not out.parent.is_dir():
-        raise UsageError(f"invalid --out {out}: directory {out.parent} does not exist")
+    if os.path.lexists(out) and out.is_dir() and not out.is_symlink():
+        out = outputs.directory(out, "--out", make=False)  # to be replaced: as root, root's
+    else:
+        out = outputs.file(out, "--out")  # as root: through root's directories, a file of root's if any
     # Staged beside `out`, so that the last step is one rename: a reader never sees half a snapshot.
     with tempfile.TemporaryDirectory(prefix=".quietcore-snapshot-", dir=out.parent) as tmp:
         staged = Path(tmp) / "root"

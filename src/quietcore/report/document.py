@@ -4,12 +4,14 @@ figure as DIR/figures/NAME.svg and .png."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from quietcore import outputs
 from quietcore._version import __version__
 from quietcore.report.builder import Report
 from quietcore.report.render import Grid
@@ -61,17 +63,23 @@ def write(report: Report, out: Path, formats: tuple[str, ...]) -> list[Path]:
 MARKER = ".quietcore-report"
 
 
-def prepare(out: Path, force: bool) -> None:
-    """An empty output directory; an existing one only with force, and only
-    one quietcore wrote (its marker file is there): --force never deletes a
-    directory of someone else's."""
+def prepare(out: Path, force: bool, option: str, hint: str = "") -> Path:
+    """An empty output directory, made where quietcore may write
+    (quietcore.outputs: as root, through directories no other user can
+    change); an existing one only with force, and only one quietcore wrote
+    (its marker file is there): --force never deletes a directory of
+    someone else's. Returns it, its links resolved."""
+    out = Path(os.path.abspath(out))
+    out = outputs.directory(out.parent, option, hint=hint, leaf=True) / out.name
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise NotADirectoryError(f"{out} is not a directory quietcore wrote")
     if out.exists():
         if not force:
             raise FileExistsError(out)
+        outputs.directory(out, option, make=False, hint=hint)  # as root: root's, as every directory above it
         if not (out / MARKER).is_file() and any(out.iterdir()):
             raise NotADirectoryError(f"{out} was not written by quietcore (no {MARKER} in it): not replaced")
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(mode=0o755)  # new: in a sticky directory (/tmp) a name another user took first is refused
     (out / MARKER).write_text("written by quietcore report; `--force` replaces only a directory with this file\n")
+    return out

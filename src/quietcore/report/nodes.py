@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from quietcore import outputs
 from quietcore.errors import UsageError
 from quietcore.runs.model import Run, SessionRecord
 from quietcore.safe import ident, write_atomic
@@ -46,7 +47,7 @@ def write_traces(conn: sqlite3.Connection, row: SessionRecord, out: Path, force:
     runs = _noise_runs(conn, row)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: --format trace writes a directory of traces (valid: a directory)")
-    out.mkdir(parents=True, exist_ok=True)
+    out = outputs.directory(out, "--out")
     written = []
     for host, rank, run in runs:
         assert run.trace is not None
