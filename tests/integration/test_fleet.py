@@ -90,14 +90,16 @@ def disturber() -> Iterator[subprocess.Popen[str]]:
         proc.wait()
 
 
-def _windows_rise(env: dict[str, str], check_session: int) -> float:
-    """How far the median of the planted CPU's windows rose over the reference's, as the verdict read
-    both: the stored reference's windows, and the check's last noise run through fleet.baseline."""
+def _windows_clear(env: dict[str, str], check_session: int) -> float:
+    """How far the planted CPU's quietest window stood above the reference's noisiest, as the verdict
+    read both: the stored reference's windows, and the check's last noise run through fleet.baseline.
+    Above 0, every window of the check lost more than every one of the reference's: the rank test's
+    smallest p, whatever the spread."""
     with contextlib.closing(db.open_db(Path(env["QUIETCORE_DB"]), create=False, write=False)) as conn:
         (reference,) = references.all_references(conn)
         last = [r for r in sessions.runs_of(conn, check_session) if r.trace is not None][-1]
     (now,) = [c for c in cpu_noise(last) if c.cpu == PLANTED]
-    return float(np.median(now.windows) - np.median(reference.cpus[PLANTED].windows))
+    return float(np.min(now.windows) - np.max(reference.cpus[PLANTED].windows))
 
 
 def _free_port() -> int:
@@ -241,17 +243,20 @@ def test_a_planted_periodic_source_fails_the_check_and_is_named_with_the_drift(
                for s in cpu["new_sources"]), cpu["new_sources"]  # fmt: skip
     # (named new, or beside a 100 Hz source of the host's when the reference has one, as one host here had)
     assert re.search(PLANTED_SOURCE + r" (1[5-9]\d|2\d\d) µs", verdict["line"])
-    # AND the windows' test fails it too, when the planted 2 % stands over the reference in the windows that
-    # test reads (each but for its longest gap): in a CI run the reference's CPU lost 3.8 % in a host's
-    # episode (its 1 kHz timer at 1.6 % of the CPU), the check 4.0 % with the source, and only the source
-    # told them apart (p = 0.003, the shift 0.9 %). Not the totals: in another, the check's total rose
-    # 2.0 % over the reference's with a 9 ms stall of the vCPU in it, while the windows' medians (the
+    # AND the windows' test fails it too, when the planted 2 % stands clear of the reference in the windows
+    # that test reads (each but for its longest gap): every window of the check over every one of the
+    # reference's, by more than 1 %. Not when the medians alone rose: in a CI run the reference's CPU lost
+    # 3.8 % in a host's episode (its 1 kHz timer at 1.6 % of the CPU), the check 4.0 % with the source, and
+    # only the source told them apart (p = 0.003, the shift 0.9 %); in two suites of 2026-11-26 the
+    # reference lost 2.4-2.7 % with a host's 100 Hz source, its windows spread past the check's, and the
+    # check's medians stood 1.2 % higher with p over 0.001. Not the totals: in another, the check's total
+    # rose 2.0 % over the reference's with a 9 ms stall of the vCPU in it, while the windows' medians (the
     # verdict's windows leave such a stall out by design) differed by 0.1 %: 3.58 % and 3.70 %.
     planted = sum(s["lost_ratio"] for s in cpu["new_sources"] if abs(s["frequency_hz"] - 100) < 2)
     assert 0.015 < planted < 0.035, cpu["new_sources"]
     check_session = conn.execute("SELECT max(session_id) FROM runs").fetchone()[0]
-    if _windows_rise(fleet_env, check_session) > 0.012:
-        assert "p < 0.001" in verdict["line"] and cpu["shift"] > 0.01, cpu
+    if _windows_clear(fleet_env, check_session) > 0.01:
+        assert "p < 0.001" in verdict["line"] and cpu["shift"] > 0.01, json.dumps(cpu)
     # AND the reference of the other configuration was still used, the fact that changed named
     assert verdict["reference"]["fingerprint"] == "another" and verdict["drift"] == ["thp.enabled"]
     assert verdict["line"].endswith("; configuration drift since the reference: thp.enabled")
