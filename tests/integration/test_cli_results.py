@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,10 +51,16 @@ def test_list_and_show(cli: CliRunner, cli_process: CliRunner) -> None:
     listing = cli_process("results", "list")
     assert listing.returncode == 0
     assert "noise" in listing.stdout and "complete" in listing.stdout and "k=v" in listing.stdout
+    # the command as typed, its CPUs and duration, and how long it took: two noise sessions told apart
+    cpu = allowed_cpus()[0]
+    assert f"noise --cpus {cpu} --duration 0.3 --tag k=v" in listing.stdout
+    assert re.search(r"│ \d+\.\d s ", listing.stdout), listing.stdout
     show = cli("results", "show", "1")
     assert show.returncode == 0
-    for text in ("session", "fingerprint", "run 1: noise", "available %"):
+    for text in ("session", "fingerprint", f"run 1: noise: cpus {cpu}, duration 0.3 s, mode spin", "available %"):
         assert text in show.stdout
+    title = show.stdout.split("run 1:")[1].splitlines()[0]
+    assert "{" not in title and "basis" not in title and "None" not in title, title
 
 
 @pytest.mark.usefixtures("stored")

@@ -30,7 +30,21 @@ def test_counts_costs_and_unexplained() -> None:
     assert a.sources[0].name.startswith("LOC")  # biggest first
     assert a.explained_ns <= a.lost_ns
     assert a.long_gaps == 3
-    assert "2 of the 3 gaps over 100 µs" in a.verdict and "host preempted this vCPU" in a.verdict
+    assert a.verdict.startswith(
+        "3 gaps over 100 µs (0.9 ms in all), longer than any interrupt the guest handles; "
+        "a guest task preempted the probe 1 time, which leaves 2 to the host preempting this vCPU."
+    )
+
+
+def test_the_host_verdict_reads_with_no_task_preempting() -> None:
+    """It read "40 of the 40 gaps ... and more than the 0 times a guest task preempted the probe"."""
+    a = attribute(1, snap(0, 0, 0, 0, 0), snap(10, 0, 0, 0, 0), lost_ns=10e6, durations_ns=np.array([200e3] * 40),
+                  involuntary=0, user_hz=100, measured_costs={}, virtualized=True)  # fmt: skip
+    assert a.verdict.startswith(
+        "40 gaps over 100 µs (8.0 ms in all), longer than any interrupt the guest handles; "
+        "no guest task preempted the probe: the host preempted this vCPU."
+    )
+    assert " 0 times" not in a.verdict and "of the 40" not in a.verdict
 
 
 def test_the_counts_window_is_the_snapshots_and_rates_use_it() -> None:
@@ -65,3 +79,21 @@ def test_bootstrap_is_seeded_and_brackets_the_median() -> None:
     assert low <= 10.5 <= high
     summary = median_ci(values)
     assert summary["n"] == 7 and summary["median"] == 10.5
+
+
+def test_steal_is_said_with_its_resolution_never_over_the_time_lost() -> None:
+    """A 0.5 s check read "10 ms of steal time, 194% of the time lost": /proc/stat counts 10 ms ticks."""
+    from quietcore.report.text import steal_note
+
+    short = {"cpu": 0, "steal_ns": 10e6, "lost_ns": 5.15e6, "measured_ns": 0.5e9}
+    assert steal_note(short) == (
+        "CPU 0: the hypervisor counted 1 tick(s) of steal time (10 ms, in 10 ms ticks): a "
+        "0.5 s run is too short for that count to say how much the host took."
+    )
+    long = {"cpu": 1, "steal_ns": 130e6, "lost_ns": 120e6, "measured_ns": 10e9}
+    assert steal_note(long) == (
+        "CPU 1: the hypervisor reported 130 ms of steal time (±10 ms: counted in 10 ms "
+        "ticks), as much as all the time lost: host noise."
+    )
+    assert "75% of the time lost" in (steal_note(long | {"steal_ns": 90e6}) or "")
+    assert steal_note(long | {"steal_ns": 10e6}) is None and steal_note(long | {"steal_ns": None}) is None

@@ -138,7 +138,8 @@ def attribute(
         a.sources.append(Source(f"softirq {name}", "softirq", count, cost, basis, count * cost))
     steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz).get(cpu, 0.0)
     if steal > 0:
-        a.sources.append(Source("steal", "steal", 0, None, "counted by the hypervisor", steal))
+        tick_ms = 1000 / user_hz
+        a.sources.append(Source("steal", "steal", 0, None, f"counted by the hypervisor in {tick_ms:g} ms ticks", steal))
     long = np.sort(durations_ns[durations_ns >= LONG_GAP_NS])[::-1]
     a.long_gaps, a.long_gap_ns = int(long.size), float(long.sum())
     if involuntary:
@@ -157,11 +158,15 @@ def _verdict(a: Attribution, involuntary: int, virtualized: bool) -> str:
     share = unexplained / a.lost_ns if a.lost_ns else 0.0
     host_gaps = max(a.long_gaps - involuntary, 0)
     if virtualized and host_gaps:
+        gaps = f"{a.long_gaps} gap{'s' if a.long_gaps > 1 else ''} over {LONG_GAP_NS // 1000} µs"
+        if involuntary:
+            tasks = (f"a guest task preempted the probe {involuntary} time{'s' if involuntary > 1 else ''}, which "
+                     f"leaves {host_gaps} to the host preempting this vCPU")  # fmt: skip
+        else:
+            tasks = "no guest task preempted the probe: the host preempted this vCPU"
         return (
-            f"{host_gaps} of the {a.long_gaps} gaps over {LONG_GAP_NS // 1000} µs ({a.long_gap_ns / 1e6:.1f} ms in "
-            f"all) are longer than any interrupt the guest counted, and more than the {involuntary} times a guest "
-            f"task preempted the probe: the host preempted this vCPU. {share:.0%} of the lost time is not explained "
-            "by guest counters."
+            f"{gaps} ({a.long_gap_ns / 1e6:.1f} ms in all), longer than any interrupt the guest handles; {tasks}. "
+            f"{share:.0%} of the lost time is not explained by guest counters."
         )
     if virtualized:
         return f"{share:.0%} of the lost time is not explained by guest counters: host noise, unseen from inside a VM."

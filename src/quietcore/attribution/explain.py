@@ -133,11 +133,15 @@ def lines(explained: dict[str, Any], what: str = "gaps") -> list[str]:
     """The explanation as text: a line per gap, an indented line per
     episode; `what` the gaps are (the probe's, or the intruders' stretches)."""
     above = f"{explained['above_ns'] / 1e3:g} µs"
-    out = [f"{what.capitalize()} over {above}, the longest {explained['limit']} a CPU, and what ran in them:"]
+    out = [f"{what.capitalize()} over {above}: on each CPU its {explained['limit']} longest at most, in the order they "
+           "came, and what ran in them. Under each, a line per thing that ran: when it began (from the start of the "
+           "gap), how long it ran inside the gap, what it was, and how it came:"]  # fmt: skip
     for cpu in explained["cpus"]:
         if not cpu["over"]:
             out.append(f"CPU {cpu['cpu']}: none over {above}")
             continue
+        if cpu["over"] > len(cpu["gaps"]):
+            out.append(f"CPU {cpu['cpu']}: {cpu['over']:,} {what} over {above}; its {len(cpu['gaps'])} longest:")
         for gap in cpu["gaps"]:
             at = (gap["start_ns"] - explained.get("origin_ns", 0.0)) / 1e9
             out.append(f"CPU {cpu['cpu']} at {at:.6f} s: {gap['duration_ns'] / 1e3:.1f} µs, "

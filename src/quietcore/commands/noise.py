@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quietcore import outputs
+from quietcore.attribution.explain import LIMIT
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
@@ -73,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace", choices=("auto", "on", "off"), default="auto", help="match gaps to tracepoints (auto: if root)"
     )
     parser.add_argument("--explain-above", metavar="US",
-                        help="trace every CPU; explain each gap over US µs: what ran in it, who sent it")  # fmt: skip
+                        help=f"trace every CPU (root) and explain each CPU's {LIMIT} longest gaps over US µs: what ran "
+                             "in each, who sent it (50-100 µs to start: above the tick's gaps)")  # fmt: skip
     parser.add_argument("--stop-above", metavar="US",
                         help="stop at the first gap of US µs or more; explain it, keep its trace")  # fmt: skip
     parser.add_argument("--on-threshold", metavar="CMD",

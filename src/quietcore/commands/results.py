@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 from rich.table import Table
@@ -33,7 +34,7 @@ from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
 from quietcore.report import export, text
 from quietcore.report.kinds import kind_of
-from quietcore.safe import plain, write_atomic
+from quietcore.safe import markup, plain, write_atomic
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -98,13 +99,27 @@ def list_(conn: sqlite3.Connection) -> None:
         out.print("No results yet: run `quietcore lab`.")
         return
     table = Table()
-    for name in ("ID", "started (UTC)", "command", "host", "runs", "status", "fingerprint", "tags"):
+    for name in ("ID", "started (UTC)", "took", "command", "host", "runs", "status", "fingerprint", "tags"):
         table.add_column(name)
     for row in rows:
         tags = ", ".join(f"{k}={v}" for k, v in sorted(row.tags.items()))
-        table.add_row(str(row.id), row.started_at[:19], row.command, row.host, str(row.n_runs), row.status,
-                      row.fingerprint, tags)  # fmt: skip
+        # the command as it was typed: its CPUs and duration tell two noise sessions apart
+        typed = " ".join(row.argv[1:]) if row.argv[1:] else row.command
+        table.add_row(str(row.id), row.started_at[:19], _took(row.started_at, row.ended_at), plain(typed),
+                      plain(row.host), str(row.n_runs), row.status, row.fingerprint, plain(tags),
+                      )  # fmt: skip
     out.print(table)
+
+
+def _took(started: str, ended: str | None) -> str:
+    """How long a session ran, from its stored start and end."""
+    try:
+        seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds() if ended else None
+    except ValueError:
+        return "?"
+    if seconds is None:
+        return "-"
+    return f"{seconds:,.1f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
 
 
 def show(conn: sqlite3.Connection, ident: str) -> None:
@@ -115,7 +130,7 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
     # An experiment's table stands for its cells' runs.
     summaries = [run for run in runs if run.kind == "experiment"]
     for run in summaries or runs:
-        out.print(run.title())
+        out.print(markup(run.title()))  # stored text (an imported run's parameters): never markup
         kind_of(run).terminal(out, run)
     if summaries:
         out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row.id}` lists them all.")

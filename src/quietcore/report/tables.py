@@ -68,7 +68,7 @@ def attribution_table(cpu: int, a: Attribution, shown: int = 10) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in a.sources[:shown]:
         cost = "-" if s.cost_ns is None else f"{s.cost_ns / 1000:,.1f}"
-        share = s.estimate_ns / a.lost_ns if a.lost_ns else 0
+        share = min(s.estimate_ns / a.lost_ns, 1.0) if a.lost_ns else 0  # steal's 10 ms ticks can read over it
         table.add_row(s.name, f"{s.count:,}" if s.count else "-", cost, f"{s.estimate_ns / 1e6:,.2f}",
                       f"{share:.0%}", s.basis)  # fmt: skip
     if len(a.sources) > shown:
@@ -80,13 +80,26 @@ def attribution_table(cpu: int, a: Attribution, shown: int = 10) -> Table:
     return table
 
 
+#: What the traced table's columns count, said once under its tables.
+TRACED_COLUMNS = ("gaps led: the gaps a source covered the most of; ms: all it covered inside gaps. untraced: the gaps "
+                  "no traced event touched, and the time no event covered in any gap.")  # fmt: skip
+
+
 def traced_table(cpu: dict[str, Any], clock: str, shown: int = 8) -> Table:
-    """Gaps matched to tracepoints by time (one gap may share several)."""
+    """Gaps matched to tracepoints by time. One gap may hold several
+    sources: each gets the time it covered, and the gap counts once, for the
+    one that covered most of it; so a source seen only inside others' gaps
+    (a timer expiring within the tick) has time and no gap. TRACED_COLUMNS,
+    printed under it, says so, where a row would read as a contradiction."""
     table = Table(title=f"CPU {cpu['cpu']}: gaps matched to tracepoints ({clock} clock)", title_justify="left")
-    for name, justify in (("traced source", "left"), ("gaps", "right"), ("ms", "right")):
+    for name, justify in (("traced source", "left"), ("gaps led", "right"), ("ms", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for s in cpu["sources"][:shown]:
         table.add_row(s["name"], f"{s['gaps']:,.0f}", f"{s['ns'] / 1e6:,.2f}")
+    rest = cpu["sources"][shown:]
+    if rest:
+        table.add_row(f"{len(rest)} more", f"{sum(s['gaps'] for s in rest):,.0f}",
+                      f"{sum(s['ns'] for s in rest) / 1e6:,.2f}")  # fmt: skip
     un = cpu["unmatched"]
     table.add_row("untraced (in a VM: the host)", f"{un['gaps']:,}", f"{un['ns'] / 1e6:,.2f}")
     return table

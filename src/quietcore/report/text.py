@@ -78,13 +78,33 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"{kept:,} events (--max-events) and were counted but not recorded: the periodic sources, "
                 "attribution and figures cover the recorded ones."
             )
-        steal = row.get("steal_ns")
-        if steal and row["lost_ns"] and steal >= 0.5 * row["lost_ns"]:
-            notes.append(
-                f"CPU {row['cpu']}: the hypervisor reported {steal / 1e6:,.0f} ms of steal time, "
-                f"{steal / row['lost_ns']:.0%} of the time lost: host noise."
-            )
+        note = steal_note(row)
+        if note:
+            notes.append(note)
     return notes
+
+
+#: /proc/stat counts steal in USER_HZ ticks: 100 a second on every Linux architecture quietcore runs on.
+STEAL_TICK_NS = 10_000_000
+
+
+def steal_note(row: Mapping[str, Any]) -> str | None:
+    """What the hypervisor's steal count says of one CPU's run, with its
+    resolution: /proc/stat counts it in 10 ms ticks, so a run of a few
+    ticks reads 0 or 10 ms whatever the host took (a 0.5 s check once read
+    "10 ms, 194 % of the time lost"). Never a share over what was lost."""
+    steal, lost, measured = row.get("steal_ns"), row.get("lost_ns") or 0.0, row.get("measured_ns") or 0.0
+    if not steal:
+        return None
+    if measured < 100 * STEAL_TICK_NS:  # under a second: the count is a tick or two either way
+        return (f"CPU {row['cpu']}: the hypervisor counted {steal / STEAL_TICK_NS:,.0f} tick(s) of steal time "
+                f"({steal / 1e6:,.0f} ms, in 10 ms ticks): a {measured / 1e9:,.1f} s run is too short for that "
+                "count to say how much the host took.")  # fmt: skip
+    if lost and steal >= 0.5 * lost:
+        share = "as much as all the time lost" if steal >= lost else f"{steal / lost:.0%} of the time lost"
+        return (f"CPU {row['cpu']}: the hypervisor reported {steal / 1e6:,.0f} ms of steal time (±10 ms: counted "
+                f"in 10 ms ticks), {share}: host noise.")  # fmt: skip
+    return None
 
 
 def session_header(row: SessionRecord) -> Table:

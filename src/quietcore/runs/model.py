@@ -27,6 +27,32 @@ def is_cell_run(params: Mapping[str, Any]) -> bool:
     return "cell" in params
 
 
+#: Units a parameter's name ends with, as they are shown after its value.
+_UNITS = {"_s": "s", "_ms": "ms", "_us": "µs", "_ns": "ns"}
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """A run's parameters as `name value unit`, comma-separated: what was left
+    unset (None) and how a value was chosen (NAME_basis, quietcore's own
+    provenance) are left out; they are in the JSON export."""
+    parts = []
+    for key, value in params.items():
+        if value is None or key.endswith("_basis"):
+            continue
+        unit = next((u for suffix, u in _UNITS.items() if key.endswith(suffix)), "")
+        name = key[: -len(next(s for s in _UNITS if key.endswith(s)))] if unit else key
+        if isinstance(value, bool):
+            shown = "yes" if value else "no"
+        elif isinstance(value, int | float):
+            shown = f"{value:,g}" if isinstance(value, float) else f"{value:,}"
+        elif isinstance(value, str):
+            shown = value
+        else:
+            shown = json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+        parts.append(f"{name.replace('_', ' ')} {shown}{' ' + unit if unit else ''}")
+    return ", ".join(parts)
+
+
 @dataclass
 class Run:
     kind: str  # the probe subcommand, "exec", "experiment" or "audit"
@@ -84,7 +110,9 @@ class Run:
                    list(data["summary"]))  # fmt: skip
 
     def title(self) -> str:
-        return f"run {self.seq}: {self.kind} {self.params} ({self.status})"
+        """`run 1: noise: cpus 0-1, duration 2 s, mode spin ... (complete)`: its parameters as a person reads them."""
+        shown = params_text(self.params)
+        return f"run {self.seq}: {self.kind}{': ' + shown if shown else ''} ({self.status})"
 
     @staticmethod
     def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]]) -> Run:

@@ -49,6 +49,7 @@ class NoiseKind(Kind):
         if traced.get("used"):
             for cpu_trace in traced["cpus"]:
                 out.print(tables.traced_table(cpu_trace, traced["clock"]))
+            out.print(tables.TRACED_COLUMNS)
         elif traced:
             out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
         for line in explain.lines(run.analysis["explained"]) if "explained" in run.analysis else []:
