@@ -24,11 +24,12 @@ REQUIRED = "the following arguments are required: "
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse prints usage and exits; we want one line and our exit path.
-        # A subcommand's parser names itself ("quietcore run custom: ..."); the top one
-        # would repeat the "quietcore: error:" prefix main prints.
+        # A subcommand's parser names its command ("run custom: ..."), after the
+        # "quietcore: error:" prefix main prints, which its prog would repeat.
         if message.startswith(REQUIRED):
             message += self._values_of(message[len(REQUIRED) :].split(", "))
-        raise UsageError(message if self.prog == "quietcore" else f"{self.prog}: {message}")
+        command = self.prog.removeprefix("quietcore").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
     def _values_of(self, missing: list[str]) -> str:
         """What a missing argument takes, when it is one of a few values (`quietcore

@@ -209,7 +209,7 @@ def test_custom_file(cli: CliRunner, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["warp"], "argument NAME: invalid choice: 'warp' (choose from 'tickless', 'sched', 'preempt', 'affinity', 'thp', 'smt', 'prefetch', 'numa', 'custom')"),
-        ([], "quietcore run: the following arguments are required: NAME (valid: tickless, sched, preempt, affinity, thp, smt, prefetch, numa, custom)"),
+        ([], "run: the following arguments are required: NAME (valid: tickless, sched, preempt, affinity, thp, smt, prefetch, numa, custom)"),
         (["sched", "--reps", "0"], "invalid --reps '0' (valid: 1-10000)"),
         (["sched", "--priority", "100"], "invalid --priority '100' (valid: 1-99)"),
         (["custom", "--cmd", "no-such-command-qc --x"], "command not found: 'no-such-command-qc'"),

@@ -306,7 +306,7 @@ def test_unknown_or_missing_action_and_root_for_apply(cli_main: CliRunner) -> No
     )
     proc = cli_main("tune")
     assert proc.returncode == 2 and proc.stderr == (
-        "quietcore: error: quietcore tune: the following arguments are required: ACTION "
+        "quietcore: error: tune: the following arguments are required: ACTION "
         "(valid: plan, apply, verify, revert, prove)\n"
     )
     proc = cli_main("tune", "apply", "--root", str(XEON_ROOT))

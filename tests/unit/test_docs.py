@@ -142,22 +142,36 @@ def test_the_layers_page_draws_the_import_contract() -> None:
     assert drawn == want
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed (the test extra has it)")
-def test_the_site_builds_strict(tmp_path: Path) -> None:
-    # --strict turns every warning into a failure: a broken link or anchor, a page left
-    # out of the nav (validation in mkdocs.yml makes those warnings).
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site, built once for the module with --strict, which turns every warning into a
+    failure: a broken link or anchor, a page left out of the nav (validation in mkdocs.yml)."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs not installed (the test extra has it)")
+    where = tmp_path_factory.mktemp("docs") / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(where)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    return where
+
+
+def test_the_site_builds_strict(site: Path) -> None:
+    index = (site / "index.html").read_text(encoding="utf-8")
     # The site reads offline: no script or style from a CDN.
     assert not re.search(r'(?:src|href)="https?://[^"]*\.(?:js|css)"', index)
-    assert (tmp_path / "site" / "commands" / "noise.html").is_file()
+    assert (site / "commands" / "noise.html").is_file()
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_every_option_is_a_list_item_of_its_built_page(site: Path, command: str) -> None:
+    """As the site shows it: check.md's options after a paragraph with no blank line
+    between rendered as one paragraph of literal "- --prometheus DIR: ..." text, which
+    neither --strict nor the page's text test could see."""
+    page = (site / "commands" / f"{command}.html").read_text(encoding="utf-8")
+    # an item of a list or a row of a table that begins with the option, maybe in bold
+    listed = set(re.findall(r"<(?:li|td)>\s*(?:<(?:p|strong)>\s*)*<code>(--[a-z][a-z0-9-]*)", page))
+    missing = _options(_subcommands()[command]) - listed
+    assert not missing, f"{command}'s built page has no list item for {sorted(missing)}"
 
 
 def test_the_readme_is_short_and_its_links_stay_in_the_tree() -> None:
@@ -169,3 +183,52 @@ def test_the_readme_is_short_and_its_links_stay_in_the_tree() -> None:
         path = (ROOT / target).resolve()
         assert path.is_relative_to(ROOT), f"the README links outside the repository: {target}"
         assert path.exists(), f"the README links to a missing {target}"
+
+
+ALL_OPTIONS = "## All options"
+
+
+def _option_items(parser: argparse.ArgumentParser, within: str = "") -> list[str]:
+    """A list item for each long option of a command (its actions' too), from its --help."""
+    items = []
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                items += _option_items(sub, f"{within} {name}".strip())
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
+        if not longs or action.help == argparse.SUPPRESS:
+            continue
+        if action.nargs == 0:
+            shown = longs[0]
+        else:
+            metavar = action.metavar or (f"{{{','.join(map(str, action.choices))}}}" if action.choices else
+                                         action.dest.upper())  # fmt: skip
+            shown = f"{longs[0]} {' '.join(metavar) if isinstance(metavar, tuple) else metavar}"
+        text = " ".join(formatter._expand_help(action).split()) if action.help else ""
+        items.append(f"- `{shown}`" + (f" (`{within}`)" if within else "") + (f": {text}" if text else ""))
+    return items
+
+
+def _all_options(command: str) -> str:
+    """The page's last section, as `quietcore COMMAND --help` gives its options."""
+    items = "\n".join(_option_items(_subcommands()[command]))
+    return (f"{ALL_OPTIONS}\n\nEvery option of `quietcore {command}`, as its `--help` gives them; the sections "
+            f"above say more of some.\n\n{items}\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_a_command_pages_last_section_lists_its_options_as_help_does(command: str) -> None:
+    """Each page ends with every option as --help gives it: `python tests/unit/test_docs.py` writes them."""
+    text = (COMMANDS / f"{command}.md").read_text(encoding="utf-8")
+    assert ALL_OPTIONS in text, f"{command}.md has no '{ALL_OPTIONS}': run `python tests/unit/test_docs.py`"
+    assert text[text.index(ALL_OPTIONS) :] == _all_options(command), "run `python tests/unit/test_docs.py`"
+
+
+if __name__ == "__main__":  # rewrite each command page's last section from the parser
+    for name in sorted(_subcommands()):
+        path = COMMANDS / f"{name}.md"
+        page = path.read_text(encoding="utf-8")
+        kept = page[: page.index(ALL_OPTIONS)] if ALL_OPTIONS in page else page.rstrip("\n") + "\n\n"
+        path.write_text(kept + _all_options(name), encoding="utf-8")

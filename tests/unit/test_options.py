@@ -43,9 +43,10 @@ def test_missing_arguments_are_named_with_the_values_they_take() -> None:
     parser.add_argument("path", metavar="PATH")
     with pytest.raises(UsageError) as one:
         parser.parse_args(["--level", "1"])
-    assert str(one.value) == "quietcore x: the following arguments are required: MODE, PATH (valid: a, b)"
+    # main prints it after "quietcore: error: ", so the command is named once: "x:", not "quietcore x:"
+    assert str(one.value) == "x: the following arguments are required: MODE, PATH (valid: a, b)"
     with pytest.raises(UsageError) as both:
         parser.parse_args([])
     assert str(both.value) == (
-        "quietcore x: the following arguments are required: MODE, --level, PATH (MODE: a, b) (--level: 1, 2)"
+        "x: the following arguments are required: MODE, --level, PATH (MODE: a, b) (--level: 1, 2)"
     )

@@ -154,8 +154,18 @@ def topology(ctx: AuditContext) -> Finding:
     return f
 
 
+#: What isolcpus's flags do, said where they are advised.
+ISOLCPUS_FLAGS = "managed_irq: managed device IRQs kept off them; domain: out of the scheduler's load balancing"
+
+
 def _isolate(f: Finding, ctx: AuditContext, note: str = "") -> None:
-    """The boot parameters that isolate the suggested targets, as one edit."""
+    """The boot parameters that isolate the suggested targets, as one edit, with
+    what isolcpus's flags mean and what this kernel cannot do."""
     params = ctx.isolation_params()
+    words = [ISOLCPUS_FLAGS]
+    if ctx.lacks("CONFIG_NO_HZ_FULL"):
+        words.append("no nohz_full: this kernel is built without CONFIG_NO_HZ_FULL (see cpu.nohz_full)")
+    if note:
+        words.append(note)
     for i, (name, value) in enumerate(params):
-        f.act("boot-parameter", name, value, ("root", "reboot"), note if i == len(params) - 1 else "")
+        f.act("boot-parameter", name, value, ("root", "reboot"), "; ".join(words) if i == len(params) - 1 else "")

@@ -127,11 +127,22 @@ class AuditContext:
     def suggested_targets(self) -> frozenset[int]:
         return self.targets - self.suggested_housekeeping
 
+    def lacks(self, option: str) -> bool:
+        """The kernel is known to be built without `option` (its config says =n, or
+        leaves it out): a boot parameter that needs it would be ignored."""
+        config, source = self.config
+        return config.get(option) == "n" or (source is not None and option not in config)
+
     def isolation_params(self) -> list[tuple[str, str]]:
-        """The boot parameters that isolate the suggested targets."""
+        """The boot parameters that isolate the suggested targets, less those this
+        kernel would ignore: nohz_full without CONFIG_NO_HZ_FULL, rcu_nocbs without
+        CONFIG_RCU_NOCB_CPU (cpu.nohz_full says to build the kernel, and `tune plan`
+        refuses what it cannot do; the advice said otherwise)."""
         t = format_cpulist(self.suggested_targets)
         h = format_cpulist(self.suggested_housekeeping)
-        return [("isolcpus", f"managed_irq,domain,{t}"), ("nohz_full", t), ("rcu_nocbs", t), ("irqaffinity", h)]
+        params = [("isolcpus", f"managed_irq,domain,{t}"), ("nohz_full", t), ("rcu_nocbs", t), ("irqaffinity", h)]
+        needs = {"nohz_full": "CONFIG_NO_HZ_FULL", "rcu_nocbs": "CONFIG_RCU_NOCB_CPU"}
+        return [(k, v) for k, v in params if not (k in needs and self.lacks(needs[k]))]
 
     def isolation_boot_params(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.isolation_params())

@@ -68,7 +68,8 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if rows:
         threshold = rows[0]["threshold_ns"]
         notes.append(
-            f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period."
+            f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period "
+            "(every column: the docs' Glossary)."
         )
     for row in rows:
         if row["events_dropped"]:

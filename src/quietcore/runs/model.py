@@ -47,8 +47,9 @@ def params_text(params: Mapping[str, Any]) -> str:
             shown = f"{value:,g}" if isinstance(value, float) else f"{value:,}"
         elif isinstance(value, str):
             shown = value
-        else:
-            shown = json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+        else:  # a limit left unset is left out here too
+            kept = {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+            shown = json.dumps(kept, separators=(", ", ": "), ensure_ascii=False)
         parts.append(f"{name.replace('_', ' ')} {shown}{' ' + unit if unit else ''}")
     return ", ".join(parts)
 
