@@ -268,12 +268,17 @@ def test_quietcore_is_not_in_its_own_trace_with_its_progress_bar_on(cli_env: dic
 
 @pytest.mark.skipif(os.geteuid() != 0 or "tracefs" not in Path("/proc/filesystems").read_text(),
                     reason="tracing needs root and tracefs")  # fmt: skip
-def test_beside_the_tracer_the_counters_are_read_over_the_probes_window(cli: CliRunner) -> None:
+def test_beside_the_tracer_the_counters_are_read_over_the_probes_window_and_one_account_is_given(
+    cli: CliRunner, tmp_path: Path
+) -> None:  # fmt: skip
     """The kernel's counters were read around the tracer's setup and reading
     too (1.4 s of a 2 s run here, the CPU idle meanwhile): LOC read 188/s for
     a 250 Hz tick, which was then named the host's, while the trace of the
     same run matched 493 timer interrupts. Read around the probe, the window
-    is the measured time and the probe's start-up, and the tick is the tick."""
+    is the measured time and the probe's start-up, and the tick is the tick.
+    And the run's account of where the time went is one: its JSON, its table
+    in `results show`, the report's table and the tick's sentence give each
+    source the same figure, and the rows add up to the time lost."""
     from quietcore.facts.root import Root
     from quietcore.measure import Measurer
 
@@ -287,3 +292,28 @@ def test_beside_the_tracer_the_counters_are_read_over_the_probes_window(cli: Cli
     ticks = [p for p in row["periodic"] if hz and abs(p["frequency_hz"] - hz) <= 0.01 * hz]
     if ticks:  # the tick found (a busy CPU ticks): named from a LOC rate of the same window
         assert (ticks[0]["name"] or "").startswith("the scheduler tick"), ticks[0]
+    # One account: by the trace, adding up to the time lost
+    account = row["account"]
+    assert account["by"] == "trace" and account["lost_ns"] == row["lost_ns"]
+    everything = [*account["rows"], account["rest"]]
+    assert sum(r["lost_ns"] for r in everything) == pytest.approx(row["lost_ns"], rel=1e-9)
+    shown = {r["name"]: (f"{r['lost_ns'] / 1e6:,.2f}", f"{r['share']:.0%}") for r in everything[:10] + everything[-1:]}
+    # the same figures in the terminal's table, the report's, and the tick's sentence
+    show = cli("results", "show", "1")
+    assert show.returncode == 0, show.stderr
+    terminal = {c[0]: (c[2], c[3]) for c in _table_rows(show.stdout, "│") if c and c[0] in shown}
+    assert terminal == shown, (terminal, shown)
+    report = cli("report", "1", "--out", str(tmp_path / "r"), "--format", "md")
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    written = {c[0]: (c[2], c[3]) for c in _table_rows(markdown, "|") if c and c[0] in shown}
+    assert written == shown, (written, shown)
+    tick = next((r for r in account["rows"] if r["name"] == "local_timer"), None)
+    if ticks and tick is not None:
+        assert f"{tick['share']:.0%} of lost time (local_timer in the table)" in show.stdout
+        assert f"{tick['share']:.0%} of lost time (local_timer in the table)" in markdown
+
+
+def _table_rows(text: str, bar: str) -> list[list[str]]:
+    """The cells of every table row in terminal (│) or Markdown (|) text."""
+    return [[c.strip() for c in line.split(bar)[1:-1]] for line in text.splitlines() if line.startswith(bar)]

@@ -14,6 +14,7 @@ from quietcore.experiments.analysis import analyse
 from quietcore.experiments.model import Cell, Experiment
 from quietcore.experiments.runner import Outcome
 from quietcore.report import figures
+from quietcore.report.account import account
 from quietcore.report.render import render
 from quietcore.report.tables import LABELS
 from quietcore.runs.analysis import NoiseAnalysis
@@ -55,6 +56,8 @@ NOISE_ANALYSIS = NoiseAnalysis.from_json({
                          "sources": [{"name": "LOC", "estimate_ns": 4e5, "count": 25, "cost_ns": 16e3, "basis": "m"}]}}
     ]
 })  # fmt: skip
+ACCOUNT = account(NOISE_ANALYSIS.cpus[0], None, 5e5, 30, 5.1e5)
+assert ACCOUNT is not None
 LATENCY = {
     "cpus": [{"cpu": 1, "samples": 5000, "p99_ns": 40e3, "max_ns": 90e3,
               "histogram": {"buckets": [[14e3, 15e3, 3000], [20e3, 21e3, 1900], [40e3, 41e3, 99], [90e3, 92e3, 1]]}}]
@@ -76,7 +79,7 @@ def drawn(fig: Figure) -> int:
         lambda: figures.noise_timeline(NOISE, window_ms=20),
         lambda: figures.noise_durations(NOISE),
         lambda: figures.noise_heatmap(NOISE),
-        lambda: figures.attribution_bars(NOISE_ANALYSIS),
+        lambda: figures.attribution_bars(NOISE_ANALYSIS, {0: ACCOUNT}),
         lambda: figures.latency_histogram(LATENCY),
         lambda: figures.ctxswitch_bars(CTX, LABELS),
     ],

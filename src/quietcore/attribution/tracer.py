@@ -339,12 +339,18 @@ def match_gaps(
     order = np.lexsort((span_j, -overlap, gap_i))
     first = np.ones(len(order), dtype=bool)
     first[1:] = gap_i[order][1:] != gap_i[order][:-1]
-    counted = np.bincount(s_name[span_j[order[first]]], minlength=len(names))
+    leader = s_name[span_j[order[first]]]
+    counted = np.bincount(leader, minlength=len(names))
+    # The whole of each gap, to the source that led it: the account of where the time went (report.account)
+    # gives a gap to one source, so that its rows add up to the time lost.
+    led = np.bincount(leader, weights=gap_lengths[gap_i[order[first]]], minlength=len(names))
     seen = np.bincount(s_name[span_j], minlength=len(names)) > 0
     ranked = sorted((i for i in range(len(names)) if seen[i]), key=lambda i: -ns[i])
-    sources = [{"name": names[i], "gaps": int(counted[i]), "ns": float(ns[i])} for i in ranked]
+    sources = [{"name": names[i], "gaps": int(counted[i]), "ns": float(ns[i]), "led_ns": float(led[i])}
+               for i in ranked]  # fmt: skip
     untraced_ns = float((gap_lengths - covered).sum())
-    return {"cpu": cpu, "sources": sources, "unmatched": {"gaps": int((~hit_gaps).sum()), "ns": untraced_ns}}
+    unmatched = {"gaps": int((~hit_gaps).sum()), "ns": untraced_ns, "gap_ns": float(gap_lengths[~hit_gaps].sum())}
+    return {"cpu": cpu, "sources": sources, "unmatched": unmatched}
 
 
 MARK = "quietcore-clock"

@@ -24,7 +24,8 @@ from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
-from quietcore.report import text
+from quietcore.report import account, text
+from quietcore.report.account import Account
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import Run
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         calibration = session.add(session.node.calibrate(trials=5, trial_ms=trial_ms)).result
         rows: list[dict[str, Any]] = []
         analyses: list[CpuAnalysis] = []
+        accounts: dict[int, Account] = {}
         measured_runs: list[Run] = []
         for i, cpus in enumerate(plan):
             label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
@@ -88,11 +90,13 @@ def run(args: argparse.Namespace) -> int:
             measured_runs.append(measured)
             rows += measured.summary
             analyses += measured.noise.cpus
+            accounts.update(account.of_run(measured))
         record_audit(session, root)
     if metrics is not None:
         every = [c for run in measured_runs for c in cpu_noise(run, keep_gaps=True)]
         text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, every))
-    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu))
+    show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu),
+         accounts)  # fmt: skip
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
         record = sessions.get_session(conn, session.id)
@@ -109,8 +113,9 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 
 
 def show(
-    session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis]
-) -> None:
+    session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis],
+    accounts: dict[int, Account],
+) -> None:  # fmt: skip
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
     out.print(
@@ -121,11 +126,12 @@ def show(
     out.print(text.noise_table(rows, title="OS noise per CPU"))
     for note in text.noise_notes(rows):
         out.print(note)
-    for cpu in analyses:  # what the noise is: periodic sources, and what no counter explains
-        for line in text.periodic_lines(cpu)[:2]:
+    for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
+        mine = accounts.get(cpu.cpu)
+        for line in text.periodic_lines(cpu, mine)[:2]:
             out.print(line)
-        if cpu.attribution is not None:
-            out.print(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
+        if mine is not None:
+            out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
     vendor = calibration.get("hypervisor", {}).get("vendor")
     warning = text.virt_warning(session.facts, CPUID_VENDORS.get(vendor) if vendor else None)
     if warning:

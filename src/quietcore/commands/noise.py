@@ -42,7 +42,7 @@ from quietcore.options import (
     usable_cpus,
 )
 from quietcore.probes.noise import MODES, NoiseOptions, event_cap
-from quietcore.report import text
+from quietcore.report import account, text
 from quietcore.report.kinds import kind_of
 from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
@@ -218,6 +218,7 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
 
     result = run.result
     by_row = {r["cpu"]: r for r in run.summary}
+    accounts = account.of_run(run)
     cpus = []
     for probe in result["cpus"]:
         cpu: dict[str, Any] = {**by_row.get(probe["cpu"], {}), **{k: v for k, v in probe.items() if k != "events"}}
@@ -228,6 +229,8 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
             stored = run.noise.of(int(probe["cpu"]))
             if stored is not None:
                 cpu.update({k: v for k, v in dataclasses.asdict(stored).items() if k != "cpu"})
+            if int(probe["cpu"]) in accounts:  # where the time went, as its table says it
+                cpu["account"] = account.to_json(accounts[int(probe["cpu"])])
         cpus.append(cpu)
     return {
         "session": session.id,

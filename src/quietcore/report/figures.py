@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from quietcore.report.account import Account
 from quietcore.report.experiment import SCALE
 from quietcore.runs.analysis import NoiseAnalysis
 from quietcore.runs.trace import NoiseTrace
@@ -217,33 +218,35 @@ def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
     return fig
 
 
-def attribution_bars(analysis: NoiseAnalysis, shown: int = 6) -> Figure | None:
-    """Lost time per CPU stacked by source, periodic sources named with their frequency."""
-    cpus = [(c, c.attribution) for c in analysis.cpus if c.attribution is not None]
+def attribution_bars(analysis: NoiseAnalysis, accounts: Mapping[int, Account], shown: int = 6) -> Figure | None:
+    """Lost time per CPU stacked by source, as each CPU's account has it (the
+    table's rows and rest), periodic sources named with their frequency."""
+    cpus = [(c, accounts[c.cpu]) for c in analysis.cpus if c.cpu in accounts]
     if not cpus:
         return None
     names: list[str] = []
     for _, a in cpus:
-        for s in a.sources[:shown]:
-            if s.name not in names:
-                names.append(s.name)
+        for r in a.rows[:shown]:
+            if r.name not in names:
+                names.append(r.name)
+    rests = list(dict.fromkeys(a.rest.name for _, a in cpus))
     fig, ax = _figure()
     x = np.arange(len(cpus))
     bottom = np.zeros(len(cpus))
     cmap = matplotlib.colormaps["tab10"]
-    for k, name in enumerate([*names, "other sources", "unexplained"]):
+    for k, name in enumerate([*names, "other sources", *rests]):
         heights = []
         for _, a in cpus:
-            by_name = {s.name: s.estimate_ns for s in a.sources}
-            if name == "unexplained":
-                heights.append(a.unexplained_ns)
+            by_name = {r.name: r.ns for r in a.rows}
+            if name in rests:
+                heights.append(a.rest.ns if a.rest.name == name else 0.0)
             elif name == "other sources":
                 heights.append(sum(v for n, v in by_name.items() if n not in names))
             else:
                 heights.append(by_name.get(name, 0.0))
         h = np.asarray(heights) / 1e6
         if h.any():
-            colour = "#bbbbbb" if name == "unexplained" else cmap(k % 10)
+            colour = "#bbbbbb" if name in rests else cmap(k % 10)
             ax.bar(x, h, bottom=bottom, label=name, color=colour)
             bottom += h
     labels = []

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from quietcore.runs.analysis import Attribution
+from quietcore.report.account import Account
 
 LABELS = {
     "switch_pipe": "context switch, pipe method (lmbench)",
@@ -61,45 +61,23 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def attribution_table(cpu: int, a: Attribution, shown: int = 10) -> Table:
-    table = Table(title=f"CPU {cpu}: where {a.lost_ns / 1e6:,.2f} ms went", title_justify="left")
-    for name, justify in (("source", "left"), ("count", "right"), ("cost µs", "right"),
-                          ("estimate ms", "right"), ("share", "right"), ("basis", "left")):  # fmt: skip
+def account_table(a: Account, shown: int = 10) -> Table:
+    """Where one CPU's lost time went (report.account): a row per source, the
+    rest, and how each was measured; the rows add up to the time lost."""
+    by = "by the trace" if a.traced else "by the kernel's counters"
+    table = Table(title=f"CPU {a.cpu}: where {a.lost_ns / 1e6:,.2f} ms went ({by})", title_justify="left")
+    for name, justify in (("source", "left"), ("gaps" if a.traced else "events", "right"), ("lost ms", "right"),
+                          ("share", "right"), ("measured by", "left")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for s in a.sources[:shown]:
-        cost = "-" if s.cost_ns is None else f"{s.cost_ns / 1000:,.1f}"
-        share = min(s.estimate_ns / a.lost_ns, 1.0) if a.lost_ns else 0  # steal's 10 ms ticks can read over it
-        table.add_row(s.name, f"{s.count:,}" if s.count else "-", cost, f"{s.estimate_ns / 1e6:,.2f}",
-                      f"{share:.0%}", s.basis)  # fmt: skip
-    if len(a.sources) > shown:
-        rest = sum(s.estimate_ns for s in a.sources[shown:])
-        table.add_row(f"{len(a.sources) - shown} more", "", "", f"{rest / 1e6:,.2f}", "", "")
-    unexplained = a.unexplained_ns
-    part = f"{unexplained / a.lost_ns:.0%}" if a.lost_ns else "-"
-    table.add_row("unexplained", "", "", f"{unexplained / 1e6:,.2f}", part, "lost time no counter accounts for")
-    return table
-
-
-#: What the traced table's columns count, said once under its tables.
-TRACED_COLUMNS = ("gaps led: the gaps a source covered the most of; ms: all it covered inside gaps. untraced: the gaps "
-                  "no traced event touched, and the time no event covered in any gap.")  # fmt: skip
-
-
-def traced_table(cpu: dict[str, Any], clock: str, shown: int = 8) -> Table:
-    """Gaps matched to tracepoints by time. One gap may hold several
-    sources: each gets the time it covered, and the gap counts once, for the
-    one that covered most of it; so a source seen only inside others' gaps
-    (a timer expiring within the tick) has time and no gap. TRACED_COLUMNS,
-    printed under it, says so, where a row would read as a contradiction."""
-    table = Table(title=f"CPU {cpu['cpu']}: gaps matched to tracepoints ({clock} clock)", title_justify="left")
-    for name, justify in (("traced source", "left"), ("gaps led", "right"), ("ms", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for s in cpu["sources"][:shown]:
-        table.add_row(s["name"], f"{s['gaps']:,.0f}", f"{s['ns'] / 1e6:,.2f}")
-    rest = cpu["sources"][shown:]
-    if rest:
-        table.add_row(f"{len(rest)} more", f"{sum(s['gaps'] for s in rest):,.0f}",
-                      f"{sum(s['ns'] for s in rest) / 1e6:,.2f}")  # fmt: skip
-    un = cpu["unmatched"]
-    table.add_row("untraced (in a VM: the host)", f"{un['gaps']:,}", f"{un['ns'] / 1e6:,.2f}")
+    for r in a.rows[:shown]:
+        table.add_row(r.name, "-" if r.count is None else f"{r.count:,}", f"{r.ns / 1e6:,.2f}", f"{a.share(r):.0%}",
+                      r.basis)  # fmt: skip
+    if len(a.rows) > shown:
+        rest = a.rows[shown:]
+        ns = sum(r.ns for r in rest)
+        share = min(ns / a.lost_ns, 1.0) if a.lost_ns else 0.0
+        table.add_row(f"{len(rest)} more", "", f"{ns / 1e6:,.2f}", f"{share:.0%}", "")
+    r = a.rest
+    table.add_row(r.name, "-" if r.count is None else f"{r.count:,}", f"{r.ns / 1e6:,.2f}", f"{a.share(r):.0%}",
+                  r.basis)  # fmt: skip
     return table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quietcore.facts.virt import Virtualization
+from quietcore.report.account import Account
 from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import SessionRecord
 from quietcore.safe import plain
@@ -155,11 +157,17 @@ def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str
     return Virtualization(bool(v.get("virtualized")), hypervisor or v.get("hypervisor")).warning()
 
 
-def periodic_lines(cpu: CpuAnalysis) -> list[str]:
+def periodic_lines(cpu: CpuAnalysis, account: Account | None = None) -> list[str]:
+    """A line per periodic source. The tick's share is the account's (its row in the
+    table under it), so that one source has one figure: its periodic gaps alone gave
+    32 % where the table said 28 %."""
     lines = []
+    tick = account.tick() if account is not None else None
     for p in cpu.periodic:
         name = f": {p.name}" if p.name else ""
         share = f", {p.share_of_lost:.0%} of lost time" if p.share_of_lost is not None else ""
+        if tick is not None and account is not None and (p.name or "").startswith("the scheduler tick"):
+            share = f", {account.share(tick):.0%} of lost time ({tick.name} in the table)"
         lines.append(
             f"CPU {cpu.cpu}: periodic source at {p.frequency_hz:,.2f} Hz{name} "
             f"({p.events}/{p.expected} periods, jitter {p.jitter_ns / 1000:,.1f} µs, "
@@ -168,6 +176,20 @@ def periodic_lines(cpu: CpuAnalysis) -> list[str]:
     if not cpu.periodic:
         lines.append(f"CPU {cpu.cpu}: no periodic source found")
     return lines
+
+
+def account_verdict(cpu: CpuAnalysis, account: Account) -> str:
+    """The sentence under a CPU's account: the counters' verdict, or, traced, its
+    long gaps (the host's preemptions, from the gaps and the probe's own switches)
+    and the untraced share of the same table."""
+    verdict = cpu.attribution.verdict if cpu.attribution is not None else ""
+    if not account.traced:
+        return verdict or account.rest_words() + "."
+    host = "vCPU" in verdict or " VM" in verdict
+    # its first sentence, when it counts the long gaps the host took (attribution.counters._verdict)
+    first = verdict.split(". ")[0] + "." if re.match(r"\d+ gaps? over ", verdict) else ""
+    rest = account.rest_words() + (": the host's, which no guest tracer sees" if host else "")
+    return f"{first} {rest}.".strip()
 
 
 def quanta_table(result: Mapping[str, Any]) -> Table:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from quietcore.attribution import explain
-from quietcore.report import tables, text
+from quietcore.report import account, tables, text
 from quietcore.report.kinds.base import AVAILABLE, GAP_MAX, Kind, run_row
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -39,18 +39,16 @@ class NoiseKind(Kind):
         out.print(text.noise_table(run.summary))
         for line in lines(run):
             out.print(line)
+        accounts = account.of_run(run)
         for cpu in run.noise.cpus:
-            for line in text.periodic_lines(cpu):
+            mine = accounts.get(cpu.cpu)
+            for line in text.periodic_lines(cpu, mine):
                 out.print(line)
-            if cpu.attribution is not None:
-                out.print(tables.attribution_table(cpu.cpu, cpu.attribution))
-                out.print(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
+            if mine is not None:
+                out.print(tables.account_table(mine))
+                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
         traced = run.noise.tracer
-        if traced.get("used"):
-            for cpu_trace in traced["cpus"]:
-                out.print(tables.traced_table(cpu_trace, traced["clock"]))
-            out.print(tables.TRACED_COLUMNS)
-        elif traced:
+        if traced and not traced.get("used"):
             out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
         for line in explain.lines(run.analysis["explained"]) if "explained" in run.analysis else []:
             out.print(markup(line))
@@ -65,11 +63,13 @@ class NoiseKind(Kind):
             return
         s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
         s.paragraphs += lines(run)
+        accounts = account.of_run(run)
         for cpu in run.noise.cpus:
-            s.paragraphs += text.periodic_lines(cpu)
-            if cpu.attribution is not None:
-                s.paragraphs.append(f"CPU {cpu.cpu}: {cpu.attribution.verdict}")
-                s.grids.append(grid(tables.attribution_table(cpu.cpu, cpu.attribution)))
+            mine = accounts.get(cpu.cpu)
+            s.paragraphs += text.periodic_lines(cpu, mine)
+            if mine is not None:
+                s.paragraphs.append(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+                s.grids.append(grid(tables.account_table(mine)))
         if "explained" in run.analysis:
             s.paragraphs += explain.lines(run.analysis["explained"])
         b.figure(s, figures.noise_timeline(trace), "noise-timeline",
@@ -81,7 +81,7 @@ class NoiseKind(Kind):
         b.figure(s, figures.noise_durations(trace), "noise-durations",
                  "How long the interruptions lasted: counts in log-spaced bins.")  # fmt: skip
         b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per slice.")
-        b.figure(s, figures.attribution_bars(run.noise), "noise-attribution",
+        b.figure(s, figures.attribution_bars(run.noise, accounts), "noise-attribution",
                  "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
 
     def rows(self, run: Run) -> list[dict[str, Any]]:
