@@ -45,6 +45,18 @@ def test_lab_quick_measures_every_online_cpu(lab_quick: tuple[Path, Path, subpro
     # --report DIR; without it, lab writes where `report` does (commands.report.default_out, tested there).
     report = out / "index.html"
     assert f"Report: {report}" in proc.stdout and report.stat().st_size > 10_000
+    # It ends with what to change first, each change with its share of the lost time, the audit's finding and fix,
+    # and the share no setting removes; the report opens on the same lines, before the audit and the figures.
+    said = proc.stdout[proc.stdout.index("What to change first") :].splitlines()
+    changes = [line for line in said[1:4] if re.match(r"  \d\. ", line)]
+    shares = [int(m.group(1)) for line in changes if (m := re.search(r": (\d+)% of the lost time \(", line))]
+    assert len(shares) == len(changes) and shares == sorted(shares, reverse=True) and all(s >= 1 for s in shares)
+    assert re.search(r"  and \d+% of the lost time is ", proc.stdout)
+    markdown = (out / "report.md").read_text()
+    assert markdown.index("What to change first") < markdown.index("Run ") and changes
+    assert markdown.index("## What to change first") < markdown.index("Audit findings") < markdown.index(": noise")
+    for line in changes:
+        assert line.strip() in markdown
     # --prometheus DIR: both rounds' CPUs in one file, with the values stored
     written = db_file.parent / "metrics" / "quietcore.prom"
     assert f"Metrics for node_exporter: {written}" in proc.stdout

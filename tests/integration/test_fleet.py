@@ -62,10 +62,12 @@ def referenced(tmp_path_factory: pytest.TempPathFactory, quiet_noise: Path) -> P
     where = tmp_path_factory.mktemp("fleet-ref")
     env = _env(where)
     shutil.copy(quiet_noise, where / "results.db")
-    done = subprocess.run([sys.executable, "-m", "quietcore", "reference", "set", "1"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "quietcore", "reference", "set", "last"], env=env, capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Reference" in done.stdout and "5 s each" in done.stdout
+    # each CPU's figure, as a check's line gives it ("its reference 1.4 %"): not a maximum of them
+    assert all(f"CPU {c} " in done.stdout.split("lost:")[1] for c in CPUS), done.stdout
     return where / "results.db"
 
 
@@ -286,7 +288,7 @@ def test_check_cannot_judge_without_a_reference_or_limit_and_refuses_bad_input(
                         (["check", "--prometheus", str(tmp_path / "nowhere")], "--prometheus"),
                         (["check", "--duration", "0"], "--duration"),
                         (["check", "--reference", "nosuch", "--max-lost-ratio", "0.5"], "no reference named 'nosuch'"),
-                        (["reference", "set", "99"], "no result with ID '99'"),
+                        (["reference", "set", "99"], "no session '99' (valid: an ID 1-"),
                         (["reference", "set", "1", "--name", "a b"], "--name")):  # fmt: skip
         bad = cli_main(*args, env=env)  # refused before anything is measured: in this process
         assert bad.returncode == 2 and words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

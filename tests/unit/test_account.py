@@ -110,3 +110,29 @@ def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
               "max_events_basis": "--max-events", "force": False, "limits": {"tolerance": 0.005}}  # fmt: skip
     assert params_text(params) == ("cpus 0-1, duration 2 s, mode spin, max events 100,000, force no, "
                                    'limits {"tolerance": 0.005}')  # fmt: skip
+
+
+def test_changes_are_ranked_by_the_time_each_would_remove_with_the_audits_fix() -> None:
+    """lab said nothing of what to change; now at most three changes, biggest first, each with
+    its finding and fix, and the host's share said as what no guest setting removes."""
+    from quietcore.report.changes import BALANCING, IRQS, RCU, TASKS, TICK, change_of, lines, rank
+
+    assert change_of("local_timer") == TICK and change_of("LOC (Local timer interrupts)") == TICK
+    assert change_of("softirq TIMER") == TICK and change_of("task kworker/1:2") == TICK
+    assert change_of("softirq SCHED") == BALANCING and change_of("softirq RCU") == RCU
+    assert change_of("task node_exporter") == TASKS and change_of("preempted by another task") == TASKS
+    assert change_of("irq 42 (virtio3-tx)") == IRQS and change_of("36 (virtio1-req.0)") == IRQS
+    assert change_of("steal") is None and change_of("call_function_single") is None
+    a = _traced_account()
+    findings = [{"id": "cpu.nohz_full", "summary": "the kernel is built without CONFIG_NO_HZ_FULL",
+                 "advice": ["use a kernel built with CONFIG_NO_HZ_FULL=y"]}]  # fmt: skip
+    changes, total, apart = rank([a, a], findings)
+    (tick,) = changes  # softirq TIMER goes with the tick too; nothing else is a change
+    assert tick.finding == "cpu.nohz_full" and tick.ns == pytest.approx(2 * (a.rows[0].ns + a.rows[1].ns))
+    assert total == 2 * a.lost_ns and apart == pytest.approx(2 * a.rest.ns)
+    said = lines([a], findings, virtualized=True)
+    assert said[1] == (
+        f"  1. the tick and the timers it runs: {tick.share:.0%} of the lost time (cpu.nohz_full: the "
+        "kernel is built without CONFIG_NO_HZ_FULL): use a kernel built with CONFIG_NO_HZ_FULL=y"
+    )
+    assert said[2].startswith(f"  and {a.share(a.rest):.0%} of the lost time is the host's")

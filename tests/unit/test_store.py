@@ -154,3 +154,24 @@ def test_a_files_file_system_is_read_off_the_longest_mount_above_it(monkeypatch:
     assert db.fs_type(Path("/home/u/data")) == "nfs4" and db.on_network_fs(Path("/home/u/data/results.db"))
     assert db.fs_type(Path("/home/a b/x")) == "tmpfs" and db.fs_type(Path("/home2")) == "tmpfs"
     assert db.fs_type(Path("/home22")) == "ext4" and not db.on_network_fs(Path("/srv/results.db"))
+
+
+def test_a_session_is_named_the_same_way_by_every_command(tmp_path: Path) -> None:
+    """`reference set` took only a number ('reference set ux=a': "no result with ID") where
+    compare took tags; and after a fresh run on a database with history, 'reference set 1'
+    picked the wrong one. find_session takes an ID, a UUID prefix, `last` and KEY=VALUE."""
+    conn = db.open_db(tmp_path / "r.db")
+    with pytest.raises(UsageError, match="no sessions yet"):
+        sessions.find_session(conn, "last")
+    first = sessions.create_session(conn, "noise", ["quietcore", "noise"], {}, "abc", {"ux": "a"})
+    second = sessions.create_session(conn, "noise", ["quietcore", "noise"], {}, "abc", {"ux": "a"})
+    third = sessions.create_session(conn, "lab", ["quietcore", "lab"], {}, "abc", {"ux": "b"})
+    assert sessions.find_session(conn, "last").id == third
+    assert sessions.find_session(conn, "ux=a").id == second  # the newest with the tag
+    assert sessions.find_session(conn, str(first)).id == first
+    uuid = sessions.get_session(conn, first).uuid
+    assert sessions.find_session(conn, uuid[:8]).id == first
+    with pytest.raises(UsageError, match=r"no session 'nope' \(valid: an ID 1-3, a UUID prefix, last, or a tag"):
+        sessions.find_session(conn, "nope")
+    with pytest.raises(UsageError, match="no session is tagged 'ux=c'"):
+        sessions.find_session(conn, "ux=c")

@@ -1,7 +1,7 @@
 """Compare two sessions: what changed in the node, then every common cell.
 
-A and B are session IDs (or UUID prefixes) or tags KEY=VALUE (the latest
-session with that tag). First the facts behind the fingerprint that differ
+A and B are session IDs (or UUID prefixes), `last`, or tags KEY=VALUE (the
+latest session with that tag). First the facts behind the fingerprint that differ
 (kernel, boot parameters such as nohz_full, THP, governors...), then each
 experiment cell both sessions measured: B's median over A's with a 95 %
 bootstrap interval, Mann-Whitney U, Holm across the table, and a verdict.
@@ -20,13 +20,13 @@ from quietcore.commands import common
 from quietcore.report import text
 from quietcore.report.experiment import fmt, shown_unit
 from quietcore.report.side import figure_rows
-from quietcore.store import db
+from quietcore.store import db, sessions
 
 NAME = "compare"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="the reference session: ID, UUID prefix or KEY=VALUE tag")
+    parser.add_argument("a", metavar="A", help="the reference session: ID, UUID prefix, last or KEY=VALUE tag")
     parser.add_argument("b", metavar="B", help="the session compared with it")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_db(parser)
@@ -35,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, as in every command: `quietcore --help` loads no statistics or tables.
 
-    from quietcore.report.crosscheck import compare_sessions, resolve
+    from quietcore.report.crosscheck import compare_sessions
 
     path, chosen = common.db_path(args)
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
-        a, b = resolve(conn, args.a), resolve(conn, args.b)
+        a, b = sessions.find_session(conn, args.a), sessions.find_session(conn, args.b)
         result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b)}
     finally:
         conn.close()

@@ -24,7 +24,7 @@ from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
-from quietcore.report import account, text
+from quietcore.report import account, changes, text
 from quietcore.report.account import Account
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
@@ -91,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
             rows += measured.summary
             analyses += measured.noise.cpus
             accounts.update(account.of_run(measured))
-        record_audit(session, root)
+        findings = record_audit(session, root)
     if metrics is not None:
         every = [c for run in measured_runs for c in cpu_noise(run, keep_gaps=True)]
         text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, every))
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu),
-         accounts)  # fmt: skip
+         accounts, findings)  # fmt: skip
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
         record = sessions.get_session(conn, session.id)
@@ -114,7 +114,7 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis],
-    accounts: dict[int, Account],
+    accounts: dict[int, Account], findings: list[dict[str, Any]],
 ) -> None:  # fmt: skip
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
@@ -132,6 +132,8 @@ def show(
             out.print(line)
         if mine is not None:
             out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+    for line in changes.lines(accounts.values(), findings, session.virtualized):  # the audit's, ranked by time
+        out.print(line)
     vendor = calibration.get("hypervisor", {}).get("vendor")
     warning = text.virt_warning(session.facts, CPUID_VENDORS.get(vendor) if vendor else None)
     if warning:

@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
     put = sub.add_parser("set", help="keep a session's noise as the reference for its configuration")
-    put.add_argument("session", metavar="SESSION")
+    put.add_argument("session", metavar="SESSION", help="an ID, a UUID prefix, last (the newest), or a tag KEY=VALUE "
+                     "(the newest with it), as compare takes them")  # fmt: skip
     put.add_argument("--name", metavar="N", help="name it (default: the configuration fingerprint)")
     sub.add_parser("list", help="one line per reference")
     show = sub.add_parser("show", help="a reference's CPUs: lost time, windows, periodic sources")
@@ -65,10 +66,11 @@ def run(args: argparse.Namespace) -> int:
 def set_(conn: Any, ident: str, name: str | None) -> None:
     if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
         raise UsageError(f"invalid --name {name!r} (valid: letters, digits, '.', '_', '-', up to 64)")
-    row = sessions.get_session(conn, ident)
+    row = sessions.find_session(conn, ident)
     if row.status != "complete":
         raise UsageError(f"session {row.id} is {row.status}: a reference needs a complete session")
     from quietcore.fleet.baseline import from_session  # numpy: deferred, `list` and `show NAME` only read
+    from quietcore.fleet.verdict import pct
 
     taken = from_session(row.command, sessions.runs_of(conn, row.id), row.host)
     if not taken.hosts:
@@ -80,10 +82,11 @@ def set_(conn: Any, ident: str, name: str | None) -> None:
         fingerprint = row.fingerprint if host == row.host else _node_fingerprint(conn, row.id, host)
         chosen = name or fingerprint
         references.put(conn, chosen, host, fingerprint, row.id, facts, cpus)
-        lost = max(c.lost_ratio for c in cpus)
-        out.print(plain(f"Reference {chosen!r} for {host} ({fingerprint}): CPUs "
-                        f"{','.join(str(c.cpu) for c in cpus)}, {min(c.measured_s for c in cpus):.3g} s each, "
-                        f"at most {lost * 100:.2g} % lost"), highlight=False)  # fmt: skip
+        # each CPU's figure as the check's line gives it ("reference 1.4 %"): it said "at most 1.7 % lost"
+        lost = ", ".join(f"CPU {c.cpu} {pct(c.lost_ratio)}" for c in sorted(cpus, key=lambda c: c.cpu))
+        out.print(plain(f"Reference {chosen!r} for {host} ({fingerprint}), from session {row.id}: CPUs "
+                        f"{','.join(str(c.cpu) for c in cpus)}, {min(c.measured_s for c in cpus):.3g} s each; "
+                        f"lost: {lost}"), highlight=False)  # fmt: skip
     for why in taken.refused:
         out.print(plain(f"  left out: {why}"), highlight=False)
 

@@ -88,11 +88,12 @@ class Verdict:
         """The one line a health check prints: PASS or FAIL and why."""
         failed = [c for c in self.cpus if not c.passed]
         if not failed and not self.node:
+            # the worst CPU named, and its own reference: `reference set` gives each CPU's figure so
             worst = max(self.cpus, key=lambda c: c.lost_ratio)
-            against = (f" (reference {_pct(worst.reference_lost_ratio)})"
+            against = (f", its reference {pct(worst.reference_lost_ratio)}"
                        if worst.reference_lost_ratio is not None else "")  # fmt: skip
             cpus = f"{len(self.cpus)} CPU{'s' if len(self.cpus) > 1 else ''}"
-            head = f"PASS {cpus}: at most {_pct(worst.lost_ratio)} lost{against}"
+            head = f"PASS {cpus}: at most {pct(worst.lost_ratio)} lost (CPU {worst.cpu}{against})"
         else:
             head = "FAIL " + "; ".join([*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)])
         if self.first is not None and failed:
@@ -105,7 +106,8 @@ class Verdict:
         return head
 
 
-def _pct(ratio: float | None) -> str:
+def pct(ratio: float | None) -> str:
+    """A lost ratio as the check's line, `reference set` and `reference show` all say it."""
     return "?" if ratio is None else f"{ratio * 100:.2g} %" if ratio < 0.1 else f"{ratio * 100:.1f} %"
 
 
@@ -149,10 +151,10 @@ def new_sources(check: CpuNoise, ref: CpuNoise, tolerance: float = TOLERANCE) ->
 def _source_words(s: Periodic, ref: CpuNoise) -> str:
     known = _known(s, ref)
     if not known:
-        return f"new periodic source {s.label()} ({_pct(s.lost_ratio)} of the CPU)"
+        return f"new periodic source {s.label()} ({pct(s.lost_ratio)} of the CPU)"
     was = " + ".join(r.label() for r in known)
-    return (f"periodic source {s.label()} ({_pct(s.lost_ratio)} of the CPU), where the reference had {was} "
-            f"({_pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
+    return (f"periodic source {s.label()} ({pct(s.lost_ratio)} of the CPU), where the reference had {was} "
+            f"({pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
 
 
 def guest_rise(c: CpuNoise, ref: CpuNoise, moved: dict[str, float] | None = None) -> float | None:
@@ -265,7 +267,7 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
             v.shift = hodges_lehmann(c.windows, ref.windows)
             host = _hosts(c, ref, limits, virtual, moved.get(c.cpu))
             if v.p < ALPHA and v.shift > limits.tolerance:
-                words = f"{_pct(c.lost_ratio)} lost (reference {_pct(ref.lost_ratio)}, {_p(v.p)})"
+                words = f"{pct(c.lost_ratio)} lost (reference {pct(ref.lost_ratio)}, {_p(v.p)})"
                 if host is None:
                     v.reasons.append(words)
                 else:
@@ -291,7 +293,7 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
         elif reference is not None:
             v.notes.append("not in the reference: held to the fixed limits only")
         if limits.max_lost_ratio is not None and c.lost_ratio > limits.max_lost_ratio:
-            v.reasons.append(f"{_pct(c.lost_ratio)} lost, over --max-lost-ratio {limits.max_lost_ratio:g}")
+            v.reasons.append(f"{pct(c.lost_ratio)} lost, over --max-lost-ratio {limits.max_lost_ratio:g}")
         if limits.max_gap_s is not None and c.max_gap_s > limits.max_gap_s:
             v.reasons.append(f"a gap of {c.max_gap_s * 1e6:.0f} µs, over --max-gap-us {limits.max_gap_s * 1e6:g}")
         if limits.max_events_per_s is not None and c.events_per_s > limits.max_events_per_s:

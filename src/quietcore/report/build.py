@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from quietcore.report import account, changes
 from quietcore.report.builder import Builder, Report, Section
 from quietcore.report.kinds import kind_of
 from quietcore.runs.model import Run, SessionRecord
@@ -32,6 +33,23 @@ def run_sections(builder: Builder, runs: list[Run], on_step: Step) -> list[Secti
     return out
 
 
+def what_to_change(row: SessionRecord, runs: list[Run]) -> Section | None:
+    """The report's opening: the changes ranked by the time each would remove
+    (report.changes), from the session's noise runs and its audit; None when it
+    has not both."""
+    findings = [f for r in runs if r.kind == "audit" for f in r.result.get("findings", [])]
+    accounts = [a for r in runs if r.kind == "noise" for a in account.of_run(r).values()]
+    if not findings or not accounts:
+        return None
+    virtualized = bool((row.facts.get("virtualization") or {}).get("virtualized"))
+    said = changes.lines(accounts, findings, virtualized)
+    if not said:
+        return None
+    section = Section("What to change first")
+    section.paragraphs += [said[0], *(line.strip() for line in said[1:])]
+    return section
+
+
 def build(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path,
           progress: Callable[[int], Step] | None = None) -> Report:  # fmt: skip
     """The report of these sessions. progress(steps) gives the callback told
@@ -43,7 +61,12 @@ def build(conn: sqlite3.Connection, rows: list[SessionRecord], out: Path,
     sections: list[Section] = []
     for row in rows:
         sections.append(builder.node(row))
-        sections += run_sections(builder, runs[row.id], on_step)
+        first = what_to_change(row, runs[row.id])
+        if first is not None:
+            sections.append(first)
+        # the audit second, as the docs say: what to change, then why, then the figures
+        ordered = sorted(runs[row.id], key=lambda r: r.kind != "audit")
+        sections += run_sections(builder, ordered, on_step)
     for b in rows[1:]:
         on_step(f"comparing session {b.id} with {rows[0].id}")
         sections.append(builder.comparison(rows[0], b))

@@ -7,22 +7,10 @@ import sqlite3
 from dataclasses import asdict
 from typing import Any
 
-from quietcore.errors import UsageError
 from quietcore.facts.fingerprint import changed
 from quietcore.runs.model import SessionRecord
 from quietcore.stats.compare import compare_many, describe
 from quietcore.store import sessions
-
-
-def resolve(conn: sqlite3.Connection, ident: str) -> SessionRecord:
-    """A session by ID or UUID prefix, or the latest with tag KEY=VALUE."""
-    if "=" in ident:
-        key, _, value = ident.partition("=")
-        rows = sessions.tagged(conn, key, value)
-        if not rows:
-            raise UsageError(f"no session is tagged {ident!r} (see `quietcore results list`)")
-        return rows[-1]
-    return sessions.get_session(conn, ident)
 
 
 def fact_changes(a: SessionRecord, b: SessionRecord) -> list[tuple[str, Any, Any]]:

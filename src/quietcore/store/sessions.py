@@ -188,6 +188,31 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> SessionRecor
     return SessionRecord.from_row(row)
 
 
+def find_session(conn: sqlite3.Connection, ident: str) -> SessionRecord:
+    """A session as a user names it, the same for every command that takes one:
+    its number, a UUID prefix, `last` (the newest), or KEY=VALUE (the newest
+    session with that tag)."""
+    text = ident.strip()
+    if text == "last":
+        newest = last_id(conn)
+        if newest is None:
+            raise UsageError("no session to call last: the database has no sessions yet")
+        return get_session(conn, newest)
+    if "=" in text:
+        key, _, value = text.partition("=")
+        rows = tagged(conn, key, value)
+        if not rows:
+            raise UsageError(f"no session is tagged {text!r} (see `quietcore results list`)")
+        return rows[-1]
+    try:
+        return get_session(conn, text)
+    except UsageError:
+        newest = last_id(conn)
+        ids = f"an ID 1-{newest}, " if newest else ""
+        raise UsageError(f"no session {text!r} (valid: {ids}a UUID prefix, last, or a tag KEY=VALUE; see "
+                         "`quietcore results list`)") from None  # fmt: skip
+
+
 def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:
     """A session's runs in order, each decoded once, with its noise summary."""
     summaries: dict[int, list[dict[str, Any]]] = {}
