@@ -317,3 +317,33 @@ def test_beside_the_tracer_the_counters_are_read_over_the_probes_window_and_one_
 def _table_rows(text: str, bar: str) -> list[list[str]]:
     """The cells of every table row in terminal (│) or Markdown (|) text."""
     return [[c.strip() for c in line.split(bar)[1:-1]] for line in text.splitlines() if line.startswith(bar)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the planted source runs at SCHED_FIFO")
+def test_compare_judges_two_noise_sessions_cpu_by_cpu(cli: CliRunner, db_file: Path, quiet_noise: Path) -> None:
+    """`compare` on two noise sessions printed only the longest gap and available %. Now per
+    CPU: the windows' lost time, the shift with its interval, the test, the verdict and the
+    sources that changed: here a planted 100 Hz x 200 µs source on one CPU."""
+    from quietcore.probes.runner import probe_path
+
+    shutil.copy(quiet_noise, db_file)  # session 1: 5 s of every CPU at rest
+    cpu = allowed_cpus()[-1]
+    planted = subprocess.Popen([str(probe_path()), "disturb", "--cpus", str(cpu), "--period-us", "10000", "--burst-us",
+                                "200", "--policy", "fifo", "--priority", "1", "--duration", "10"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert planted.stderr is not None and "running" in planted.stderr.readline()
+        assert cli("noise", "--cpus", str(cpu), "--duration", "2", "--trace", "off").returncode == 0
+    finally:
+        planted.kill()
+        planted.wait()
+    same = json.loads(cli("compare", "1", "1", "--json").stdout)["noise"]
+    assert same and all(r["verdict"] == "no difference shown" and r["shift"] == 0 for r in same)
+    done = cli("compare", "1", "last", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["noise"]  # the one CPU both measured
+    assert row["cpu"] == cpu and row["verdict"] == "B noisier" and row["p_adjusted"] < 0.05
+    assert row["ci_low"] > 0.01 and row["ci_low"] <= row["shift"] <= row["ci_high"]
+    assert any(s.startswith("new in B: 100 Hz x ") for s in row["sources"]), row["sources"]
+    shown = cli("compare", "1", "last").stdout
+    assert "Noise, B against A, per CPU" in shown and "B noisier" in shown

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.table import Table
 
@@ -32,16 +33,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
 
 
+def noise_table(rows: list[dict[str, Any]]) -> Table:
+    """B's noise against A's per CPU (report.noisecompare)."""
+    table = Table(title="Noise, B against A, per CPU: lost time of 100 ms windows (median), the shift with its 95 % "
+                  "bootstrap interval, Mann-Whitney U (Holm over the CPUs)", title_justify="left")  # fmt: skip
+    for name in ("CPU", "A lost (windows)", "B lost (windows)", "B - A [95% CI]", "p (Holm)", "verdict",
+                 "sources that changed"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("verdict", "sources that changed") else "right")
+    for r in rows:
+        table.add_row(str(r["cpu"]), f"{r['a'] * 100:.3f} % ({r['a_windows']})",
+                      f"{r['b'] * 100:.3f} % ({r['b_windows']})",
+                      f"{r['shift'] * 100:+.3f} % [{r['ci_low'] * 100:+.3f}, {r['ci_high'] * 100:+.3f}]",
+                      f"{r['p_adjusted']:.3g}", r["verdict"], "; ".join(r["sources"]) or "none")  # fmt: skip
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     # Imported here, as in every command: `quietcore --help` loads no statistics or tables.
 
     from quietcore.report.crosscheck import compare_sessions
+    from quietcore.report.noisecompare import compare_noise
 
     path, chosen = common.db_path(args)
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         a, b = sessions.find_session(conn, args.a), sessions.find_session(conn, args.b)
-        result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b)}
+        result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b), "noise": compare_noise(conn, a, b)}
     finally:
         conn.close()
     if args.json:
@@ -59,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
         for change in result["changes"]:
             changes.add_row(change["fact"], str(change["a"]), str(change["b"]))
         out.print(changes)
+    if result["noise"]:
+        out.print(noise_table(result["noise"]))
     if result["figures"]:
-        figures = Table(title="Per CPU, what both measured (a peer's figure beside quietcore's)", title_justify="left")
+        figures = Table(title="Per CPU, the figures both sessions give", title_justify="left")
         for name in ("CPU", "figure", "A", "B", "B/A"):
             figures.add_column(name, justify="left" if name == "figure" else "right")
         for row in result["figures"]:
@@ -69,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                             f"{row['b']:,.2f} ({row['b_from']})", ratio)  # fmt: skip
         out.print(figures)
     if not result["cells"]:
-        if not result["figures"]:
+        if not result["figures"] and not result["noise"]:
             out.print("No experiment cell was measured in both sessions; nothing to compare run by run.")
         return 0
     table = Table(title="B against A, per cell", title_justify="left")

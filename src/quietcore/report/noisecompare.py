@@ -1,0 +1,83 @@
+"""Two sessions' noise, CPU by CPU: B's lost time against A's, with an
+interval, a test and a verdict, and the periodic sources that changed.
+
+The unit is the 100 ms window that `check` tests (fleet.baseline: each
+window's lost ratio, its longest gap left out, so that one stall of a vCPU
+by its host moves no window's middle). The shift is B's median window less
+A's, with a seeded percentile bootstrap interval over each side's windows;
+the test is two-sided Mann-Whitney U, Holm-adjusted over the CPUs; B is
+noisier or quieter only when the adjusted p is under alpha and the interval
+leaves out zero, and slightly so when the shift is under 0.1 % of the CPU.
+Sources: B's periodic sources A lacks, or has at less than B's cost by
+over a tenth of a percent of the CPU, and A's that B lacks."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+from quietcore.fleet.baseline import cpu_noise
+from quietcore.fleet.verdict import new_sources, pct
+from quietcore.runs.model import SessionRecord
+from quietcore.runs.reference import CpuNoise
+from quietcore.stats.bootstrap import SEED
+from quietcore.stats.compare import ALPHA, holm
+from quietcore.stats.rank import mann_whitney
+from quietcore.store import sessions
+
+RESAMPLES = 2000
+#: A shift under this share of the CPU is said to be slight, however sure the test is of it.
+SLIGHT = 0.001
+#: A source is "changed" when its cost moved by more than this share of the CPU.
+SOURCE_TOLERANCE = 0.001
+
+
+def _noise(conn: sqlite3.Connection, row: SessionRecord) -> dict[int, CpuNoise]:
+    """Each CPU's noise in a session's spin-mode noise runs (the last run of a CPU, where several)."""
+    out: dict[int, CpuNoise] = {}
+    for run in sessions.runs_of(conn, row.id):
+        if run.kind == "noise" and run.trace is not None:
+            out.update({c.cpu: c for c in cpu_noise(run)})
+    return out
+
+
+def _median_shift_ci(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float]:
+    """The 95 % percentile interval of median(B) - median(A), each side resampled."""
+    rng = np.random.default_rng(seed)
+    ma = np.median(a[rng.integers(0, a.size, size=(RESAMPLES, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, size=(RESAMPLES, b.size))], axis=1)
+    low, high = np.percentile(mb - ma, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def compare_noise(conn: sqlite3.Connection, a: SessionRecord, b: SessionRecord) -> list[dict[str, Any]]:
+    """A row per CPU both sessions measured: A's and B's median window, the
+    shift with its interval, p (Holm over the CPUs), the verdict, and the
+    sources that changed. Empty when they share no measured CPU."""
+    na, nb = _noise(conn, a), _noise(conn, b)
+    common = [cpu for cpu in sorted(set(na) & set(nb)) if len(na[cpu].windows) >= 2 and len(nb[cpu].windows) >= 2]
+    raw = [mann_whitney(nb[cpu].windows, na[cpu].windows)[1] for cpu in common]
+    adjusted = holm(raw) if raw else []
+    rows = []
+    for cpu, p in zip(common, adjusted, strict=True):
+        wa, wb = np.asarray(na[cpu].windows, dtype=float), np.asarray(nb[cpu].windows, dtype=float)
+        shift = float(np.median(wb) - np.median(wa))
+        low, high = _median_shift_ci(wa, wb, SEED + cpu)
+        if p < ALPHA and (low > 0 or high < 0):
+            verdict = "B noisier" if low > 0 else "B quieter"
+            if abs(shift) < SLIGHT:
+                verdict += f", slightly (under {SLIGHT:.1%} of the CPU)"
+        else:
+            verdict = "no difference shown"
+        new = [f"new in B: {s.label()} ({pct(s.lost_ratio)} of the CPU)"
+               for s in new_sources(nb[cpu], na[cpu], SOURCE_TOLERANCE)]  # fmt: skip
+        gone = [f"gone in B: {s.label()} ({pct(s.lost_ratio)} of the CPU)"
+                for s in new_sources(na[cpu], nb[cpu], SOURCE_TOLERANCE)]  # fmt: skip
+        rows.append({
+            "cpu": cpu, "a": float(np.median(wa)), "b": float(np.median(wb)), "a_windows": int(wa.size),
+            "b_windows": int(wb.size), "shift": shift, "ci_low": low, "ci_high": high, "p_adjusted": p,
+            "verdict": verdict, "sources": new + gone,
+        })  # fmt: skip
+    return rows
