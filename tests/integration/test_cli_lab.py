@@ -67,6 +67,25 @@ def test_lab_quick_measures_every_online_cpu(lab_quick: tuple[Path, Path, subpro
         assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
 
 
+def test_the_audit_orders_its_findings_by_the_time_each_cost_in_the_last_lab(
+    lab_quick: tuple[Path, Path, subprocess.CompletedProcess[str]], cli: CliRunner
+) -> None:  # fmt: skip
+    """With a stored lab (the last of this host by default, or --session), the audit
+    says what each finding cost in it and puts the costliest first in its status."""
+    db_file = lab_quick[0]
+    for args in (["--session", "1"], []):
+        proc = cli("audit", "--json", "--db", str(db_file), *args)
+        assert proc.returncode == 0, proc.stderr
+        findings = json.loads(proc.stdout)
+        costed = [f for f in findings if "lost_share" in f]
+        assert costed and all(0.01 <= f["lost_share"] <= 1 and f["session"] == 1 for f in costed)
+        for status in {f["status"] for f in findings}:
+            shares = [f.get("lost_share", 0.0) for f in findings if f["status"] == status]
+            assert shares == sorted(shares, reverse=True), status
+    text = cli("audit", "--db", str(db_file), "--session", "last").stdout
+    assert "Ordered by the time each finding cost in session 1" in text and "of the lost time in session 1)" in text
+
+
 def test_lab_rounds_leave_a_cpu_free() -> None:
     from quietcore.commands.lab import rounds
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -27,7 +28,7 @@ from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
 from quietcore.report.text import console
 from quietcore.session import Session
-from quietcore.store import sessions
+from quietcore.store import db, sessions
 
 if TYPE_CHECKING:
     from quietcore.audit.finding import Finding
@@ -42,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", metavar="DIR", default="/", help="read facts from DIR or a snapshot .tar.gz")
     parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     parser.add_argument("--strict", action="store_true", help="exit 2 when any finding is fail")
+    parser.add_argument("--session", metavar="ID",
+                        help="order the findings by the time each cost in this stored session: an ID, last or "
+                             "KEY=VALUE (default, auditing this node: its last lab, if any)")  # fmt: skip
     common.add_db(parser)
 
 
@@ -50,25 +54,63 @@ def run(args: argparse.Namespace) -> int:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
         journal, source = common.journal_of(root)
         findings = run_checks(AuditContext(root, targets, journal, source))
+    costs, session = _costs(args)
     if args.json:
-        print(json.dumps([f.to_json() for f in findings], indent=1))
+        print(json.dumps([f.to_json() | ({"lost_share": costs[f.id], "session": session} if f.id in costs else {})
+                          for f in _ordered(findings, costs)], indent=1))  # fmt: skip
     else:
-        show(findings)
+        show(_ordered(findings, costs), costs, session)
     failed = any(f.status is Status.FAIL for f in findings)
     return 2 if args.strict and failed else 0
 
 
-def show(findings: list[Finding]) -> None:
+def _costs(args: argparse.Namespace) -> tuple[dict[str, float], int | None]:
+    """What each finding's fix would remove, as a share of the lost time of a
+    stored session (report.changes: its CPUs' accounts), and that session: the
+    one --session names, else, auditing this node, its last lab. None where
+    there is none."""
+    from quietcore.report import account, changes  # numpy: only with a stored session
+
+    path, chosen = common.db_path(args)
+    if args.session is None and (args.root != "/" or not path.exists()):
+        return {}, None
+    conn = db.open_db(path, create=False, chosen=chosen, write=False)
+    try:
+        if args.session is not None:
+            row = sessions.find_session(conn, args.session)
+        else:
+            here = socket.gethostname()
+            labs = [r for r in sessions.list_sessions(conn) if r.command == "lab" and r.host == here]
+            if not labs:
+                return {}, None
+            row = labs[-1]
+        accounts = [a for r in sessions.runs_of(conn, row.id) if r.kind == "noise" for a in account.of_run(r).values()]
+    finally:
+        conn.close()
+    ranked, _, _ = changes.rank(accounts, [], limit=len(changes.FINDINGS))
+    return {c.finding: c.share for c in ranked}, row.id
+
+
+def _ordered(findings: list[Finding], costs: dict[str, float]) -> list[Finding]:
+    """By status, as always; within one, the costliest first (stable otherwise)."""
+    return sorted(findings, key=lambda f: -costs.get(f.id, 0.0))
+
+
+def show(findings: list[Finding], costs: dict[str, float] | None = None, session: int | None = None) -> None:
     # rich only once there is something to print: --help and --version stay fast.
 
     out = console()
+    costs = costs or {}
+    if session is not None:
+        out.print(f"Ordered by the time each finding cost in session {session} (--session), costliest first.")
     for status in ORDER:
         group = [f for f in findings if f.status is status]
         if not group:
             continue
         out.print(f"[{STYLE[status.value]}]{status.value.upper()} ({len(group)})[/]", markup=True)
         for f in group:
-            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}", markup=True)
+            cost = f" [bold]({costs[f.id]:.0%} of the lost time in session {session})[/]" if f.id in costs else ""
+            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}{cost}", markup=True)
             for e in f.evidence:
                 out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}", markup=True)
             for advice in f.advice:

@@ -30,6 +30,9 @@ TASKS = ("other tasks on the measured CPUs", "task.placement")
 KTHREADS = ("kernel threads that may move", "kthread.placement")
 IRQS = ("device interrupts", "irq.affinity")
 
+#: Every finding a change names.
+FINDINGS = tuple(dict.fromkeys(f for _, f in (TICK, BALANCING, RCU, TASKS, KTHREADS, IRQS)))
+
 _BY_NAME = (
     (re.compile(r"^(local_timer|LOC\b|timer_expire|hrtimer_expire|irq_work|IWI\b|softirq (TIMER|HRTIMER))"), TICK),
     (re.compile(r"^task kworker/\d+:"), TICK),  # per-CPU work: vmstat and the like, which nohz_full quiets
