@@ -115,7 +115,7 @@ def test_bad_input(cli_main: CliRunner, db_file: Path, tmp_path: Path) -> None:
     conn.close()
     out = tmp_path / "o"
     cases = [
-        (["report", "9", "--out", str(out)], "no result with ID '9' (valid: 1-1"),
+        (["report", "9", "--out", str(out)], "no session '9' (valid: an ID 1-1"),
         (["report", "1", "--out", str(out)], "session 1 has no runs to report"),
         (["report", "--tag", "a=b", "--out", str(out)], "no session is tagged a=b"),
         (["report", "1", "--out", str(tmp_path)], f"--out {tmp_path} exists: choose a new directory, or add --force"),

@@ -114,8 +114,8 @@ def test_export_to_file_refuses_to_overwrite(cli_main: CliRunner, tmp_path: Path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["show", "42"], "no result with ID '42' (valid: 1-1"),
-        (["export", "nope"], "no result with ID 'nope'"),
+        (["show", "42"], "no session '42' (valid: an ID 1-1, a UUID prefix, last, or a tag KEY=VALUE"),
+        (["export", "nope"], "no session 'nope' (valid: an ID 1-1"),
         (["export", "1", "--format", "xml"], "invalid choice: 'xml'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
 from quietcore.facts.procstat import CpuTimes
@@ -97,3 +98,21 @@ def test_steal_is_said_with_its_resolution_never_over_the_time_lost() -> None:
     )
     assert "75% of the time lost" in (steal_note(long | {"steal_ns": 90e6}) or "")
     assert steal_note(long | {"steal_ns": 10e6}) is None and steal_note(long | {"steal_ns": None}) is None
+
+
+def test_a_counts_estimate_is_of_the_measured_time_not_the_counters_window() -> None:
+    """A 0.5 s check's counters came over 0.63 s: its 171 LOC, priced at the tick's measured
+    16 µs, are 136 in the measured time, and the account shows those beside the estimate."""
+    from dataclasses import replace
+
+    from quietcore.report.account import account
+    from quietcore.runs.analysis import CpuAnalysis
+
+    before, after = replace(snap(0, 0, 0, 0, 0), taken_ns=1_000), replace(snap(171, 0, 0, 0, 0), taken_ns=629_001_000)
+    a = attribute(1, before, after, lost_ns=5e6, durations_ns=np.array([]), involuntary=0, user_hz=100,
+                  measured_costs={"LOC": (16e3, "measured")}, virtualized=True, measured_ns=500e6)  # fmt: skip
+    (loc,) = a.sources
+    assert loc.count == 171 and loc.estimate_ns == pytest.approx(171 * 500 / 629 * 16e3)
+    shown = account(CpuAnalysis.from_json({"cpu": 1, "attribution": a.to_json()}), None, 5e6, 0, 0.0, 500e6)
+    assert shown is not None and shown.rows[0].count == 136
+    assert shown.rows[0].ns == pytest.approx(136 * 16e3, rel=0.01)

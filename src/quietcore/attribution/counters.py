@@ -124,18 +124,23 @@ def attribute(
     user_hz: int,
     measured_costs: dict[str, tuple[float, str]],
     virtualized: bool,
+    measured_ns: float | None = None,
 ) -> Attribution:
     """Sources on one CPU, biggest estimate first. measured_costs maps a
-    counter name to (ns per event, how it was measured)."""
+    counter name to (ns per event, how it was measured). The counts were
+    counted over the counters' window, the probe's start-up and end in it:
+    an estimate of the measured time (`measured_ns`) takes its share of them
+    (a 0.5 s check's counts came over 0.63 s)."""
     a = Attribution(cpu, lost_ns, counted_ns=window_ns(before, after))
+    inside = min(measured_ns / a.counted_ns, 1.0) if measured_ns and a.counted_ns else 1.0
     for name, count in _delta(before.interrupts, after.interrupts, cpu).items():
         kind = "irq" if name.isdigit() else "ipi"
         label = f"{name} ({after.names.get(name, '')})".replace(" ()", "")
         cost, basis = measured_costs.get(name) or (TYPICAL_NS.get(name, DEVICE_NS), "typical")
-        a.sources.append(Source(label, kind, count, cost, basis, count * cost))
+        a.sources.append(Source(label, kind, count, cost, basis, count * inside * cost))
     for name, count in _delta(before.softirqs, after.softirqs, cpu).items():
         cost, basis = measured_costs.get(name) or (TYPICAL_NS.get(name, 2000), "typical")
-        a.sources.append(Source(f"softirq {name}", "softirq", count, cost, basis, count * cost))
+        a.sources.append(Source(f"softirq {name}", "softirq", count, cost, basis, count * inside * cost))
     steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz).get(cpu, 0.0)
     if steal > 0:
         tick_ms = 1000 / user_hz

@@ -26,6 +26,7 @@ from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import open_root
 from quietcore.options import cpus_option
+from quietcore.report import account, changes
 from quietcore.report.text import console
 from quietcore.session import Session
 from quietcore.store import db, sessions
@@ -69,8 +70,6 @@ def _costs(args: argparse.Namespace) -> tuple[dict[str, float], int | None]:
     stored session (report.changes: its CPUs' accounts), and that session: the
     one --session names, else, auditing this node, its last lab. None where
     there is none."""
-    from quietcore.report import account, changes  # numpy: only with a stored session
-
     path, chosen = common.db_path(args)
     if args.session is None and (args.root != "/" or not path.exists()):
         return {}, None

@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def select(conn: sqlite3.Connection, ids: list[str], tag_items: list[str] | None) -> list[SessionRecord]:
-    rows = [sessions.get_session(conn, i) for i in ids]
+    rows = [sessions.find_session(conn, i) for i in ids]
     for key, value in tags_option(tag_items).items():
         tagged = sessions.tagged(conn, key, value)
         if not tagged:

@@ -123,7 +123,7 @@ def _took(started: str, ended: str | None) -> str:
 
 
 def show(conn: sqlite3.Connection, ident: str) -> None:
-    row = sessions.get_session(conn, ident)
+    row = sessions.find_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
     runs = sessions.runs_of(conn, row.id)
@@ -142,7 +142,7 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
     from quietcore.report.nodes import psnap, write_traces  # numpy: deferred (quietcore.lazy)
 
-    row = sessions.get_session(conn, args.id)
+    row = sessions.find_session(conn, args.id)
     data: str | bytes
     if args.format == "trace":
         if not args.out:

@@ -73,7 +73,7 @@ def to_json(a: Account) -> dict[str, Any]:
 
 
 def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, gaps: int,
-            gap_sum_ns: float) -> Account | None:  # fmt: skip
+            gap_sum_ns: float, measured_ns: float | None = None) -> Account | None:  # fmt: skip
     """The account of one CPU: by its trace when it has one that gives each
     source's led gaps (`traced`, tracer.match_gaps's entry for it), else by
     its counters; None when it has neither. `gaps` and `gap_sum_ns` are the
@@ -91,7 +91,11 @@ def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, 
     a = cpu.attribution
     if a is None:
         return None
-    rows = [Row(s.name, s.count or None, s.estimate_ns, _counted_basis(s.basis, s.cost_ns)) for s in a.sources]
+    # The counts came over the counters' window, start-up and end in it; the estimates are of the measured
+    # time, and so are the events shown beside them (count x cost = lost, row by row).
+    inside = min(measured_ns / a.counted_ns, 1.0) if measured_ns and a.counted_ns else 1.0
+    rows = [Row(s.name, round(s.count * inside) if s.cost_ns is not None else s.count or None, s.estimate_ns,
+                _counted_basis(s.basis, s.cost_ns)) for s in a.sources]  # fmt: skip
     rest = Row("unexplained", None, a.unexplained_ns, "lost time no counter accounts for")
     return Account(cpu.cpu, a.lost_ns, tuple(rows), rest, traced=False)
 
@@ -118,7 +122,7 @@ def of_run(run: Any) -> dict[int, Account]:
     for cpu in run.noise.cpus:
         t = trace.cpu(cpu.cpu)
         by_trace = traced.get(cpu.cpu) if not t.dropped else None  # the trace matched the recorded gaps only
-        one = account(cpu, by_trace, float(t.lost_ns), int(t.events), float(t.duration_ns.sum()))
+        one = account(cpu, by_trace, float(t.lost_ns), int(t.events), float(t.duration_ns.sum()), t.measured_ns)
         if one is not None:
             out[cpu.cpu] = one
     return out

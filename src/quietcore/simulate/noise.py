@@ -134,7 +134,7 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     """Every spin-mode noise run of the session (or its CPU's trace)."""
 
     spec, cpu = parse_trace(text)
-    row = sessions.get_session(conn, spec)
+    row = sessions.find_session(conn, spec)
     facts = row.facts
     hz = facts["kernel"]["config"].get("CONFIG_HZ")
     hints = (float(hz),) if hz and str(hz).isdigit() else ()
@@ -232,7 +232,7 @@ class _Labeller:
 
 def network_of(conn: sqlite3.Connection, text: str) -> dict[str, Any]:
     """L, o and G as a survey session measured them (`--network SESSION`)."""
-    row = sessions.get_session(conn, text)
+    row = sessions.find_session(conn, text)
     if row.command != "survey":
         raise UsageError(f"invalid --network {text!r}: session {row.id} is a {row.command} session (valid: a "
                          "`survey` session of 2 ranks or more)")  # fmt: skip

@@ -208,9 +208,10 @@ def find_session(conn: sqlite3.Connection, ident: str) -> SessionRecord:
         return get_session(conn, text)
     except UsageError:
         newest = last_id(conn)
-        ids = f"an ID 1-{newest}, " if newest else ""
-        raise UsageError(f"no session {text!r} (valid: {ids}a UUID prefix, last, or a tag KEY=VALUE; see "
-                         "`quietcore results list`)") from None  # fmt: skip
+        if newest is None:
+            raise UsageError(f"no session {text!r}: the database has no sessions yet") from None
+        raise UsageError(f"no session {text!r} (valid: an ID 1-{newest}, a UUID prefix, last, or a tag KEY=VALUE; "
+                         "see `quietcore results list`)") from None  # fmt: skip
 
 
 def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:
