@@ -17,8 +17,9 @@ from quietcore.commands import COMMANDS
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
+from quietcore.facts.topology import Topology
 from quietcore.probes.runner import probe_path
-from tests.conftest import CliRunner
+from tests.conftest import ALL_ROOTS, GPU_ROOT, CliRunner
 
 
 @pytest.mark.slow
@@ -92,6 +93,47 @@ def test_lab_rounds_leave_a_cpu_free() -> None:
     assert rounds(frozenset({0, 1})) == [frozenset({0}), frozenset({1})]
     assert rounds(frozenset({0, 1, 2, 3, 4})) == [frozenset({0, 2, 4}), frozenset({1, 3})]
     assert rounds(frozenset({3})) == [frozenset({3})]
+
+
+def _checked(plan: list[frozenset[int]], topology: Topology) -> None:
+    """Every CPU once; no two SMT siblings in a round; a CPU free on every NUMA node of two or more."""
+    assert sorted(c for r in plan for c in r) == sorted(topology.online)
+    for r in plan:
+        for cpu in r:
+            assert not (topology.siblings.get(cpu, frozenset({cpu})) - {cpu}) & r, (cpu, sorted(r))
+        for node, cpus in topology.nodes.items():
+            if len(cpus & topology.online) > 1:
+                assert (cpus & topology.online) - r, f"round {sorted(r)} leaves NUMA node {node} no CPU"
+
+
+@pytest.mark.parametrize("root", [*ALL_ROOTS, GPU_ROOT], ids=lambda p: p.name.removesuffix(".tar.gz"))
+def test_lab_plans_its_rounds_by_the_topology(root: Path) -> None:
+    """The fixture nodes: the 2-socket Xeon (CPU N and N+8 siblings, two NUMA nodes), arm64, the GPU node."""
+    from quietcore.commands.lab import rounds
+    from quietcore.facts.snapshot import open_root
+    from quietcore.facts.topology import read_topology
+
+    with open_root(str(root)) as r:
+        topology = read_topology(r)
+    plan = rounds(topology.online, topology)
+    _checked(plan, topology)
+    assert len(plan) == 2
+
+
+def test_lab_plans_a_2x96x2_node() -> None:
+    """A made-up two 96-core EPYCs with SMT, 384 CPUs (CPU c and c+192 siblings), four NUMA nodes
+    a socket: two rounds of 192, one thread of every core in each."""
+    from quietcore.commands.lab import rounds
+
+    cores = 192
+    online = frozenset(range(2 * cores))
+    core_of = {c: (c % cores // 96, c % cores) for c in online}
+    siblings = {c: frozenset({c % cores, c % cores + cores}) for c in online}
+    nodes = {n: frozenset(c for c in online if c % cores // 24 == n) for n in range(8)}
+    topology = Topology(online, {c: p for c, (p, _) in core_of.items()}, core_of, siblings, nodes, {}, {})
+    plan = rounds(online, topology)
+    _checked(plan, topology)
+    assert [len(r) for r in plan] == [192, 192]
 
 
 def test_lab_bad_duration(cli: CliRunner, db_file: Path) -> None:

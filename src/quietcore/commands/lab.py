@@ -1,8 +1,10 @@
 """Survey this node: fingerprint it, measure noise on every online CPU, store and show it.
 
 Runs a counter calibration and then a noise scan of every online CPU, in two
-rounds (half of the CPUs each) so the other half keeps the housekeeping work
-and quietcore's own process off the CPUs being measured. About 24 s on a
+rounds (half of the CPUs each; a round per thread of a core where cores have
+more) so the other half keeps the housekeeping work and quietcore's own
+process off the CPUs being measured, with never two SMT siblings measured at
+once and a CPU free on every NUMA node. About 24 s on a
 2-CPU machine; --quick takes about 5 s.
 
 example: quietcore lab --quick
@@ -20,6 +22,7 @@ from quietcore.commands.audit import record_audit
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
+from quietcore.facts.topology import Topology, read_topology
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
@@ -48,12 +51,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_tags(parser)
 
 
-def rounds(cpus: frozenset[int]) -> list[frozenset[int]]:
-    """Alternate CPUs into two rounds; a 1-CPU node has only one."""
+def rounds(cpus: frozenset[int], topology: Topology | None = None) -> list[frozenset[int]]:
+    """Every CPU once, in as few rounds as keep, in each: no two SMT siblings of a
+    core (a spinning sibling takes the core's time, and a figure would be the
+    sibling's), and a CPU free on every NUMA node of more than one (its
+    housekeeping, and quietcore's own process). The i-th thread of each core goes
+    to round i (as many rounds as a core has threads, two at least); a core of one
+    thread alternates with the others of its NUMA node. A 1-CPU node has one round."""
     ordered = sorted(cpus)
     if len(ordered) < 2:
         return [frozenset(ordered)]
-    return [frozenset(ordered[0::2]), frozenset(ordered[1::2])]
+    cores: dict[object, list[int]] = {}
+    for cpu in ordered:
+        key = topology.core_of.get(cpu, ("cpu", cpu)) if topology is not None else ("cpu", cpu)
+        cores.setdefault(key, []).append(cpu)
+    count = max(2, max(len(threads) for threads in cores.values()))
+    out: list[set[int]] = [set() for _ in range(count)]
+    alone: dict[int | None, int] = {}  # per NUMA node, the one-thread cores placed so far
+    for threads in cores.values():
+        if len(threads) > 1:
+            for i, cpu in enumerate(threads):
+                out[i].add(cpu)
+            continue
+        node = topology.node_of(threads[0]) if topology is not None else None
+        out[alone.get(node, 0) % count].add(threads[0])
+        alone[node] = alone.get(node, 0) + 1
+    return [frozenset(r) for r in out if r]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         per_round = duration_option(args.duration, lo=0.1, hi=3600)
     metrics = common.prometheus_dir(args)
     root = common.live_root()
-    plan = rounds(online_cpus(root))
+    plan = rounds(online_cpus(root), read_topology(root))
     trial_ms = 50 if args.quick else 100
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
