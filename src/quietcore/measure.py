@@ -19,6 +19,7 @@ from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
 from quietcore.owner import own_threads
+from quietcore.peers.traces import CpuGaps
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
 from quietcore.runs.model import Run
@@ -36,6 +37,58 @@ def _traced(result: dict[str, Any], trace: NoiseTrace, text: str, clock: str, wh
     spans = tracer.intervals(text, to_ns)
     cpus = [tracer.match_gaps(c.cpu, c.start_ns, c.duration_ns, spans) for c in trace.cpus]
     return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
+
+
+def analyse_noise(trace: NoiseTrace, before: counters.CounterSnapshot, after: counters.CounterSnapshot, *,
+                  config_hz: int | None, virtualized: bool, user_hz: int,
+                  on_cpu: Callable[[int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The analysis of a noise trace, the one path for every noise run: one the
+    probe measured, or traces imported (`results import --from trace`, whose
+    counters are none). A failed analysis is recorded, not fatal: the
+    measurement stands."""
+    try:
+        return analyze(trace, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
+                       on_cpu=on_cpu)  # fmt: skip
+    except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
+                   on_cpu: Callable[[int], None] | None = None) -> list[tuple[str, int, Run]]:  # fmt: skip
+    """Traces read from files (peers.traces) as noise runs, one a node and rank,
+    analysed as a measured run is (analyse_noise), with no counters: every CPU's
+    lost time unexplained by them, its periodic sources unnamed."""
+    started = now_iso()
+    nodes: dict[tuple[str, int], list[CpuGaps]] = {}
+    for g in gaps:
+        nodes.setdefault((g.host, g.rank), []).append(g)
+    empty = counters.CounterSnapshot({}, {}, {}, {})
+    out = []
+    for (host, rank), mine in sorted(nodes.items()):
+        cpus = []
+        for g in sorted(mine, key=lambda g: g.cpu):
+            lost = float(g.durations.sum())
+            cpus.append({
+                "cpu": g.cpu, "start_ns": 0.0, "measured_ns": span_ns, "loops": 0, "min_period_ns": 0.0,
+                "median_period_ns": 0.0, "gaps": int(g.starts.size), "total_gap_ns": lost,
+                "max_gap_ns": float(g.durations.max()), "lost_ns": lost, "available_pct": 100 * (1 - lost / span_ns),
+                "events_per_s": g.starts.size / span_ns * 1e9, "events_dropped": 0,
+                "events": np.column_stack([g.starts, g.durations]).tolist(),
+                "ctxsw": {"voluntary": 0, "involuntary": 0},
+            })  # fmt: skip
+        threshold = float(min(g.durations.min() for g in mine))
+        result = {"mode": "spin", "threshold": {"ns": threshold}, "cpus": cpus}
+        envelope = {"format": "quietcore-trace-import", "command": "noise", "start": started, "end": started,
+                    "result": result}  # fmt: skip
+        params = {"imported": source, "cpus": ",".join(str(c["cpu"]) for c in cpus), "duration_s": span_ns / 1e9,
+                  "survey": {"host": host, "rank": rank}}  # fmt: skip
+        run = Run("noise", params, started, now_iso(), envelope, json.dumps(envelope),
+                  summary=summary_rows(result, {}))  # fmt: skip
+        assert run.trace is not None
+        run.analysis = analyse_noise(run.trace, empty, empty, config_hz=None, virtualized=False, user_hz=100,
+                                     on_cpu=on_cpu)  # fmt: skip
+        out.append((host, rank, run))
+    return out
 
 
 def from_probe(kind: str, params: dict[str, Any], started: str, probe: ProbeResult, **parts: Any) -> Run:
@@ -131,12 +184,8 @@ class Measurer:
         user_hz: int,
         on_cpu: Callable[[int], None],
     ) -> dict[str, Any]:
-        try:
-            return analyze(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
-                           user_hz=user_hz, on_cpu=on_cpu)  # fmt: skip
-        except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
-            # The measurement stands; a failed analysis is recorded, not fatal.
-            return {"error": f"{type(exc).__name__}: {exc}"}
+        return analyse_noise(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
+                             user_hz=user_hz, on_cpu=on_cpu)  # fmt: skip
 
     def probe(
         self,

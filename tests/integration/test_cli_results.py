@@ -147,3 +147,60 @@ def test_import_of_malformed_files(cli_main: CliRunner, tmp_path: Path) -> None:
     assert "nothing imported" in proc.stderr and "(top): 'runs' is a required property" in proc.stderr
     assert "session: 'uuid' is a required property" in proc.stderr
     assert "no sessions yet" in cli_main("results", "show", "1").stderr
+
+
+@pytest.mark.usefixtures("stored")
+def test_traces_exported_come_back_in_as_a_noise_session_analysed_as_noise_is(cli: CliRunner, tmp_path: Path,
+                                                                              db_file: Path) -> None:  # fmt: skip
+    """`results import --from trace DIR` reads what `export --format trace` writes (and netgauge
+    and LogGOPSim's noise traces are): the same gaps, analysed by noise's own path, and out again
+    byte for byte."""
+    out = tmp_path / "traces"
+    assert cli("results", "export", "1", "--format", "trace", "--out", str(out)).returncode == 0
+    (written,) = sorted(out.iterdir())
+    imported = cli("results", "import", "--from", "trace", str(out), "--duration", "0.3")
+    assert imported.returncode == 0, imported.stderr
+    assert "as session 2" in imported.stdout
+    again = tmp_path / "again"
+    assert cli("results", "export", "2", "--format", "trace", "--out", str(again)).returncode == 0
+    assert (again / written.name).read_bytes() == written.read_bytes()
+    data = json.loads(cli("results", "export", "2", "--format", "json").stdout)
+    (run,) = data["runs"]
+    assert run["kind"] == "noise" and run["params"]["duration_s"] == 0.3 and "cpus" in run["analysis"]
+    (cpu,) = run["analysis"]["cpus"]
+    assert all(p["name"] is None for p in cpu["periodic"])  # no counters came with the traces: nothing named
+    assert "no counters were read" in cpu["attribution"]["verdict"]
+    show = cli("results", "show", "2")
+    assert show.returncode == 0 and "where" in show.stdout and "no counters were read" in show.stdout
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ("", "empty"),
+    ("100\t20\n300\tx\n", "line 2 is not start_ns<TAB>duration_ns"),
+    ("100\t20\n50\t20\n", "line 2: a gap that starts before the one above it"),
+    ("100\t-5\n", "line 1: a start below 0 or a length not above 0"),
+    ("100\t20\n2000000000\t20\n", "line 2: a gap that ends after --duration 1"),
+])  # fmt: skip
+def test_a_trace_that_does_not_read_is_refused_with_its_file_and_line_and_nothing_stored(
+    cli: CliRunner, tmp_path: Path, db_file: Path, content: str, words: str
+) -> None:  # fmt: skip
+    traces = tmp_path / "t"
+    traces.mkdir()
+    (traces / "n1-rank0-cpu0.trace").write_text("100\t20\n")
+    (traces / "n1-rank0-cpu1.trace").write_text(content)
+    proc = cli("results", "import", "--from", "trace", str(traces), "--duration", "1")
+    assert proc.returncode == 2 and f"invalid trace {traces / 'n1-rank0-cpu1.trace'}: {words}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "nothing imported" in proc.stderr
+    assert not db_file.exists() or cli("results", "list").stdout.count("import") == 0
+
+
+def test_a_trace_directory_without_traces_or_with_a_link_is_refused(cli: CliRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = cli("results", "import", "--from", "trace", str(empty))
+    assert none.returncode == 2 and "no HOST-rankR-cpuC.trace file in it" in none.stderr
+    (empty / "n-rank0-cpu0.trace").symlink_to("/etc/passwd")
+    linked = cli("results", "import", "--from", "trace", str(empty))
+    assert linked.returncode == 2 and "a link" in linked.stderr
+    missing = cli("results", "import", "--from", "trace", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "not a directory of HOST-rankR-cpuC.trace files" in missing.stderr

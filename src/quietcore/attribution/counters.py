@@ -159,6 +159,8 @@ def attribute(
 
 
 def _verdict(a: Attribution, involuntary: int, virtualized: bool) -> str:
+    if a.counted_ns is None and not a.sources:
+        return "no counters were read with these gaps (imported traces): nothing names where the time went."
     unexplained = max(a.lost_ns - a.explained_ns, 0.0)
     share = unexplained / a.lost_ns if a.lost_ns else 0.0
     host_gaps = max(a.long_gaps - involuntary, 0)

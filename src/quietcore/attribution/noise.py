@@ -65,7 +65,10 @@ def analyze_cpu(
     # (a 0.5 s check's 173 LOC over 0.63 s against 125 ticks missed the match, and the tick took a
     # typical 2 µs where its gaps measured 15 µs)
     loc_measured = round(loc * min(trace.measured_ns / window, 1.0)) if window else loc
-    named = [(s, name_source(s, config_hz, rates, virtualized)) for s in sources]
+    # No counter read at all (imported traces): nothing to name a source by, which is not "faster than any
+    # interrupt counted"
+    counted = bool(before.interrupts or after.interrupts)
+    named = [(s, name_source(s, config_hz, rates, virtualized) if counted else None) for s in sources]
     attribution = attribute(
         trace.cpu,
         before,

@@ -30,6 +30,7 @@ from rich.table import Table
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.options import positive_float
 from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
 from quietcore.report import export, text
@@ -61,8 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say), or from a "
                          "peer's result file (--from)")  # fmt: skip
     imp.add_argument("file", metavar="FILE")
-    imp.add_argument("--from", dest="peer", choices=FORMATS, metavar="TOOL",
-                     help="a peer's file: oslat or cyclictest --json, rtla-osnoise top or hist text")  # fmt: skip
+    imp.add_argument("--from", dest="peer", choices=(*FORMATS, "trace"), metavar="TOOL",
+                     help="a peer's file: oslat or cyclictest --json, rtla-osnoise top or hist text; or trace: a "
+                          "directory of HOST-rankR-cpuC.trace files (results export --format trace, netgauge, "
+                          "LogGOPSim)")  # fmt: skip
+    imp.add_argument(
+        "--duration",
+        metavar="S",
+        help="--from trace: the span every CPU measured, in seconds (default: the latest gap's end)",
+    )
     common.add_tags(imp)
     for action in (ls, show, exp, imp):
         # `results list --db X` as well as `results --db X list`: SUPPRESS keeps the
@@ -83,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
             show(conn, args.id)
         elif args.action == "export":
             export_(conn, args)
+        elif args.peer == "trace":
+            import_traces(conn, Path(args.file), args.duration, common.tags(args))
         elif args.peer is not None:
             import_peer(conn, args.peer, Path(args.file), common.tags(args))
         else:
@@ -192,6 +202,27 @@ def import_(conn: sqlite3.Connection, path: Path) -> None:
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path} is a malformed quietcore export (missing or wrong {exc})") from exc
     print(plain(f"Imported {path} as session {session_id}."))
+
+
+def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | None, tags: dict[str, str]) -> None:
+    """A directory of traces as one session of noise runs (a node and rank each),
+    analysed as `noise` analyses its probe's (measure.analyse_noise); refused with
+    the file and line named, and nothing stored, when one does not read."""
+    from quietcore.measure import imported_noise  # numpy and the analysis: deferred, `results list` reads only
+    from quietcore.peers.traces import read_dir
+
+    span = positive_float(duration, "--duration", 1e-3, 1e6) if duration is not None else None
+    gaps, span_ns = read_dir(directory, span)
+    runs = imported_noise(gaps, span_ns, directory.name)
+    argv = ["quietcore", "results", "import", "--from", "trace", str(directory)]
+    facts = {"imported": {"tool": "trace", "file": directory.name, "host": runs[0][0] if len(runs) == 1 else ""}}
+    session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags)
+    for _, _, run in runs:
+        sessions.add_run(conn, session_id, run)
+    sessions.finish_session(conn, session_id, "complete")
+    print(plain(f"Imported {len(gaps)} CPUs of {len(runs)} node(s), {sum(g.starts.size for g in gaps):,} gaps over "
+                f"{span_ns / 1e9:g} s each, from {directory} as session {session_id}. Next: quietcore results show "
+                f"{session_id}"))  # fmt: skip
 
 
 def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str, str]) -> None:

@@ -96,7 +96,9 @@ def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, 
     inside = min(measured_ns / a.counted_ns, 1.0) if measured_ns and a.counted_ns else 1.0
     rows = [Row(s.name, round(s.count * inside) if s.cost_ns is not None else s.count or None, s.estimate_ns,
                 _counted_basis(s.basis, s.cost_ns)) for s in a.sources]  # fmt: skip
-    rest = Row("unexplained", None, a.unexplained_ns, "lost time no counter accounts for")
+    counted = a.counted_ns is not None or bool(a.sources)
+    rest = Row("unexplained", None, a.unexplained_ns,
+               "lost time no counter accounts for" if counted else "no counters were read with these gaps")  # fmt: skip
     return Account(cpu.cpu, a.lost_ns, tuple(rows), rest, traced=False)
 
 

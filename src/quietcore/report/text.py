@@ -54,7 +54,7 @@ def noise_table(rows: Sequence[Mapping[str, Any]], title: str | None = None) -> 
         steal = row.get("steal_ns")
         table.add_row(
             str(row["cpu"]),
-            f"{row['min_period_ns']:.1f} / {row['median_period_ns']:.1f}",
+            f"{row['min_period_ns']:.1f} / {row['median_period_ns']:.1f}" if row["min_period_ns"] else "-",
             f"{row['available_pct']:.3f}",
             f"{row['events_per_s']:,.1f}",
             _us(row["max_gap_ns"]),

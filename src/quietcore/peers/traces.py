@@ -1,0 +1,114 @@
+"""A directory of noise traces, one file a node and CPU, as `results export
+--format trace` writes them and netgauge's and LogGOPSim's noise traces
+are: HOST-rankR-cpuC.trace, a line `start_ns<TAB>duration_ns` a gap, the
+start from the CPU's measured span's beginning. Read whole or refused with
+the file and line named: nothing half-read is stored.
+
+The span of every CPU is one: --duration S, or else the latest end of any
+gap in any file (the format does not carry it); a gap that ends after
+--duration is refused. The gaps' lost time is their length (the format
+carries no loop period)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from quietcore.errors import UsageError
+
+NAME = re.compile(r"^(?P<host>.+)-rank(?P<rank>\d+)-cpu(?P<cpu>\d+)\.trace$")
+#: Bounds of what is read: files, and gaps in all (18 million lines read in seconds, not minutes).
+MAX_FILES = 100_000
+MAX_GAPS = 100_000_000
+
+
+@dataclass(frozen=True)
+class CpuGaps:
+    host: str
+    rank: int
+    cpu: int
+    starts: npt.NDArray[np.float64]
+    durations: npt.NDArray[np.float64]
+
+
+def _bad(path: Path, why: str) -> UsageError:
+    return UsageError(f"invalid trace {path}: {why}; nothing imported")
+
+
+def read_one(path: Path, host: str, rank: int, cpu: int) -> CpuGaps:
+    """One file's gaps, checked: two non-negative numbers a line, starts ascending."""
+    try:
+        # a link, FIFO or device is no trace: not followed, not waited on, refused
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _bad(path, "a link" if exc.errno == errno.ELOOP else exc.strerror or "unreadable") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _bad(path, "not a regular file")
+        raw = handle.read()
+    if not raw.strip():
+        raise _bad(path, "empty (a CPU with no gap over the threshold has one line or none: give its file a gap)")
+    try:
+        values = np.loadtxt(raw.decode("ascii").splitlines(), dtype=np.float64, delimiter="\t", ndmin=2)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad(path, f"line {_first_bad_line(raw)} is not start_ns<TAB>duration_ns") from None
+    if values.shape[1] != 2:
+        raise _bad(path, "not two columns (start_ns<TAB>duration_ns)")
+    starts, durations = values[:, 0], values[:, 1]
+    wrong = np.flatnonzero(~np.isfinite(values).all(axis=1) | (starts < 0) | (durations <= 0))
+    if wrong.size:
+        raise _bad(path, f"line {int(wrong[0]) + 1}: a start below 0 or a length not above 0")
+    back = np.flatnonzero(np.diff(starts) < 0)
+    if back.size:
+        raise _bad(path, f"line {int(back[0]) + 2}: a gap that starts before the one above it")
+    return CpuGaps(host, rank, cpu, np.ascontiguousarray(starts), np.ascontiguousarray(durations))
+
+
+def _first_bad_line(raw: bytes) -> int:
+    for number, line in enumerate(raw.decode("ascii", errors="replace").splitlines(), start=1):
+        parts = line.split("\t")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            float(parts[0]), float(parts[1])
+        except ValueError:
+            return number
+    return 1
+
+
+def read_dir(directory: Path, duration_s: float | None) -> tuple[list[CpuGaps], float]:
+    """Every trace of the directory, and the span (ns) they share."""
+    if not directory.is_dir():
+        raise UsageError(f"invalid --from trace {directory}: not a directory of HOST-rankR-cpuC.trace files")
+    named = []
+    for entry in sorted(os.listdir(directory)):
+        m = NAME.match(entry)
+        if m:
+            named.append((entry, m["host"], int(m["rank"]), int(m["cpu"])))
+        if len(named) > MAX_FILES:
+            raise UsageError(f"invalid --from trace {directory}: over {MAX_FILES:,} trace files")
+    if not named:
+        raise UsageError(f"invalid --from trace {directory}: no HOST-rankR-cpuC.trace file in it")
+    gaps, total = [], 0
+    for entry, host, rank, cpu in named:
+        one = read_one(directory / entry, host, rank, cpu)
+        total += one.starts.size
+        if total > MAX_GAPS:
+            raise UsageError(f"invalid --from trace {directory}: over {MAX_GAPS:,} gaps")
+        gaps.append(one)
+    ends = {g.cpu: float((g.starts + g.durations).max()) for g in gaps}
+    if duration_s is None:
+        return gaps, max(ends.values())
+    span = duration_s * 1e9
+    for g, (entry, *_) in zip(gaps, named, strict=True):
+        over = np.flatnonzero(g.starts + g.durations > span)
+        if over.size:
+            raise _bad(directory / entry, f"line {int(over[0]) + 1}: a gap that ends after --duration {duration_s:g}")
+    return gaps, span
