@@ -53,6 +53,26 @@ def analyse_noise(trace: NoiseTrace, before: counters.CounterSnapshot, after: co
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def reanalysed(run: Run, facts: dict[str, Any], source: dict[str, Any]) -> Run:
+    """A stored noise run analysed again by today's code (analyse_noise), its
+    counters as the stored analysis kept them (counters.from_stored); the
+    tracer's match and the explained gaps, which need the trace's text, are
+    kept as they were. `source` names the run it came from."""
+    assert run.trace is not None
+    user_hz = int(run.context.get("user_hz") or 100)
+    before, after = counters.from_stored(list(run.analysis.get("cpus") or ()), run.context.get("steal_ns") or {},
+                                         user_hz)  # fmt: skip
+    config = str((facts.get("kernel") or {}).get("config", {}).get("CONFIG_HZ") or "")
+    virtualized = bool((facts.get("virtualization") or {}).get("virtualized"))
+    analysis = analyse_noise(run.trace, before, after, config_hz=int(config) if config.isdigit() else None,
+                             virtualized=virtualized, user_hz=user_hz)  # fmt: skip
+    for kept in ("tracer", "explained", "stopped"):
+        if kept in run.analysis:
+            analysis[kept] = run.analysis[kept]
+    return Run("noise", {**run.params, "analysed_from": source}, run.started, run.ended, run.envelope, run.text,
+               run.status, context=run.context, analysis=analysis, summary=run.summary)  # fmt: skip
+
+
 def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
                    on_cpu: Callable[[int], None] | None = None) -> list[tuple[str, int, Run]]:  # fmt: skip
     """Traces read from files (peers.traces) as noise runs, one a node and rank,

@@ -204,3 +204,22 @@ def test_a_trace_directory_without_traces_or_with_a_link_is_refused(cli: CliRunn
     assert linked.returncode == 2 and "a link" in linked.stderr
     missing = cli("results", "import", "--from", "trace", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "not a directory of HOST-rankR-cpuC.trace files" in missing.stderr
+
+
+@pytest.mark.usefixtures("stored")
+def test_a_session_analysed_again_gives_todays_analysis_as_a_new_session_naming_its_source(cli: CliRunner) -> None:
+    """`results analyse ID` runs the analysis again on a stored trace, its counters as the
+    analysis kept them: with today's code on today's run, the very analysis stored."""
+    done = cli("results", "analyse", "1")
+    assert done.returncode == 0, done.stderr
+    assert "as session 2" in done.stdout
+    first, again = (json.loads(cli("results", "export", s, "--format", "json").stdout) for s in ("1", "2"))
+    (a,), (b,) = first["runs"], again["runs"]
+    assert b["params"]["analysed_from"] == {"session": 1, "uuid": first["session"]["uuid"], "run": 1}
+    assert again["session"]["tags"]["analysed_from"] == "1"
+    for x, y in zip(a["analysis"]["cpus"], b["analysis"]["cpus"], strict=True):
+        assert y["periodic"] == x["periodic"] and y["event_ns"] == x["event_ns"]
+        assert y["attribution"]["sources"] == x["attribution"]["sources"], (x["attribution"], y["attribution"])
+        assert y["attribution"]["verdict"] == x["attribution"]["verdict"]
+    audit = cli("results", "analyse", "nope")
+    assert audit.returncode == 2 and "no session 'nope'" in audit.stderr

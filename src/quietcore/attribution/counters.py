@@ -69,6 +69,44 @@ def snapshot(root: Root) -> CounterSnapshot:
     return CounterSnapshot(interrupts, names, softirqs, stat, time.monotonic_ns())
 
 
+def from_stored(
+    cpus: list[dict[str, Any]], steal_ns: dict[str, float], user_hz: int
+) -> tuple[CounterSnapshot, CounterSnapshot]:
+    """The counters a stored noise run's analysis read, as two snapshots again, for
+    `results analyse` to name and attribute with today's code: each CPU's sources
+    (their counts: "LOC (Local timer interrupts)", "36 (nvme0q1)", "softirq TIMER"),
+    its counters' window (counted_ns) and its steal. What was never kept (a counter
+    that rose by none) is none again."""
+    interrupts: dict[str, dict[int, int]] = {}
+    names: dict[str, str] = {}
+    softirqs: dict[str, dict[int, int]] = {}
+    window = 0.0
+    for c in cpus:
+        a = c.get("attribution") or {}
+        cpu = int(c["cpu"])
+        window = max(window, float(a.get("counted_ns") or 0.0))
+        for s in a.get("sources") or ():
+            label, count = str(s.get("name", "")), int(s.get("count") or 0)
+            if s.get("kind") == "softirq":
+                softirqs.setdefault(label.removeprefix("softirq "), {})[cpu] = count
+            elif s.get("kind") in ("irq", "ipi"):
+                name, _, device = label.partition(" (")
+                interrupts.setdefault(name, {})[cpu] = count
+                if device:
+                    names[name] = device.removesuffix(")")
+    zero_irq = {n: dict.fromkeys(v, 0) for n, v in interrupts.items()}
+    zero_soft = {n: dict.fromkeys(v, 0) for n, v in softirqs.items()}
+    steal = {
+        int(k): CpuTimes(int(k), {"steal": round(v * user_hz / 1e9)}) for k, v in steal_ns.items() if v is not None
+    }
+    none = {k: CpuTimes(k, {"steal": 0}) for k in steal}
+    taken = 1  # a window only where one was kept: an old run's rates are then over its measured time
+    return (
+        CounterSnapshot(zero_irq, names, zero_soft, none, taken if window else 0),
+        CounterSnapshot(interrupts, names, softirqs, steal, taken + round(window) if window else 0),
+    )
+
+
 def window_ns(before: CounterSnapshot, after: CounterSnapshot) -> float | None:
     """How long the counts between two snapshots were counted (None when either has no time).
     The probe's start-up and end lie inside it: a rate over the measured time alone is too

@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     exp.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     sub.add_parser("schema", help="print the JSON schema of the export (its path is in the package)")
+    again = sub.add_parser("analyse", help="analyse a session's noise runs again with this quietcore, stored as a "
+                           "new session that names its source")  # fmt: skip
+    again.add_argument("id", metavar="ID")
     imp = sub.add_parser("import", help="add a session from a JSON export (from another node, say), or from a "
                          "peer's result file (--from)")  # fmt: skip
     imp.add_argument("file", metavar="FILE")
@@ -72,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--from trace: the span every CPU measured, in seconds (default: the latest gap's end)",
     )
     common.add_tags(imp)
-    for action in (ls, show, exp, imp):
+    for action in (ls, show, exp, imp, again):
         # `results list --db X` as well as `results --db X list`: SUPPRESS keeps the
         # action's missing --db from hiding the one given before it.
         common.add_db(action, default=argparse.SUPPRESS)
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         print(export.SCHEMA.read_text(encoding="utf-8"), end="")
         return 0
     path, chosen = common.db_path(args)
-    conn = db.open_db(path, create=args.action == "import", chosen=chosen, write=args.action == "import")
+    writes = args.action in ("import", "analyse")
+    conn = db.open_db(path, create=args.action == "import", chosen=chosen, write=writes)
     try:
         if args.action == "list":
             list_(conn)
@@ -91,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             show(conn, args.id)
         elif args.action == "export":
             export_(conn, args)
+        elif args.action == "analyse":
+            analyse(conn, args.id)
         elif args.peer == "trace":
             import_traces(conn, Path(args.file), args.duration, common.tags(args))
         elif args.peer is not None:
@@ -202,6 +208,26 @@ def import_(conn: sqlite3.Connection, path: Path) -> None:
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path} is a malformed quietcore export (missing or wrong {exc})") from exc
     print(plain(f"Imported {path} as session {session_id}."))
+
+
+def analyse(conn: sqlite3.Connection, ident: str) -> None:
+    """The session's noise runs analysed again by this quietcore (measure.reanalysed),
+    stored as a new session whose runs name their source; the source is left as it is."""
+    from quietcore.measure import reanalysed  # numpy and the analysis: deferred
+
+    row = sessions.find_session(conn, ident)
+    runs = [r for r in sessions.runs_of(conn, row.id) if r.kind == "noise" and r.trace is not None]
+    if not runs:
+        raise UsageError(f"session {row.id} has no spin-mode noise run to analyse (valid: a noise, lab, check, survey "
+                         "or imported trace session)")  # fmt: skip
+    again = [reanalysed(r, row.facts, {"session": row.id, "uuid": row.uuid, "run": r.seq}) for r in runs]
+    session_id = sessions.create_session(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)], row.facts,
+                                         row.fingerprint, {**row.tags, "analysed_from": str(row.id)})  # fmt: skip
+    for run in again:
+        sessions.add_run(conn, session_id, run)
+    sessions.finish_session(conn, session_id, "complete")
+    print(plain(f"Analysed session {row.id}'s {len(again)} noise run(s) again as session {session_id}. Next: "
+                f"quietcore results show {session_id}, or quietcore compare {row.id} {session_id}"))  # fmt: skip
 
 
 def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | None, tags: dict[str, str]) -> None:
