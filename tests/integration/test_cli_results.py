@@ -120,7 +120,8 @@ def test_export_to_file_refuses_to_overwrite(cli_main: CliRunner, tmp_path: Path
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (
             [],
-            "results: the following arguments are required: ACTION (valid: list, show, export, schema, analyse, import)",
+            "results: the following arguments are required: ACTION "
+            "(valid: list, show, export, schema, analyse, import)",
         ),
     ],
 )
