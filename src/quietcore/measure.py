@@ -15,6 +15,7 @@ import numpy as np
 from quietcore.attribution import counters, explain, intruders, tracer
 from quietcore.attribution.noise import analyze
 from quietcore.errors import CommandError
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
@@ -100,7 +101,8 @@ def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
         result = {"mode": "spin", "threshold": {"ns": threshold}, "cpus": cpus}
         envelope = {"format": "quietcore-trace-import", "command": "noise", "start": started, "end": started,
                     "result": result}  # fmt: skip
-        params = {"imported": source, "cpus": ",".join(str(c["cpu"]) for c in cpus), "duration_s": span_ns / 1e9,
+        params = {"imported": source, "cpus": format_cpulist(frozenset(int(c["cpu"]) for c in cpus)),
+                  "duration_s": span_ns / 1e9,
                   "survey": {"host": host, "rank": rank}}  # fmt: skip
         run = Run("noise", params, started, now_iso(), envelope, json.dumps(envelope),
                   summary=summary_rows(result, {}))  # fmt: skip

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.conftest import CliRunner, allowed_cpus
@@ -224,3 +225,52 @@ def test_a_session_analysed_again_gives_todays_analysis_as_a_new_session_naming_
         assert y["attribution"]["verdict"] == x["attribution"]["verdict"]
     audit = cli("results", "analyse", "nope")
     assert audit.returncode == 2 and "no session 'nope'" in audit.stderr
+
+
+def _replicated(template: Path, where: Path, cpus: int, span_ns: float) -> None:
+    """A real CPU's trace, phase-shifted to `cpus` CPUs, with two planted outliers: CPU 17 with an extra
+    100 Hz x 200 µs source, CPU 40 with every gap twice as long."""
+    pairs = np.loadtxt(template, dtype=np.float64, delimiter="\t", ndmin=2)
+    where.mkdir()
+    for cpu in range(cpus):
+        starts = np.mod(pairs[:, 0] + cpu * 1_234_567.0, span_ns - 50e6)  # room for a host stall at the end
+        lengths = pairs[:, 1] * (2 if cpu == 40 else 1)
+        if cpu == 17:
+            extra = np.arange(3e6, span_ns - 1e6, 10e6)
+            starts, lengths = np.concatenate([starts, extra]), np.concatenate([lengths, np.full(extra.size, 200e3)])
+        order = np.argsort(starts)
+        np.savetxt(
+            where / f"big-rank0-cpu{cpu}.trace",
+            np.column_stack([starts[order], lengths[order]]),
+            fmt="%.0f",
+            delimiter="\t",
+        )
+
+
+def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, tmp_path: Path, db_file: Path,
+                                                                 quiet_noise: Path) -> None:  # fmt: skip
+    """A real CPU's 5 s of noise replayed on 64 CPUs, two of them planted: `results show` is a
+    table of groups, a line per shared source, the group's account and a line per outlier,
+    where each CPU's detail took some 30 lines; --cpu N and --per-cpu give the detail."""
+    shutil.copy(quiet_noise, db_file)
+    exported = tmp_path / "one"
+    assert cli("results", "export", "1", "--format", "trace", "--out", str(exported)).returncode == 0
+    template = sorted(exported.iterdir())[-1]
+    _replicated(template, tmp_path / "big", 64, 5e9)
+    done = cli("results", "import", "--from", "trace", str(tmp_path / "big"), "--duration", "5")
+    assert done.returncode == 0, done.stderr
+    shown = cli("results", "show", "2")
+    assert shown.returncode == 0, shown.stderr
+    said = shown.stdout.splitlines()
+    outliers = [line for line in said if "outlier:" in line]
+    assert len(said) <= 60 + len(outliers), "\n".join(said)
+    assert {line.split(":")[0] for line in outliers} == {"CPU 17", "CPU 40"}, outliers
+    assert any("a periodic source its group lacks: 100 Hz x 200.0 µs" in line for line in outliers), outliers
+    assert any(line.startswith("CPU 40: outlier: loses ") for line in outliers)
+    assert any(line.startswith("CPUs 0-63: periodic source at ") for line in said), said
+    one = cli("results", "show", "2", "--cpu", "17")
+    assert one.returncode == 0 and "CPU 17: where" in one.stdout and "CPU 16:" not in one.stdout
+    every = cli("results", "show", "2", "--per-cpu")
+    assert every.returncode == 0 and all(f"CPU {c}: where" in every.stdout for c in range(64))
+    bad = cli("results", "show", "2", "--cpu", "99")
+    assert bad.returncode == 2 and "invalid --cpu 99: not in this run (valid: 0-63)" in bad.stderr

@@ -177,3 +177,17 @@ def journal_of(root: Root) -> tuple[list[dict[str, object]] | None, str]:
         return None, where
     finally:
         conn.close()
+
+
+def add_detail(parser: argparse.ArgumentParser) -> None:
+    """--cpu N and --per-cpu: a noise run of many CPUs is shown grouped (report.summary)."""
+    parser.add_argument("--cpu", metavar="N", help="one CPU's detail")
+    parser.add_argument("--per-cpu", action="store_true", help="every CPU's detail, however many (grouped above 32)")
+
+
+def detail(args: argparse.Namespace) -> tuple[int | None, bool]:
+    """(--cpu, --per-cpu), the CPU a number."""
+    cpu = getattr(args, "cpu", None)
+    if cpu is not None and not str(cpu).isdigit():
+        raise UsageError(f"invalid --cpu {cpu!r} (valid: a CPU number)")
+    return (int(cpu) if cpu is not None else None), bool(getattr(args, "per_cpu", False))

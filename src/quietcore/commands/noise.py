@@ -29,6 +29,7 @@ from quietcore.attribution.explain import LIMIT
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.fleet.baseline import cpu_noise
@@ -43,7 +44,7 @@ from quietcore.options import (
 )
 from quietcore.probes.noise import MODES, NoiseOptions, event_cap
 from quietcore.report import account, text
-from quietcore.report.kinds import kind_of
+from quietcore.report.kinds.noise import KIND as NOISE
 from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
 from quietcore.sched import NAMES as POLICIES
@@ -81,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-threshold", metavar="CMD",
                         help="with --stop-above: then run CMD (no shell), the gap in its environment")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common.add_detail(parser)
     common.add_prometheus(parser)
     common.add_wait(parser)
     common.add_db(parser)
@@ -131,6 +133,9 @@ def explain_option(args: argparse.Namespace, options: NoiseOptions) -> float | N
 
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
+    shown, _ = common.detail(args)  # refused before anything is measured
+    if shown is not None and shown not in options.cpus:
+        raise UsageError(f"invalid --cpu {shown}: not measured (valid: {format_cpulist(options.cpus)})")
     above = explain_option(args, options)
     metrics = common.prometheus_dir(args)
     if metrics is not None and options.mode != "spin":
@@ -165,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(json_output(session, run_), indent=2))
     else:
         out = text.console()
-        kind_of(run_).terminal(out, run_)
+        NOISE.view(out, run_, session.facts, *common.detail(args))
         warning = text.virt_warning(session.facts)
         if warning:
             out.print(warning)

@@ -35,6 +35,7 @@ from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
 from quietcore.report import export, text
 from quietcore.report.kinds import kind_of
+from quietcore.report.kinds.noise import KIND as NOISE
 from quietcore.safe import markup, plain, write_atomic
 from quietcore.store import db, sessions
 
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ls = sub.add_parser("list", help="one line per stored session")
     show = sub.add_parser("show", help="a session's node, runs and per-CPU results")
     show.add_argument("id", metavar="ID")
+    common.add_detail(show)
     exp = sub.add_parser(
         "export",
         help="write a session as JSON (everything), CSV or Parquet (a row per run and CPU), "
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "list":
             list_(conn)
         elif args.action == "show":
-            show(conn, args.id)
+            show(conn, args.id, common.detail(args))
         elif args.action == "export":
             export_(conn, args)
         elif args.action == "analyse":
@@ -138,7 +140,8 @@ def _took(started: str, ended: str | None) -> str:
     return f"{seconds:,.1f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
 
 
-def show(conn: sqlite3.Connection, ident: str) -> None:
+def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] = (None, False)) -> None:
+
     row = sessions.find_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
@@ -147,7 +150,10 @@ def show(conn: sqlite3.Connection, ident: str) -> None:
     summaries = [run for run in runs if run.kind == "experiment"]
     for run in summaries or runs:
         out.print(markup(run.title()))  # stored text (an imported run's parameters): never markup
-        kind_of(run).terminal(out, run)
+        if run.kind == "noise":  # many CPUs grouped, by the session's facts; --cpu N, --per-cpu
+            NOISE.view(out, run, row.facts, *detail)
+        else:
+            kind_of(run).terminal(out, run)
     if summaries:
         out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row.id}` lists them all.")
     warning = text.virt_warning(row.facts)

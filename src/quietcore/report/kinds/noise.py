@@ -4,11 +4,15 @@ time by source, all drawn from the run's NoiseTrace; one export row per CPU."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.table import Table
 
 from quietcore.attribution import explain
+from quietcore.errors import UsageError
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.report import account, tables, text
 from quietcore.report.kinds.base import AVAILABLE, GAP_MAX, Kind, run_row
 from quietcore.runs.model import Run
@@ -33,14 +37,32 @@ class NoiseKind(Kind):
     in_report = True
 
     def terminal(self, out: Console, run: Run) -> None:
+        self.view(out, run)
+
+    def view(self, out: Console, run: Run, facts: Mapping[str, Any] | None = None, only: int | None = None,
+             per_cpu: bool = False) -> None:  # fmt: skip
+        """The run as text: every CPU's detail up to summary.FULL_UP_TO CPUs (or with
+        `per_cpu`), one CPU's with `only`; above, grouped with its outliers."""
+        from quietcore.report import summary  # numpy: read once a noise run is shown, not when kinds are listed
+
         if run.trace is None:
             out.print(text.quanta_table(run.result))
             return
-        out.print(text.noise_table(run.summary))
+        if only is not None:
+            have = [c.cpu for c in run.trace.cpus]
+            if only not in have:
+                raise UsageError(f"invalid --cpu {only}: not in this run (valid: {format_cpulist(frozenset(have))})")
+        elif not per_cpu and len(run.trace.cpus) > summary.FULL_UP_TO:
+            self._summary(out, run, facts or {})
+            return
+        rows = [r for r in run.summary if only is None or int(r["cpu"]) == only]
+        out.print(text.noise_table(rows))
         for line in lines(run):
             out.print(line)
         accounts = account.of_run(run)
         for cpu in run.noise.cpus:
+            if only is not None and cpu.cpu != only:
+                continue
             mine = accounts.get(cpu.cpu)
             for line in text.periodic_lines(cpu, mine):
                 out.print(line)
@@ -52,6 +74,39 @@ class NoiseKind(Kind):
             out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
         for line in explain.lines(run.analysis["explained"]) if "explained" in run.analysis else []:
             out.print(markup(line))
+
+    def _summary(self, out: Console, run: Run, facts: Mapping[str, Any]) -> None:
+        """Many CPUs in a screen (report.summary): a row per group, a line per shared
+        source, each group's account summed, a line per outlier."""
+        from quietcore.report import summary  # numpy, as in view
+
+        cpus = [c.cpu for c in run.noise.cpus]
+        found = summary.groups(cpus, facts)
+        analyses = {c.cpu: c for c in run.noise.cpus}
+        odd = summary.outliers(run.summary, analyses, found)
+        out.print(summary.group_table(run.summary, found, odd))
+        for line in lines(run):
+            out.print(line)
+        for line in summary.periodic_lines(run.noise.cpus, odd):
+            out.print(line)
+        accounts = account.of_run(run)
+        for g in found:
+            mine = [accounts[c] for c in g.cpus if c in accounts]
+            if not mine:
+                continue
+            summed = summary.group_account(mine)
+            lost = sum(a.lost_ns for a in mine)
+            table = Table(title=f"CPUs {format_cpulist(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms "
+                          f"went ({'by the trace' if mine[0].traced else 'by the kernel' + chr(39) + 's counters'})",
+                          title_justify="left")  # fmt: skip
+            for name in ("source", "lost ms", "share"):
+                table.add_column(name, justify="left" if name == "source" else "right")
+            for name, ns, share in [*summed[:8], *summed[-1:]] if len(summed) > 9 else summed:
+                table.add_row(name, f"{ns / 1e6:,.2f}", f"{share:.0%}")
+            out.print(table)
+        for cpu, why in sorted(odd.items()):
+            out.print(f"CPU {cpu}: outlier: {'; '.join(why)} (--cpu {cpu} for its detail)")
+        out.print(f"{len(cpus)} CPUs, {len(odd)} outlier(s); --per-cpu for every CPU's detail, --cpu N for one's.")
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures  # matplotlib: only when a report is drawn

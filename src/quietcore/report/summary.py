@@ -1,0 +1,172 @@
+"""A noise run of many CPUs, said in a screen: CPUs that share a finding are
+one line with a CPU list, and a CPU that differs from its group is an
+outlier, named with its detail.
+
+Groups: the isolated (isolcpus, nohz_full) CPUs and the others, as the
+node's facts have them (one group where nothing is isolated). An outlier:
+a CPU whose lost share stands over its group's median by more than six
+median absolute deviations (scaled to a normal's sigma) and half a percent
+of the CPU, or one with a periodic source, of 0.1 % of the CPU or more, that fewer
+than half of its group's CPUs have (the same frequency, lengths within a
+factor of two). The
+per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
+(min / median / max) and the outliers' own rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.report.account import Account
+from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
+
+FULL_UP_TO = 32
+#: How far over its group's median (in scaled MADs, and at least in share of the CPU) an outlier's loss stands.
+MADS, FLOOR = 6.0, 0.005
+#: A source its group lacks makes an outlier when it costs this share of the CPU at least: a weak train
+#: (100 Hz x 2 µs, 0.02 % of a CPU here) is found on some CPUs of a group and missed on others.
+SOURCE_FLOOR = 0.001
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    cpus: tuple[int, ...]
+
+
+def groups(cpus: Sequence[int], facts: Mapping[str, Any]) -> list[Group]:
+    """The isolated CPUs and the others, where the facts say which; else all as one."""
+    cpu = facts.get("cpu") or {}
+    apart: frozenset[int] = frozenset()
+    for key in ("isolated", "nohz_full"):
+        try:
+            apart |= parse_cpulist(str(cpu.get(key) or ""))
+        except ValueError:
+            continue
+    mine = sorted(cpus)
+    isolated = tuple(c for c in mine if c in apart)
+    rest = tuple(c for c in mine if c not in apart)
+    if not isolated or not rest:
+        return [Group("all", tuple(mine))]
+    return [Group("isolated", isolated), Group("housekeeping", rest)]
+
+
+def _lost_share(row: Mapping[str, Any]) -> float:
+    measured = float(row.get("measured_ns") or 0.0)
+    return float(row["lost_ns"]) / measured if measured else 0.0
+
+
+def _sources(p: Periodic) -> str:
+    return f"{p.frequency_hz:,.0f} Hz x {p.median_duration_ns / 1000:,.1f} µs"
+
+
+def _alike(p: Periodic, q: Periodic) -> bool:
+    """One source on two CPUs: the same frequency, and lengths within a factor of two (a
+    planted 100 Hz x 200 µs is not the host's 100 Hz x 17 µs on the CPUs beside it)."""
+    if not same_frequency(p.frequency_hz, q.frequency_hz):
+        return False
+    a, b = p.median_duration_ns, q.median_duration_ns
+    return a > 0 and b > 0 and 0.5 <= a / b <= 2
+
+
+def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis],
+             found: list[Group]) -> dict[int, list[str]]:  # fmt: skip
+    """Each outlier CPU, with why: its loss against its group's, a source its group lacks."""
+    by_cpu = {int(r["cpu"]): r for r in rows}
+    out: dict[int, list[str]] = {}
+    for g in found:
+        mine = [c for c in g.cpus if c in by_cpu]
+        if len(mine) < 3:
+            continue  # two CPUs cannot say which of them is the odd one
+        shares = np.array([_lost_share(by_cpu[c]) for c in mine])
+        median = float(np.median(shares))
+        mad = float(np.median(np.abs(shares - median))) * 1.4826
+        for c, share in zip(mine, shares.tolist(), strict=True):
+            if share - median > max(MADS * mad, FLOOR):
+                out.setdefault(c, []).append(f"loses {share:.2%} of its time, its group's median {median:.2%}")
+        for c in mine:
+            a = analyses.get(c)
+            lost = _lost_share(by_cpu[c])
+            for p in a.periodic if a is not None else ():
+                if (p.share_of_lost or 0.0) * lost < SOURCE_FLOOR:
+                    continue
+                having = sum(1 for o in mine if (oa := analyses.get(o)) is not None
+                             and any(_alike(p, q) for q in oa.periodic))  # fmt: skip
+                if having < len(mine) / 2:
+                    share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
+                    out.setdefault(c, []).append(f"a periodic source its group lacks: {_sources(p)}{share}")
+    return out
+
+
+def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]) -> list[str]:
+    """A line per periodic source two CPUs or more share: the CPUs, its name, its
+    length's range and median, and its share of those CPUs' lost time."""
+    found: list[tuple[Periodic, list[tuple[int, Periodic]]]] = []
+    for a in analyses:
+        for p in a.periodic:
+            same = next((f for f in found if _alike(f[0], p) and f[0].name == p.name), None)
+            if same is None:
+                found.append((p, [(a.cpu, p)]))
+            else:
+                same[1].append((a.cpu, p))
+    lines = []
+    for first, members in sorted(found, key=lambda f: -len(f[1])):
+        if len(members) < 2:
+            continue  # a CPU's own source is told with it, as an outlier
+        lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
+        shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
+        cpus = format_cpulist(frozenset(c for c, _ in members))
+        name = f": {first.name}" if first.name else ""
+        share = f", {float(np.median(shares)):.0%} of the lost time (median)" if shares else ""
+        lines.append(
+            f"CPUs {cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, "
+            f"{lengths.min():,.1f}-{lengths.max():,.1f} µs each (median {np.median(lengths):,.1f}){share}"
+        )
+    return lines
+
+
+def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapping[int, list[str]]) -> Table:
+    """The per-CPU table folded: a row per group (min / median / max of each
+    figure), then each outlier's own row."""
+    by_cpu = {int(r["cpu"]): r for r in rows}
+    table = Table(title="OS noise by group of CPUs (min / median / max; outliers on their own rows)",
+                  title_justify="left")  # fmt: skip
+    for name in ("CPUs", "available %", "events/s", "worst gap µs", "lost ms"):
+        table.add_column(name, justify="left" if name == "CPUs" else "right")
+
+    def spread(values: list[float], fmt: str) -> str:
+        return " / ".join(format(v, fmt) for v in (min(values), float(np.median(values)), max(values)))
+
+    for g in found:
+        mine = [by_cpu[c] for c in g.cpus if c in by_cpu]
+        if not mine:
+            continue
+        table.add_row(f"{format_cpulist(frozenset(g.cpus))} ({g.name}, {len(mine)})",
+                      spread([float(r["available_pct"]) for r in mine], ".3f"),
+                      spread([float(r["events_per_s"]) for r in mine], ",.0f"),
+                      spread([float(r["max_gap_ns"]) / 1000 for r in mine], ",.1f"),
+                      spread([float(r["lost_ns"]) / 1e6 for r in mine], ",.2f"))  # fmt: skip
+    for c in sorted(odd):
+        r = by_cpu.get(c)
+        if r is not None:
+            table.add_row(f"{c} (outlier)", f"{float(r['available_pct']):.3f}", f"{float(r['events_per_s']):,.0f}",
+                          f"{float(r['max_gap_ns']) / 1000:,.1f}", f"{float(r['lost_ns']) / 1e6:,.2f}")  # fmt: skip
+    return table
+
+
+def group_account(accounts: Sequence[Account]) -> list[tuple[str, float, float]]:
+    """The accounts of a group's CPUs summed: (source, lost ns, share of the group's lost time), the rest last."""
+    total = sum(a.lost_ns for a in accounts)
+    by: dict[str, float] = {}
+    rest: dict[str, float] = {}
+    for a in accounts:
+        for r in a.rows:
+            by[r.name] = by.get(r.name, 0.0) + r.ns
+        rest[a.rest.name] = rest.get(a.rest.name, 0.0) + a.rest.ns
+    ranked = sorted(by.items(), key=lambda kv: -kv[1])
+    return [(n, ns, ns / total if total else 0.0) for n, ns in [*ranked, *rest.items()]]
