@@ -182,7 +182,7 @@ def journal_of(root: Root) -> tuple[list[dict[str, object]] | None, str]:
 def add_detail(parser: argparse.ArgumentParser) -> None:
     """--cpu N and --per-cpu: a noise run of many CPUs is shown grouped (report.summary)."""
     parser.add_argument("--cpu", metavar="N", help="one CPU's detail")
-    parser.add_argument("--per-cpu", action="store_true", help="every CPU's detail, however many (grouped above 32)")
+    parser.add_argument("--per-cpu", action="store_true", help="every CPU's detail, however many (summed up above 4)")
 
 
 def detail(args: argparse.Namespace) -> tuple[int | None, bool]:

@@ -97,13 +97,18 @@ class Builder:
 
     def node(self, row: SessionRecord) -> Section:
         facts = row.facts
-        kernel, cpu, virt = facts["kernel"], facts["cpu"], facts["virtualization"]
         s = Section(f"Session {row.id}: {row.command}")
         tags = row.tags
         s.paragraphs.append(
             f"Started {row.started_at[:19]} UTC on {row.host}, status {row.status}, quietcore "
             f"{row.tool_version}" + (f", tags {', '.join(f'{k}={v}' for k, v in tags.items())}" if tags else "") + "."
         )
+        if "cpu" not in facts or "kernel" not in facts:  # an import: its file says what it says of its node
+            imported = facts.get("imported") or {}
+            what = ", ".join(f"{k} {v}" for k, v in imported.items() if v and isinstance(v, str))
+            s.paragraphs.append(f"Imported ({what or 'no word of its node'}): no fact of the node was read.")
+            return s
+        kernel, cpu, virt = facts["kernel"], facts["cpu"], facts["virtualization"]
         s.grids.append(Grid("The node", ["fact", "value"], [
             ["fingerprint", row.fingerprint],
             ["kernel", f"{kernel['release']} ({kernel.get('preempt_build') or 'preemption model unknown'}"

@@ -25,6 +25,9 @@ from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.report.account import Account
 from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
 
+#: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
+DETAIL_UP_TO = 4
+#: Up to this many CPUs the table keeps a row per CPU; above, a row per group.
 FULL_UP_TO = 32
 #: How far over its group's median (in scaled MADs, and at least in share of the CPU) an outlier's loss stands.
 MADS, FLOOR = 6.0, 0.005

@@ -41,8 +41,8 @@ class NoiseKind(Kind):
 
     def view(self, out: Console, run: Run, facts: Mapping[str, Any] | None = None, only: int | None = None,
              per_cpu: bool = False) -> None:  # fmt: skip
-        """The run as text: every CPU's detail up to summary.FULL_UP_TO CPUs (or with
-        `per_cpu`), one CPU's with `only`; above, grouped with its outliers."""
+        """The run as text: every CPU's detail up to summary.DETAIL_UP_TO CPUs (or with
+        `per_cpu`), one CPU's with `only`; above, summed up with its outliers named."""
         from quietcore.report import summary  # numpy: read once a noise run is shown, not when kinds are listed
 
         if run.trace is None:
@@ -52,7 +52,7 @@ class NoiseKind(Kind):
             have = [c.cpu for c in run.trace.cpus]
             if only not in have:
                 raise UsageError(f"invalid --cpu {only}: not in this run (valid: {format_cpulist(frozenset(have))})")
-        elif not per_cpu and len(run.trace.cpus) > summary.FULL_UP_TO:
+        elif not per_cpu and len(run.trace.cpus) > summary.DETAIL_UP_TO:
             self._summary(out, run, facts or {})
             return
         rows = [r for r in run.summary if only is None or int(r["cpu"]) == only]
@@ -84,7 +84,10 @@ class NoiseKind(Kind):
         found = summary.groups(cpus, facts)
         analyses = {c.cpu: c for c in run.noise.cpus}
         odd = summary.outliers(run.summary, analyses, found)
-        out.print(summary.group_table(run.summary, found, odd))
+        if len(cpus) > summary.FULL_UP_TO:
+            out.print(summary.group_table(run.summary, found, odd))
+        else:
+            out.print(text.noise_table(run.summary))
         for line in lines(run):
             out.print(line)
         for line in summary.periodic_lines(run.noise.cpus, odd):
