@@ -92,7 +92,7 @@ def main() -> int:
             db = where / f"db-{n}.db"
             envn = {**env, "QUIETCORE_DB": str(db)}
             planted = replicate(files, n, span, where / f"cpus-{n}")
-            events = sum(sum(1 for _ in open(f)) for f in (where / f"cpus-{n}").iterdir())
+            events = sum(f.read_bytes().count(b"\n") for f in (where / f"cpus-{n}").iterdir())
             _, iw, ic, im = qc(envn, "results", "import", "--from", "trace", str(where / f"cpus-{n}"), "--duration",
                                f"{span / 1e9:g}")  # fmt: skip
             _, aw, ac, am = qc(envn, "results", "analyse", "1")
