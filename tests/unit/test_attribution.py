@@ -116,3 +116,31 @@ def test_a_counts_estimate_is_of_the_measured_time_not_the_counters_window() -> 
     shown = account(CpuAnalysis.from_json({"cpu": 1, "attribution": a.to_json()}), None, 5e6, 0, 0.0, 500e6)
     assert shown is not None and shown.rows[0].count == 136
     assert shown.rows[0].ns == pytest.approx(136 * 16e3, rel=0.01)
+
+
+def test_a_runs_analysis_spread_over_processes_is_the_one_done_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each CPU's analysis is its own: spread over a process per CPU here once a run has
+    PARALLEL_FROM CPUs, it gives what it gives in turn, in the same order."""
+    import os
+
+    from quietcore.attribution import noise
+    from quietcore.runs.trace import CpuTrace, NoiseTrace
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU to run on: the analysis is not spread")
+    rng = np.random.default_rng(7)
+    cpus = []
+    for cpu in range(noise.PARALLEL_FROM):
+        starts = np.sort(np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, 50)]))
+        durations = np.where(rng.random(starts.size) < 0.9, 16e3, rng.uniform(1e3, 300e3, starts.size))
+        cpus.append(CpuTrace(cpu, starts, durations, 0.0, 2e9, float(durations.sum()), 0, 0))
+    trace = NoiseTrace(tuple(cpus), 500.0)
+    n = noise.PARALLEL_FROM
+    seen: list[int] = []
+    spread = noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
+                           user_hz=100, on_cpu=seen.append)  # fmt: skip
+    monkeypatch.setattr(noise, "PARALLEL_FROM", 10**6)
+    in_turn = noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
+                            user_hz=100)  # fmt: skip
+    assert spread == in_turn and seen == list(range(n))
+    assert all(c["periodic"] for c in in_turn["cpus"])  # the 250 Hz train found on each
