@@ -27,7 +27,7 @@ from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
-from quietcore.report import account, changes, text
+from quietcore.report import account, changes, summary, text
 from quietcore.report.account import Account
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
@@ -146,10 +146,23 @@ def show(
         f"fingerprint {session.fingerprint}"
     )
     out.print(text.calibrate_line(calibration))
-    out.print(text.noise_table(rows, title="OS noise per CPU"))
+    many = len(analyses) > summary.DETAIL_UP_TO  # said in a screen, whatever the count: report.summary
+    found = summary.groups([a.cpu for a in analyses], session.facts)
+    odd = summary.outliers(rows, {a.cpu: a for a in analyses}, found) if many else {}
+    if len(rows) > summary.FULL_UP_TO:
+        out.print(summary.group_table(rows, found, odd))
+    else:
+        out.print(text.noise_table(rows, title="OS noise per CPU"))
     for note in text.noise_notes(rows):
         out.print(note)
-    for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
+    if many:
+        for line in summary.periodic_lines(analyses, odd):
+            out.print(line)
+        for cpu, why in sorted(odd.items()):
+            out.print(f"CPU {cpu}: outlier: {'; '.join(why)} (`quietcore results show {session.id} --cpu {cpu}`)")
+    for cpu in (
+        analyses if not many else ()
+    ):  # what the noise is: periodic sources, and what no trace or counter explains
         mine = accounts.get(cpu.cpu)
         for line in text.periodic_lines(cpu, mine)[:2]:
             out.print(line)
