@@ -126,10 +126,9 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
         cpus = format_cpulist(frozenset(c for c, _ in members))
         name = f": {first.name}" if first.name else ""
         share = f", {float(np.median(shares)):.0%} of the lost time (median)" if shares else ""
-        lines.append(
-            f"CPUs {cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, "
-            f"{lengths.min():,.1f}-{lengths.max():,.1f} µs each (median {np.median(lengths):,.1f}){share}"
-        )
+        low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
+        each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
+        lines.append(f"CPUs {cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
     return lines
 
 
