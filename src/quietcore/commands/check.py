@@ -185,9 +185,8 @@ def _audit(session: Session, root: Root) -> list[dict[str, Any]]:
 def _details(verdict: Verdict, said: list[str], session_id: int) -> None:
     """Below the line: what was seen but does not fail, the actions, where it is stored."""
     out = text.console()
-    for c in verdict.cpus:
-        for note in c.notes:
-            out.print(f"  CPU {c.cpu}: {note}")
+    for line in text.by_cpu([f"  CPU {c.cpu}: {note}" for c in verdict.cpus for note in c.notes]):
+        out.print(line)  # the same note on many CPUs (a host-noise rise), once
     if verdict.reference is not None:
         r = verdict.reference
         out.print(f"  against reference {r.name!r} (session {r.session_id}, {r.host}, {r.fingerprint})")

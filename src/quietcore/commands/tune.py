@@ -49,6 +49,7 @@ from quietcore.levers.journal import Journal, node_journal
 from quietcore.levers.names import NAMES
 from quietcore.options import duration_option, int_in_range
 from quietcore.probes.noise import NoiseOptions, event_cap
+from quietcore.report import text
 from quietcore.report.kinds import prove as shown
 from quietcore.safe import plain, write_atomic
 from quietcore.store import journal
@@ -159,7 +160,7 @@ def show_plan(plan: Plan) -> None:
     print("\n".join(_table(rows, ("knob", "now", "planned", "why"))))
     changes = len(plan.actions)
     print(f"  {changes} change{'s' if changes != 1 else ''} to apply.")
-    for note in plan.notes:
+    for note in text.by_cpu(plan.notes):  # the same note on many CPUs, once
         print(f"Note: {note}")
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.virt import Virtualization
 from quietcore.report.account import Account
 from quietcore.runs.analysis import CpuAnalysis
@@ -212,3 +213,34 @@ def quanta_table(result: Mapping[str, Any]) -> Table:
             middle = f"{cpu['max_units']:,} / {cpu['mean_units']:,.1f}"
         table.add_row(str(cpu["cpu"]), f"{cpu['quanta']:,}", middle, f"{cpu['available_pct']:.3f}")
     return table
+
+
+_CPU_LINE = re.compile(r"^(?P<indent>\s*)CPU (?P<cpu>\d+): (?P<rest>.*)$", re.S)
+
+
+def by_cpu(lines: Sequence[str]) -> list[str]:
+    """Lines `CPU N: text` that say the same text, one line `CPUs LIST: text` in the
+    first one's place: on a node of many CPUs a note per CPU said one thing fifteen
+    times (`tune plan`'s boot part, `check`'s host noise). Other lines stay as they are."""
+    order: list[str | tuple[str, str]] = []
+    cpus: dict[tuple[str, str], set[int]] = {}
+    for line in lines:
+        m = _CPU_LINE.match(line)
+        if m is None:
+            order.append(line)
+            continue
+        key = (m["indent"], m["rest"])
+        if key not in cpus:
+            cpus[key] = set()
+            order.append(key)
+        cpus[key].add(int(m["cpu"]))
+    out = []
+    for item in order:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        indent, rest = item
+        mine = cpus[item]
+        named = f"CPU {next(iter(mine))}" if len(mine) == 1 else f"CPUs {format_cpulist(frozenset(mine))}"
+        out.append(f"{indent}{named}: {rest}")
+    return out
