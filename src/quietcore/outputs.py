@@ -88,7 +88,7 @@ def _walk(path: Path, make: bool, leaf: bool) -> tuple[str | None, Path]:
     links = 0
     try:
         stack.append((os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), "/"))
-        why = _unsafe(os.fstat(stack[0][0]), "/", last=not parts and not leaf)
+        why = unsafe_component(os.fstat(stack[0][0]), "/", not parts and not leaf, owner=0)
         if why:
             return why, path
         while parts:
@@ -128,7 +128,7 @@ def _walk(path: Path, make: bool, leaf: bool) -> tuple[str | None, Path]:
                     return f"{shown} became a link while it was checked", path
                 raise
             stack.append((child, shown))
-            why = _unsafe(os.fstat(child), shown, last=not parts and not leaf)
+            why = unsafe_component(os.fstat(child), shown, not parts and not leaf, owner=0)
             if why:
                 return why, path
         return None, Path(stack[-1][1])
@@ -141,12 +141,14 @@ def _walk(path: Path, make: bool, leaf: bool) -> tuple[str | None, Path]:
             os.close(fd)
 
 
-def _unsafe(st: os.stat_result, shown: str, last: bool) -> str | None:
-    if st.st_uid != 0:
-        return f"{shown} is owned by uid {st.st_uid}, not root"
-    if st.st_mode & 0o022:
-        if st.st_mode & stat.S_ISVTX and not last:  # /tmp: what quietcore makes in it is root's, checked after
-            return None
+def unsafe_component(st: os.stat_result, shown: str, last: bool, owner: int) -> str | None:
+    """Why a directory on a trusted path is not safe, or None: the rule sudo and OpenSSH
+    apply, and the state directory's (statedir.why_unsafe) too. It is root's or
+    `owner`'s (the last one `owner`'s), and no one else may write it, but for a sticky
+    directory above the last (/tmp: what is made in it is checked after)."""
+    if st.st_uid not in (0, owner) or (last and st.st_uid != owner):
+        return f"{shown} is owned by uid {st.st_uid}, not {'root' if owner == 0 else f'uid {owner}'}"
+    if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and not last):
         who = "group" if st.st_mode & 0o020 else "others"
         return f"{shown} is writable by {who} (mode {st.st_mode & 0o7777:o})"
     return None

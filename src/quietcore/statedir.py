@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 
 from quietcore.errors import CommandError
+from quietcore.outputs import unsafe_component
 
 ENV_VAR = "QUIETCORE_STATE_DIR"
 ROOT_DIR = Path("/run/quietcore")
@@ -67,7 +68,6 @@ def why_unsafe(path: Path, owner: int) -> str | None:
     reached through directories no one else can change; else why not."""
     if not path.is_absolute() or ".." in path.parts:
         return f"{path} is not an absolute path without '..'"
-    trusted = {0, owner}
     parts = path.parts
     for depth in range(1, len(parts) + 1):
         here = Path(*parts[:depth])
@@ -82,11 +82,9 @@ def why_unsafe(path: Path, owner: int) -> str | None:
             return f"{here} is a symbolic link"
         if not stat.S_ISDIR(st.st_mode):
             return f"{here} is not a directory"
-        if st.st_uid not in trusted or (last and st.st_uid != owner):
-            return f"{here} is owned by uid {st.st_uid}, not {'root' if owner == 0 else f'uid {owner}'}"
-        sticky_above_ours = st.st_mode & stat.S_ISVTX and not last
-        if st.st_mode & 0o022 and not sticky_above_ours:
-            return f"{here} is writable by {'group' if st.st_mode & 0o020 else 'others'} (mode {st.st_mode & 0o7777:o})"
+        why = unsafe_component(st, str(here), last, owner)
+        if why:
+            return why
     return None
 
 
