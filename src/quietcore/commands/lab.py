@@ -146,28 +146,21 @@ def show(
         f"fingerprint {session.fingerprint}"
     )
     out.print(text.calibrate_line(calibration))
-    many = len(analyses) > summary.DETAIL_UP_TO  # said in a screen, whatever the count: report.summary
-    found = summary.groups([a.cpu for a in analyses], session.facts)
-    odd = summary.outliers(rows, {a.cpu: a for a in analyses}, found) if many else {}
-    if len(rows) > summary.FULL_UP_TO:
-        out.print(summary.group_table(rows, found, odd))
+    if len(analyses) > summary.DETAIL_UP_TO:  # many CPUs in a screen, as `results show` says them
+        detail = f"`quietcore results show {session.id} --cpu {{cpu}}`"
+        for item in summary.screen(rows, analyses, accounts, session.facts, text.noise_notes(rows), detail,
+                                   with_accounts=False):  # fmt: skip
+            out.print(item)
     else:
         out.print(text.noise_table(rows, title="OS noise per CPU"))
-    for note in text.noise_notes(rows):
-        out.print(note)
-    if many:
-        for line in summary.periodic_lines(analyses, odd):
-            out.print(line)
-        for cpu, why in sorted(odd.items()):
-            out.print(f"CPU {cpu}: outlier: {'; '.join(why)} (`quietcore results show {session.id} --cpu {cpu}`)")
-    for cpu in (
-        analyses if not many else ()
-    ):  # what the noise is: periodic sources, and what no trace or counter explains
-        mine = accounts.get(cpu.cpu)
-        for line in text.periodic_lines(cpu, mine)[:2]:
-            out.print(line)
-        if mine is not None:
-            out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+        for note in text.noise_notes(rows):
+            out.print(note)
+        for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
+            mine = accounts.get(cpu.cpu)
+            for line in text.periodic_lines(cpu, mine)[:2]:
+                out.print(line)
+            if mine is not None:
+                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
     for line in changes.lines(accounts.values(), findings, session.virtualized):  # the audit's, ranked by time
         out.print(line)
     vendor = calibration.get("hypervisor", {}).get("vendor")

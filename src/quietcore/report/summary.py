@@ -23,6 +23,7 @@ from rich.table import Table
 
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.report.account import Account
+from quietcore.report.text import noise_table
 from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
@@ -172,3 +173,36 @@ def group_account(accounts: Sequence[Account]) -> list[tuple[str, float, float]]
         rest[a.rest.name] = rest.get(a.rest.name, 0.0) + a.rest.ns
     ranked = sorted(by.items(), key=lambda kv: -kv[1])
     return [(n, ns, ns / total if total else 0.0) for n, ns in [*ranked, *rest.items()]]
+
+
+def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -> Table:
+    """A group's accounts summed: its sources, biggest first, and the rest."""
+    summed = group_account(accounts)
+    lost = sum(a.lost_ns for a in accounts)
+    by = "by the trace" if accounts[0].traced else "by the kernel's counters"
+    table = Table(title=f"CPUs {format_cpulist(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms went ({by})",
+                  title_justify="left")  # fmt: skip
+    for name in ("source", "lost ms", "share"):
+        table.add_column(name, justify="left" if name == "source" else "right")
+    for name, ns, share in [*summed[:shown], *summed[-1:]] if len(summed) > shown + 1 else summed:
+        table.add_row(name, f"{ns / 1e6:,.2f}", f"{share:.0%}")
+    return table
+
+
+def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
+           facts: Mapping[str, Any], notes: Sequence[str], detail: str,
+           with_accounts: bool = True) -> list[Any]:  # fmt: skip
+    """Many CPUs in a screen, what `noise`, `results show` and `lab` print: the table
+    (a row per CPU up to FULL_UP_TO, else per group), `notes`, a line per shared source,
+    each group's account summed (`with_accounts`), and a line per outlier ending with
+    `detail` (how to see one CPU: `detail.format(cpu=N)`)."""
+    found = groups([a.cpu for a in analyses], facts)
+    odd = outliers(rows, {a.cpu: a for a in analyses}, found)
+    out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
+    out += [*notes, *periodic_lines(analyses, odd)]
+    for g in found if with_accounts else ():
+        mine = [accounts[c] for c in g.cpus if c in accounts]
+        if mine:
+            out.append(group_account_table(g, mine))
+    out += [f"CPU {cpu}: outlier: {'; '.join(why)} ({detail.format(cpu=cpu)})" for cpu, why in sorted(odd.items())]
+    return out

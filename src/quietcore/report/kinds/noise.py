@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from quietcore.attribution import explain
 from quietcore.errors import UsageError
@@ -76,40 +75,15 @@ class NoiseKind(Kind):
             out.print(markup(line))
 
     def _summary(self, out: Console, run: Run, facts: Mapping[str, Any]) -> None:
-        """Many CPUs in a screen (report.summary): a row per group, a line per shared
-        source, each group's account summed, a line per outlier."""
+        """Many CPUs in a screen (report.summary.screen)."""
         from quietcore.report import summary  # numpy, as in view
 
-        cpus = [c.cpu for c in run.noise.cpus]
-        found = summary.groups(cpus, facts)
-        analyses = {c.cpu: c for c in run.noise.cpus}
-        odd = summary.outliers(run.summary, analyses, found)
-        if len(cpus) > summary.FULL_UP_TO:
-            out.print(summary.group_table(run.summary, found, odd))
-        else:
-            out.print(text.noise_table(run.summary))
-        for line in lines(run):
-            out.print(line)
-        for line in summary.periodic_lines(run.noise.cpus, odd):
-            out.print(line)
-        accounts = account.of_run(run)
-        for g in found:
-            mine = [accounts[c] for c in g.cpus if c in accounts]
-            if not mine:
-                continue
-            summed = summary.group_account(mine)
-            lost = sum(a.lost_ns for a in mine)
-            table = Table(title=f"CPUs {format_cpulist(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms "
-                          f"went ({'by the trace' if mine[0].traced else 'by the kernel' + chr(39) + 's counters'})",
-                          title_justify="left")  # fmt: skip
-            for name in ("source", "lost ms", "share"):
-                table.add_column(name, justify="left" if name == "source" else "right")
-            for name, ns, share in [*summed[:8], *summed[-1:]] if len(summed) > 9 else summed:
-                table.add_row(name, f"{ns / 1e6:,.2f}", f"{share:.0%}")
-            out.print(table)
-        for cpu, why in sorted(odd.items()):
-            out.print(f"CPU {cpu}: outlier: {'; '.join(why)} (--cpu {cpu} for its detail)")
-        out.print(f"{len(cpus)} CPUs, {len(odd)} outlier(s); --per-cpu for every CPU's detail, --cpu N for one's.")
+        said = summary.screen(run.summary, run.noise.cpus, account.of_run(run), facts, lines(run),
+                              "--cpu {cpu} for its detail")  # fmt: skip
+        for item in said:
+            out.print(item)
+        odd = sum(isinstance(item, str) and ": outlier: " in item for item in said)
+        out.print(f"{len(run.noise.cpus)} CPUs, {odd} outlier(s); --per-cpu for every CPU's detail, --cpu N for one's.")
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures  # matplotlib: only when a report is drawn
