@@ -277,5 +277,11 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     assert one.returncode == 0 and "CPU 17: where" in one.stdout and "CPU 16:" not in one.stdout
     every = cli("results", "show", "2", "--per-cpu")
     assert every.returncode == 0 and all(f"CPU {c}: where" in every.stdout for c in range(64))
+    # compare on 64 CPUs: the CPUs that differ, and a line for the rest (64 like rows were some 200 lines)
+    same = cli("compare", "2", "2")
+    assert (
+        same.returncode == 0 and "Noise, B against A: CPUs 0-63: no difference shown, no source changed" in same.stdout
+    )
+    assert len(same.stdout.splitlines()) <= 5, same.stdout
     bad = cli("results", "show", "2", "--cpu", "99")
     assert bad.returncode == 2 and "invalid --cpu 99: not in this run (valid: 0-63)" in bad.stderr

@@ -18,6 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from quietcore.commands import common
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.report import text
 from quietcore.report.experiment import fmt, shown_unit
 from quietcore.report.side import figure_rows
@@ -33,14 +34,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
 
 
-def noise_table(rows: list[dict[str, Any]]) -> Table:
-    """B's noise against A's per CPU (report.noisecompare)."""
+#: Above this many CPUs, the noise table shows only the CPUs that differ, and a line for the rest.
+ALL_ROWS_UP_TO = 32
+
+
+def noise_table(rows: list[dict[str, Any]]) -> Table | str:
+    """B's noise against A's per CPU (report.noisecompare); above ALL_ROWS_UP_TO CPUs
+    only those with a verdict or a source that changed (64 like rows read as 200 lines),
+    the rest summed up in the table's caption. --json has every CPU."""
     table = Table(title="Noise, B against A, per CPU: lost time of 100 ms windows (median), the shift with its 95 % "
                   "bootstrap interval, Mann-Whitney U (Holm over the CPUs)", title_justify="left")  # fmt: skip
     for name in ("CPU", "A lost (windows)", "B lost (windows)", "B - A [95% CI]", "p (Holm)", "verdict",
                  "sources that changed"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("verdict", "sources that changed") else "right")
-    for r in rows:
+    shown = rows
+    if len(rows) > ALL_ROWS_UP_TO:
+        shown = [r for r in rows if r["verdict"] != "no difference shown" or r["sources"]]
+        alike = sorted(r["cpu"] for r in rows if r not in shown)
+        if alike:
+            said = f"CPUs {format_cpulist(frozenset(alike))}: no difference shown, no source changed"
+            if not shown:
+                return f"Noise, B against A: {said} (100 ms windows, Mann-Whitney U, Holm over the CPUs; --json)"
+            table.caption, table.caption_justify = said, "left"
+    for r in shown:
         table.add_row(str(r["cpu"]), f"{r['a'] * 100:.3f} % ({r['a_windows']})",
                       f"{r['b'] * 100:.3f} % ({r['b_windows']})",
                       f"{r['shift'] * 100:+.3f} % [{r['ci_low'] * 100:+.3f}, {r['ci_high'] * 100:+.3f}]",
@@ -78,11 +94,14 @@ def run(args: argparse.Namespace) -> int:
         out.print(changes)
     if result["noise"]:
         out.print(noise_table(result["noise"]))
-    if result["figures"]:
+    # where both are quietcore's noise, the noise table says it: these are for a peer's figure beside one
+    shown = [r for r in result["figures"] if not result["noise"] or "noise" not in (r["a_from"], r["b_from"])
+             or r["cpu"] not in {n["cpu"] for n in result["noise"]}]  # fmt: skip
+    if shown:
         figures = Table(title="Per CPU, the figures both sessions give", title_justify="left")
         for name in ("CPU", "figure", "A", "B", "B/A"):
             figures.add_column(name, justify="left" if name == "figure" else "right")
-        for row in result["figures"]:
+        for row in shown:
             ratio = f"{row['b'] / row['a']:.2f}" if row["a"] else "-"
             figures.add_row(str(row["cpu"]), row["figure"], f"{row['a']:,.2f} ({row['a_from']})",
                             f"{row['b']:,.2f} ({row['b_from']})", ratio)  # fmt: skip
