@@ -180,3 +180,21 @@ def test_a_log_slowdown_axis_labels_2_3_5_over_a_decade_and_no_minor_tick_over_m
     }
     assert minor == shown  # 1-200x labelled 100, 90, 80 ... over each other
     assert {"1", "10"} <= {t.get_text() for t in ax.yaxis.get_majorticklabels()}
+
+
+def test_the_durations_figure_at_64_cpus_draws_without_a_collapsed_layout(tmp_path: Path) -> None:
+    """A legend entry a CPU collapsed the axes at 64 CPUs (matplotlib warned on the
+    report's stderr): above 8 CPUs each is a thin line and all of them one entry."""
+    import warnings
+
+    many = NoiseTrace.from_result({"threshold": {"ns": 500.0}, "cpus": [
+        {"cpu": c, "start_ns": 0.0, "measured_ns": 1e8, "events": [[4e6 * k + c, 17e3 + c] for k in range(25)]}
+        for c in range(64)]})  # fmt: skip
+    assert many is not None
+    fig = figures.noise_durations(many)
+    assert fig is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render(fig, "durations", "caption", tmp_path)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["each of 64 CPUs", "all 64 CPUs (n = 1600)"]

@@ -178,6 +178,10 @@ def _timeline_binned(
     return fig
 
 
+#: Up to this many CPUs a figure gives each its own legend entry.
+LEGEND_UP_TO = 8
+
+
 def noise_durations(trace: NoiseTrace) -> Figure | None:
     """Event durations per CPU, log-spaced bins on log axes."""
     cpus = [c for c in trace.cpus if c.events]
@@ -186,8 +190,17 @@ def noise_durations(trace: NoiseTrace) -> Figure | None:
     fig, ax = _figure()
     all_d = np.concatenate([c.duration_ns for c in cpus]) / 1e3
     bins = np.logspace(np.log10(max(all_d.min(), 1e-3)), np.log10(all_d.max() * 1.01), 40)
-    for c in cpus:
-        ax.hist(c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})")
+    if len(cpus) <= LEGEND_UP_TO:
+        for c in cpus:
+            ax.hist(
+                c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})"
+            )
+    else:  # a legend entry a CPU collapsed the axes at 64 CPUs: each CPU a thin grey line, all of them in black
+        for k, c in enumerate(cpus):
+            ax.hist(c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=0.5, color="#999999",
+                    label=f"each of {len(cpus)} CPUs" if k == 0 else None)  # fmt: skip
+        ax.hist(all_d, bins=bins, histtype="step", linewidth=1.5, color="black",
+                label=f"all {len(cpus)} CPUs (n = {all_d.size})")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("gap duration (µs, log scale)")
