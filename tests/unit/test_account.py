@@ -146,3 +146,19 @@ def test_the_same_note_on_many_cpus_is_one_line() -> None:
     assert by_cpu(["header", *notes, "CPU 3: another thing", "  CPU 4: indented"]) == [
         "header", "CPUs 1-15: the run-time part moves tasks off it; nohz_full needs the boot part",
         "CPU 3: another thing", "  CPU 4: indented"]  # fmt: skip
+
+
+def test_a_source_shared_by_cpus_is_one_line_whatever_each_cpus_counted_rate() -> None:
+    """On the real GPU node (16 vCPUs) the tick split into four lines: its name carries each
+    CPU's LOC rate (238/s, 239/s) and its length ran 5.3-16.2 µs across the CPUs."""
+    from quietcore.report.summary import periodic_lines
+
+    def cpu(n: int, rate: int, length_us: float) -> CpuAnalysis:
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": 250.0, "events": 2500, "expected": 2500, "median_duration_ns": length_us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": 0.2,
+            "name": f"the scheduler tick, CONFIG_HZ=250 (LOC {rate}/s)"}]})  # fmt: skip
+
+    (line,) = periodic_lines([cpu(0, 239, 16.2), cpu(2, 238, 5.3), cpu(4, 241, 7.0)], {})
+    assert line.startswith("CPUs 0,2,4: periodic source at 250.00 Hz: the scheduler tick, CONFIG_HZ=250 "
+                           "(LOC 238-241/s), 5.3-16.2 µs each (median 7.0)")  # fmt: skip

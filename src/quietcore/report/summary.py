@@ -14,6 +14,7 @@ per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,13 +70,24 @@ def _sources(p: Periodic) -> str:
     return f"{p.frequency_hz:,.0f} Hz x {p.median_duration_ns / 1000:,.1f} µs"
 
 
-def _alike(p: Periodic, q: Periodic) -> bool:
-    """One source on two CPUs: the same frequency, and lengths within a factor of two (a
+def _alike(p: Periodic, q: Periodic, factor: float = 2.0) -> bool:
+    """One source on two CPUs: the same frequency, and lengths within `factor` (a
     planted 100 Hz x 200 µs is not the host's 100 Hz x 17 µs on the CPUs beside it)."""
     if not same_frequency(p.frequency_hz, q.frequency_hz):
         return False
     a, b = p.median_duration_ns, q.median_duration_ns
-    return a > 0 and b > 0 and 0.5 <= a / b <= 2
+    return a > 0 and b > 0 and 1 / factor <= a / b <= factor
+
+
+#: A counter's rate in a source's name ("the scheduler tick, CONFIG_HZ=250 (LOC 238/s)"): each CPU's own.
+_RATE = re.compile(r"\d[\d,]*(?:\.\d+)?/s")
+#: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
+#: host's timer landing in it), one source; a planted 200 µs beside a host's 17 µs at 100 Hz is another.
+SAME_SOURCE = 4.0
+
+
+def _kind(name: str | None) -> str:
+    return _RATE.sub("{rate}", name or "")
 
 
 def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis],
@@ -107,26 +119,38 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
     return out
 
 
-def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]) -> list[str]:
+def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]],
+                   accounts: Mapping[int, Account] | None = None) -> list[str]:  # fmt: skip
     """A line per periodic source two CPUs or more share: the CPUs, its name, its
-    length's range and median, and its share of those CPUs' lost time."""
+    length's range and median, and its share of those CPUs' lost time: the tick's
+    as their accounts give it (one figure with the table), another's the median."""
     found: list[tuple[Periodic, list[tuple[int, Periodic]]]] = []
     for a in analyses:
         for p in a.periodic:
-            same = next((f for f in found if _alike(f[0], p) and f[0].name == p.name), None)
+            # one name whatever each CPU's counted rate in it; one source within SAME_SOURCE of its length
+            same = next((f for f in found if _kind(f[0].name) == _kind(p.name) and _alike(f[0], p, SAME_SOURCE)),
+                        None)  # fmt: skip
             if same is None:
                 found.append((p, [(a.cpu, p)]))
             else:
                 same[1].append((a.cpu, p))
     lines = []
-    for first, members in sorted(found, key=lambda f: -len(f[1])):
-        if len(members) < 2:
+    for first, members in sorted(found, key=lambda f: -len({c for c, _ in f[1]})):
+        if len({c for c, _ in members}) < 2:
             continue  # a CPU's own source is told with it, as an outlier
         lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
         shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
         cpus = format_cpulist(frozenset(c for c, _ in members))
-        name = f": {first.name}" if first.name else ""
+        rates = sorted({m for _, p in members for m in _RATE.findall(p.name or "")},
+                       key=lambda r: float(r[:-2].replace(",", "")))  # fmt: skip
+        span = (rates[0] if len(rates) == 1 else f"{rates[0][:-2]}-{rates[-1]}") if rates else ""
+        shown = _kind(first.name).replace("{rate}", span) if rates else (first.name or "")
+        name = f": {shown}" if first.name else ""
         share = f", {float(np.median(shares)):.0%} of the lost time (median)" if shares else ""
+        ticks = [accounts[c] for c in {c for c, _ in members} if accounts and c in accounts]
+        if (first.name or "").startswith("the scheduler tick") and ticks and all(a.tick() for a in ticks):
+            spent = sum(t.ns for a in ticks if (t := a.tick()) is not None) / sum(a.lost_ns for a in ticks)
+            share = f", {spent:.0%} of those CPUs' lost time (the tick's row in their account)"
         low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
         each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
         lines.append(f"CPUs {cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
@@ -199,7 +223,7 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
     found = groups([a.cpu for a in analyses], facts)
     odd = outliers(rows, {a.cpu: a for a in analyses}, found)
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
-    out += [*notes, *periodic_lines(analyses, odd)]
+    out += [*notes, *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
         mine = [accounts[c] for c in g.cpus if c in accounts]
         if mine:
