@@ -23,6 +23,7 @@ from quietcore.owner import own_threads
 from quietcore.peers.traces import CpuGaps
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
 from quietcore.probes.runner import ProbeResult, run_probe
+from quietcore.runs import events
 from quietcore.runs.model import Run
 from quietcore.runs.trace import NoiseTrace
 from quietcore.store.sessions import now_iso
@@ -71,7 +72,8 @@ def reanalysed(run: Run, facts: dict[str, Any], source: dict[str, Any]) -> Run:
         if kept in run.analysis:
             analysis[kept] = run.analysis[kept]
     return Run("noise", {**run.params, "analysed_from": source}, run.started, run.ended, run.envelope, run.text,
-               run.status, context=run.context, analysis=analysis, summary=run.summary)  # fmt: skip
+               run.status, context=run.context, analysis=analysis, summary=run.summary,
+               stored=run.stored)  # fmt: skip
 
 
 def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
@@ -94,18 +96,19 @@ def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
                 "median_period_ns": 0.0, "gaps": int(g.starts.size), "total_gap_ns": lost,
                 "max_gap_ns": float(g.durations.max()), "lost_ns": lost, "available_pct": 100 * (1 - lost / span_ns),
                 "events_per_s": g.starts.size / span_ns * 1e9, "events_dropped": 0,
-                "events": np.column_stack([g.starts, g.durations]).tolist(),
+                "events": [],
                 "ctxsw": {"voluntary": 0, "involuntary": 0},
             })  # fmt: skip
         threshold = float(min(g.durations.min() for g in mine))
         result = {"mode": "spin", "threshold": {"ns": threshold}, "cpus": cpus}
         envelope = {"format": "quietcore-trace-import", "command": "noise", "start": started, "end": started,
                     "result": result}  # fmt: skip
-        params = {"imported": source, "cpus": format_cpulist(frozenset(int(c["cpu"]) for c in cpus)),
+        params = {"imported": source, "cpus": format_cpulist(frozenset(g.cpu for g in mine)),
                   "duration_s": span_ns / 1e9,
                   "survey": {"host": host, "rank": rank}}  # fmt: skip
         run = Run("noise", params, started, now_iso(), envelope, json.dumps(envelope),
-                  summary=summary_rows(result, {}))  # fmt: skip
+                  summary=summary_rows(result, {}),
+                  stored={g.cpu: events.encode(g.starts, g.durations) for g in mine})  # fmt: skip
         assert run.trace is not None
         run.analysis = analyse_noise(run.trace, empty, empty, config_hz=None, virtualized=False, user_hz=100,
                                      on_cpu=on_cpu)  # fmt: skip

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from quietcore.store.db import open_db
+from quietcore.store.sessions import runs_of
 from tests.conftest import CliRunner, allowed_cpus, mpi_loads, slurm_node
 
 HAVE_MPI = bool(shutil.which("mpirun")) and mpi_loads()
@@ -40,9 +42,9 @@ def mpirun(env: dict[str, str], ranks: int, *args: str, timeout: float = 120,
 
 
 def stored(db: Path) -> list[tuple[str, dict[str, Any], dict[str, Any], str]]:
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        return [(kind, json.loads(params), json.loads(analysis), envelope) for kind, params, analysis, envelope in
-                conn.execute("SELECT kind, params, analysis, envelope FROM runs ORDER BY seq")]  # fmt: skip
+    """Each run of session 1, its envelope whole (the store keeps a noise run's events apart from it)."""
+    with contextlib.closing(open_db(db, create=False)) as conn:
+        return [(r.kind, r.params, r.analysis, json.dumps(r.full_envelope())) for r in runs_of(conn, 1)]
 
 
 @NEEDS_MPI

@@ -14,8 +14,8 @@ from typing import Any
 
 from quietcore.errors import CommandError, UsageError
 from quietcore.report.kinds import cell, kind_of
-from quietcore.report.kinds.base import MEASURED, METRIC, RUN_COLUMNS, RUN_JSON
-from quietcore.runs.model import SessionRecord
+from quietcore.report.kinds.base import MEASURED, METRIC, RUN_COLUMNS
+from quietcore.runs.model import Run, SessionRecord
 from quietcore.safe import csv_cell, plain
 from quietcore.store import sessions
 
@@ -116,7 +116,9 @@ def import_json(conn: sqlite3.Connection, data: Any) -> int:
         session_id = sessions.insert(conn, "sessions", values)
         for run in data["runs"]:
             # "analysis" came with schema 2; an older export has none.
-            run_values = {k: json.dumps(run.get(k, {})) if k in RUN_JSON else run[k] for k in RUN_FIELDS}
-            run_id = sessions.insert(conn, "runs", {"session_id": session_id, **run_values})
-            sessions.add_noise_rows(conn, run_id, run["summary"])
+            envelope = run["envelope"]
+            sessions.insert_run(conn, session_id, int(run["seq"]),
+                                Run(run["kind"], run["params"], run["started_at"], run["ended_at"], envelope,
+                                    json.dumps(envelope), run["status"], run.get("context") or {},
+                                    run.get("analysis") or {}, list(run["summary"])))  # fmt: skip
     return session_id

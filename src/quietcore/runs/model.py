@@ -66,6 +66,8 @@ class Run:
     context: dict[str, Any] = field(default_factory=dict)
     analysis: dict[str, Any] = field(default_factory=dict)
     summary: list[dict[str, Any]] = field(default_factory=list)  # noise: one row per CPU
+    # noise: each CPU's events as the store keeps them (runs.events), out of the envelope's pairs
+    stored: dict[int, bytes] = field(default_factory=dict)
     id: int | None = None  # set by the store
     seq: int | None = None
     session_id: int | None = None
@@ -88,7 +90,17 @@ class Run:
         """The noise trace of a spin-mode noise run, decoded on first use."""
         from quietcore.runs.trace import NoiseTrace  # numpy: see quietcore.lazy
 
-        return NoiseTrace.from_result(self.result) if self.kind == "noise" else None
+        return NoiseTrace.from_result(self.result, self.stored) if self.kind == "noise" else None
+
+    def full_envelope(self) -> dict[str, Any]:
+        """The envelope with every CPU's events as pairs, as the probe wrote
+        them (to the resolution the store keeps): what an export holds."""
+        if not self.stored or self.trace is None:
+            return self.envelope
+        by_cpu = {c.cpu: c for c in self.trace.cpus}
+        cpus = [{**c, "events": by_cpu[int(c["cpu"])].pairs()} if int(c["cpu"]) in self.stored else c
+                for c in self.result.get("cpus", [])]  # fmt: skip
+        return {**self.envelope, "result": {**self.result, "cpus": cpus}}
 
     @cached_property
     def noise(self) -> NoiseAnalysis:
@@ -116,7 +128,7 @@ class Run:
         return f"run {self.seq}: {self.kind}{': ' + shown if shown else ''} ({self.status})"
 
     @staticmethod
-    def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]]) -> Run:
+    def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]], stored: dict[int, bytes] | None = None) -> Run:
         """A stored run, its JSON columns decoded once."""
         return Run(
             kind=row["kind"],
@@ -129,6 +141,7 @@ class Run:
             context=json.loads(row["context"]),
             analysis=json.loads(row["analysis"]),
             summary=summary,
+            stored=stored or {},
             id=row["id"],
             seq=row["seq"],
             session_id=row["session_id"],

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quietcore.errors import StoreError
+from quietcore.runs.events import decode
+
 Array = npt.NDArray[np.float64]
 
 
@@ -45,11 +48,15 @@ class NoiseTrace:
     threshold_ns: float
 
     @staticmethod
-    def from_result(result: Mapping[str, Any]) -> NoiseTrace | None:
-        """The trace of a spin-mode noise result; None for other modes."""
+    def from_result(result: Mapping[str, Any], stored: Mapping[int, bytes] | None = None) -> NoiseTrace | None:
+        """The trace of a spin-mode noise result; None for other modes. A
+        CPU's events come from `stored` (runs.events blobs, as the store
+        keeps them) when it has the CPU, else from the result's pairs."""
         if result.get("mode", "spin") != "spin" or "threshold" not in result:
             return None
-        return NoiseTrace(tuple(_cpu(c) for c in result.get("cpus", [])), float(result["threshold"]["ns"]))
+        stored = stored or {}
+        return NoiseTrace(tuple(_cpu(c, stored.get(int(c["cpu"]))) for c in result.get("cpus", [])),
+                          float(result["threshold"]["ns"]))  # fmt: skip
 
     def cpu(self, number: int) -> CpuTrace:
         for c in self.cpus:
@@ -66,12 +73,19 @@ class NoiseTrace:
         return max((c.span_end_ns for c in self.cpus), default=0.0)
 
 
-def _cpu(c: Mapping[str, Any]) -> CpuTrace:
-    pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
+def _cpu(c: Mapping[str, Any], blob: bytes | None) -> CpuTrace:
+    if blob is not None:
+        try:
+            starts, durations = decode(blob)
+        except ValueError as exc:
+            raise StoreError(f"CPU {c['cpu']}'s stored events cannot be read ({exc}): the database is damaged") from exc
+    else:
+        pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
+        starts, durations = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
     return CpuTrace(
         cpu=int(c["cpu"]),
-        start_ns=np.ascontiguousarray(pairs[:, 0]),
-        duration_ns=np.ascontiguousarray(pairs[:, 1]),
+        start_ns=starts,
+        duration_ns=durations,
         span_start_ns=float(c.get("start_ns", 0.0)),
         measured_ns=float(c["measured_ns"]),
         lost_ns=float(c.get("lost_ns", 0.0)),

@@ -100,30 +100,67 @@ def add_noise_rows(conn: sqlite3.Connection, run_id: int, rows: Iterable[Mapping
         insert(conn, "noise_cpu", {"run_id": run_id, **{c: row.get(c) for c in NOISE_COLUMNS}})
 
 
+def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
+    """A noise run's envelope text without its events' pairs, and its events
+    as the store keeps them (runs.events), one blob a CPU."""
+    stored = dict(run.stored)
+    cpus = run.result.get("cpus") if run.kind == "noise" else None
+    if not isinstance(cpus, list) or not any(isinstance(c, dict) and c.get("events") for c in cpus):
+        return run.text, stored
+    from quietcore.runs.events import encode  # numpy: see quietcore.lazy
+
+    try:
+        trace = run.trace
+    except (ValueError, TypeError, KeyError):
+        return run.text, stored  # not pairs (an edited import): kept as given, refused where it is read
+    if trace is None:
+        return run.text, stored
+    for c in trace.cpus:
+        stored.setdefault(c.cpu, encode(c.start_ns, c.duration_ns))
+    kept = [{**c, "events": []} if isinstance(c, dict) and "events" in c else c for c in cpus]
+    return json.dumps({**run.envelope, "result": {**run.result, "cpus": kept}}), stored
+
+
 def add_run(conn: sqlite3.Connection, session_id: int, run: Run) -> int:
     """Store one finished run and its per-CPU summary in one transaction;
     the run gets its id and number in the session."""
     with conn:
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE session_id = ?", (session_id,)).fetchone()
-        run_id = insert(
-            conn,
-            "runs",
-            {
-                "session_id": session_id,
-                "seq": seq[0],
-                "kind": run.kind,
-                "params": json.dumps(run.params),
-                "started_at": run.started,
-                "ended_at": run.ended,
-                "status": run.status,
-                "envelope": run.text,
-                "context": json.dumps(run.context),
-                "analysis": json.dumps(run.analysis),
-            },
-        )
-        add_noise_rows(conn, run_id, run.summary)
-    run.id, run.seq, run.session_id = run_id, seq[0], session_id
+        run_id = insert_run(conn, session_id, int(seq[0]), run)
+    run.id, run.seq, run.session_id = run_id, int(seq[0]), session_id
     return run_id
+
+
+def insert_run(conn: sqlite3.Connection, session_id: int, seq: int, run: Run) -> int:
+    """INSERT a run as number `seq` of a session, with its per-CPU summary;
+    a noise run's events go to run_events, out of its envelope. In the
+    caller's transaction."""
+    text, stored = _events_apart(run)
+    run_id = insert(
+        conn,
+        "runs",
+        {
+            "session_id": session_id,
+            "seq": seq,
+            "kind": run.kind,
+            "params": json.dumps(run.params),
+            "started_at": run.started,
+            "ended_at": run.ended,
+            "status": run.status,
+            "envelope": text,
+            "context": json.dumps(run.context),
+            "analysis": json.dumps(run.analysis),
+        },
+    )
+    add_noise_rows(conn, run_id, run.summary)
+    conn.executemany("INSERT INTO run_events (run_id, cpu, events, data) VALUES (?, ?, ?, ?)",
+                     [(run_id, cpu, _count(blob), blob) for cpu, blob in sorted(stored.items())])  # fmt: skip
+    run.stored = stored
+    return run_id
+
+
+def _count(blob: bytes) -> int:
+    return int.from_bytes(blob[4:8], "little") if len(blob) >= 8 else 0
 
 
 def count_runs(conn: sqlite3.Connection, session_id: int) -> int:
@@ -221,5 +258,9 @@ def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:
              " ON r.id = n.run_id WHERE r.session_id = ? ORDER BY n.run_id, n.cpu")  # fmt: skip
     for row in conn.execute(query, (session_id,)):
         summaries.setdefault(row["run_id"], []).append({c: row[c] for c in NOISE_COLUMNS})
+    stored: dict[int, dict[int, bytes]] = {}
+    for row in conn.execute("SELECT e.run_id, e.cpu, e.data FROM run_events e JOIN runs r ON r.id = e.run_id"
+                            " WHERE r.session_id = ?", (session_id,)):  # fmt: skip
+        stored.setdefault(row["run_id"], {})[int(row["cpu"])] = bytes(row["data"])
     rows = conn.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
-    return [Run.from_row(row, summaries.get(row["id"], [])) for row in rows]
+    return [Run.from_row(row, summaries.get(row["id"], []), stored.get(row["id"])) for row in rows]

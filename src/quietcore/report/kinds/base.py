@@ -51,7 +51,7 @@ class Kind:
     def to_json(self, run: Run) -> dict[str, Any]:
         """The run in the JSON export (schemas/results-v1.schema.json)."""
         return {"id": run.id, "seq": run.seq, "kind": run.kind, "params": run.params, "started_at": run.started,
-                "ended_at": run.ended, "status": run.status, "envelope": run.envelope, "context": run.context,
+                "ended_at": run.ended, "status": run.status, "envelope": run.full_envelope(), "context": run.context,
                 "analysis": run.analysis, "summary": run.summary}  # fmt: skip
 
 

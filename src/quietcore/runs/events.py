@@ -1,0 +1,54 @@
+"""A CPU's noise events, stored compactly and exactly: the starts and the
+durations as the float64s the probe gave, their bytes regrouped by
+significance (the exponents and high bytes of a run's values are alike)
+and deflated. About 10 bytes an event against 50 as JSON pairs, read back
+bit for bit without parsing a list of a million pairs. (Rounded to a
+quarter of a nanosecond they took 5, but an analysis run again then
+differed in the seventh digit from the first: the store keeps what was
+measured.)
+
+    MAGIC, count (u32 LE), zlib(shuffled float64 starts + durations)
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import numpy.typing as npt
+
+MAGIC = b"QE1\0"
+_HEADER = struct.Struct("<4sI")
+
+Array = npt.NDArray[np.float64]
+
+
+def encode(starts_ns: Array, durations_ns: Array) -> bytes:
+    """One CPU's events (ns, any order) as a blob."""
+    starts = np.asarray(starts_ns, dtype="<f8")
+    durations = np.asarray(durations_ns, dtype="<f8")
+    if starts.shape != durations.shape or starts.ndim != 1:
+        raise ValueError("starts and durations differ in shape")
+    # Byte shuffle: byte k of every value together, where deflate finds the alike high bytes as runs.
+    plain = np.concatenate([starts, durations]).view(np.uint8).reshape(-1, 8).T.tobytes()
+    return _HEADER.pack(MAGIC, starts.size) + zlib.compress(plain, 6)
+
+
+def decode(blob: bytes) -> tuple[Array, Array]:
+    """(starts, durations) in ns of a blob encode wrote; ValueError for anything else."""
+    if len(blob) < _HEADER.size:
+        raise ValueError("stored events: too short")
+    magic, count = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise ValueError("stored events: not quietcore's format")
+    try:
+        # bounded: never more than the count says, so a forged blob cannot fill memory
+        inflater = zlib.decompressobj()
+        plain = inflater.decompress(blob[_HEADER.size :], 16 * count + 1)
+    except zlib.error as exc:
+        raise ValueError(f"stored events: {exc}") from exc
+    if len(plain) != 16 * count:
+        raise ValueError(f"stored events: {len(plain)} bytes for {count} events")
+    values = np.frombuffer(plain, dtype=np.uint8).reshape(8, -1).T.copy().view("<f8").ravel().astype(np.float64)
+    return values[:count].copy(), values[count:].copy()
