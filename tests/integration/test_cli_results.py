@@ -285,3 +285,11 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     assert len(same.stdout.splitlines()) <= 5, same.stdout
     bad = cli("results", "show", "2", "--cpu", "99")
     assert bad.returncode == 2 and "invalid --cpu 99: not in this run (valid: 0-63)" in bad.stderr
+    # the report opens on the node (the screen above, then the heatmap); each CPU's detail folded, an outlier's open
+    drawn = cli("report", "2", "--out", str(tmp_path / "report"))
+    assert drawn.returncode == 0, drawn.stderr
+    page = (tmp_path / "report" / "index.html").read_text()
+    opened = re.findall(r"<details open><summary>([^<]*)</summary>", page)
+    assert opened == ["CPU 17: outlier", "CPU 40: outlier"], opened
+    assert page.count("<details><summary>") == 64 - 2 + 1  # and a fold of every CPU's row
+    assert page.index("CPU 17: outlier: ") < page.index('id="f01-noise-heatmap"') < page.index("<details")

@@ -184,7 +184,10 @@ def test_a_log_slowdown_axis_labels_2_3_5_over_a_decade_and_no_minor_tick_over_m
 
 def test_the_durations_figure_at_64_cpus_draws_without_a_collapsed_layout(tmp_path: Path) -> None:
     """A legend entry a CPU collapsed the axes at 64 CPUs (matplotlib warned on the
-    report's stderr): above 8 CPUs each is a thin line and all of them one entry."""
+    report's stderr): above 8 CPUs each is a thin line, above 32 the CPUs' range
+    and median (hundreds of grey lines were a smear and 0.7 MB of SVG at 384);
+    all of them one entry. The figures of a row a CPU stay a page tall, every
+    16th CPU named at 384."""
     import warnings
 
     many = NoiseTrace.from_result({"threshold": {"ns": 500.0}, "cpus": [
@@ -197,4 +200,12 @@ def test_the_durations_figure_at_64_cpus_draws_without_a_collapsed_layout(tmp_pa
         warnings.simplefilter("error")
         render(fig, "durations", "caption", tmp_path)
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert labels == ["each of 64 CPUs", "all 64 CPUs (n = 1600)"]
+    assert labels == ["range over 64 CPUs", "median CPU", "all 64 CPUs (n = 1600)"]
+    node = NoiseTrace.from_result({"threshold": {"ns": 500.0}, "cpus": [
+        {"cpu": c, "start_ns": 0.0, "measured_ns": 1e8, "events": [[4e6 * k + c, 17e3 + c] for k in range(5)]}
+        for c in range(384)]})  # fmt: skip
+    assert node is not None
+    for drawn in (figures.noise_heatmap(node), figures.noise_timeline(node)):
+        assert drawn is not None and drawn.get_size_inches()[1] <= figures.ROWS_HEIGHT_MAX
+        named = [t.get_text() for t in drawn.axes[0].get_yticklabels()]
+        assert named == [str(c) for c in range(0, 384, 16)]

@@ -189,3 +189,36 @@ def test_a_kernel_stack_goes_with_the_context_it_began_or_the_task_it_woke() -> 
     assert irq.stack == ["__handle_irq_event_percpu", "handle_irq_event"]
     assert (task.name, task.stack) == ("kw", ["try_to_wake_up", "kick_pool"])
     assert found.cpus[1].uses[("irq", "irq 24 (virtio0-input.0)", None)].ns == pytest.approx(us(10))
+
+
+def test_many_cpus_are_one_table_each_source_with_the_cpus_it_hit(found: Trace) -> None:
+    """From ONE_TABLE_FROM CPUs `intruders` prints one table, not one a CPU: the
+    real trace's CPU as twelve, each with its own kworker, the intruder task on
+    one of them alone."""
+    import json
+
+    from rich.console import Console
+
+    from quietcore.report.kinds.intruders import KIND, ONE_TABLE_FROM
+    from quietcore.runs.model import Run
+
+    one = found.to_json()["cpus"][0]
+    cpus = []
+    for n in range(12):
+        text = json.dumps(one).replace("kworker/1:1", f"kworker/{n}:1").replace('"pid": 50', f'"pid": {50 + n}')
+        cpu = {**json.loads(text), "cpu": n}
+        if n != 5:
+            cpu["sources"] = [s for s in cpu["sources"] if s["name"] != "intruder"]
+        cpus.append(cpu)
+    assert len(cpus) >= ONE_TABLE_FROM
+    run = Run("intruders", {}, "", "", {}, "{}", analysis={"cpus": cpus, "cpus_text": "0-11", "workload_text": "w"})
+    out = Console(width=250, record=True)
+    shown = KIND.lines(run, out)
+    tables = [t for t in shown if not isinstance(t, str)]
+    assert len(tables) == 1
+    for item in shown:
+        out.print(item)
+    said = out.export_text()
+    rows = {line.split("│")[2].strip(): line.split("│")[3].strip() for line in said.splitlines() if line.count("│") > 5}
+    assert rows["intruder (300)"] == "5" and rows["kworker/N"] == "0-11" and rows["flush_tlb_func"] == "0-11"
+    assert "CPUs 0-11: 12.000 ms traced in all" in said and "kworker/3:1" not in said

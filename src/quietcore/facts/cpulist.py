@@ -8,6 +8,7 @@ words of 32 bits separated by commas, most significant first
 
 from __future__ import annotations
 
+import itertools
 import re
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
@@ -48,6 +49,30 @@ def format_cpulist(cpus: frozenset[int] | set[int] | list[int]) -> str:
         parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+#: Past this many characters a CPU list is told in brief (`brief_cpulist`).
+BRIEF_WIDTH = 40
+
+
+def cpus_phrase(cpus: frozenset[int] | set[int] | list[int], width: int = BRIEF_WIDTH) -> str:
+    """CPUs as a person reads them in a line: "CPU 3", "CPUs 0-15,32-47" while the
+    kernel's list is short; else "192 CPUs, 0-382 every 2nd" or "134 CPUs in
+    6-378 (6,10,14,...)". At 384 CPUs the kernel's list of every other CPU was
+    1,100 characters."""
+    ordered = sorted(set(cpus))
+    full = format_cpulist(ordered)
+    if len(ordered) == 1:
+        return f"CPU {full}"
+    if len(full) <= width:
+        return f"CPUs {full}"
+    steps = {b - a for a, b in itertools.pairwise(ordered)}
+    if len(steps) == 1:
+        k = steps.pop()
+        nth = {2: "2nd", 3: "3rd"}.get(k, f"{k}th")
+        return f"{len(ordered)} CPUs, {ordered[0]}-{ordered[-1]} every {nth}"
+    head = full[: width - 16].rsplit(",", 1)[0]
+    return f"{len(ordered)} CPUs in {ordered[0]}-{ordered[-1]} ({head},...)"
 
 
 def parse_cpumask(text: str) -> frozenset[int]:

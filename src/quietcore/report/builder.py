@@ -9,6 +9,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -20,6 +21,17 @@ from quietcore.safe import ident
 
 
 @dataclass
+class Fold:
+    """Detail a reader opens when they want it (HTML's <details>): one CPU's
+    tables among hundreds, open from the start when it is an outlier."""
+
+    summary: str
+    paragraphs: list[str] = field(default_factory=list)
+    grids: list[Grid] = field(default_factory=list)
+    open: bool = False
+
+
+@dataclass
 class Section:
     title: str
     level: int = 2
@@ -27,6 +39,7 @@ class Section:
     warnings: list[str] = field(default_factory=list)
     grids: list[Grid] = field(default_factory=list)
     figures: list[Rendered] = field(default_factory=list)
+    folds: list[Fold] = field(default_factory=list)  # after the figures
 
 
 @dataclass
@@ -57,6 +70,7 @@ class Builder:
         # independent, and the measurement is over, so the CPUs are free.
         self.workers = len(os.sched_getaffinity(0)) if hasattr(os, "fork") else 1
         self.drawing: list[_Drawing] = []
+        self.facts: dict[int, dict[str, Any]] = {}  # by session, as node() read them: a run's groups of CPUs
 
     def figure(self, section: Section, fig: Figure | None, name: str, caption: str) -> None:
         if fig is None:
@@ -97,6 +111,7 @@ class Builder:
 
     def node(self, row: SessionRecord) -> Section:
         facts = row.facts
+        self.facts[row.id] = facts
         s = Section(f"Session {row.id}: {row.command}")
         tags = row.tags
         s.paragraphs.append(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from datetime import UTC, datetime
+from html import escape as html_escape
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -46,6 +47,12 @@ def markdown(report: Report) -> str:
         lines += [f"{p}\n" for p in s.paragraphs]
         for f in s.figures:
             lines += [f"![{f.caption}]({f.files[1]})", "", f"*{f.caption}* ([SVG]({f.files[0]}))", ""]
+        for d in s.folds:  # HTML in Markdown: GitHub and most renderers fold it as the HTML report does
+            lines += [f"<details{' open' if d.open else ''}><summary>{html_escape(d.summary)}</summary>", ""]
+            for g in d.grids:
+                lines += _md_grid(g)
+            lines += [f"{p}\n" for p in d.paragraphs]
+            lines += ["</details>", ""]
     return "\n".join(lines)
 
 

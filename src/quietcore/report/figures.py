@@ -131,7 +131,7 @@ def noise_timeline(trace: NoiseTrace, window_ms: float | None = None) -> Figure 
 
 
 def _timeline_marks(trace: NoiseTrace, limits: list[tuple[float, float]], window_ms: float, total: int) -> Figure:
-    fig, ax = _figure(7.5, 0.55 * len(trace.cpus) + 1.6)
+    fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.55, 1.6))
     for i, (c, (lo, hi)) in enumerate(zip(trace.cpus, limits, strict=True)):
         ax.broken_barh([(lo, hi - lo)], (i - 0.35, 0.7), color="#d8e6d0")
         inside = c.start_ns / 1e6 <= hi
@@ -139,7 +139,7 @@ def _timeline_marks(trace: NoiseTrace, limits: list[tuple[float, float]], window
             # True widths, each outlined by a hairline: a gap narrower than a pixel is still seen.
             spans = np.column_stack((c.start_ns[inside] / 1e6, c.duration_ns[inside] / 1e6))
             ax.broken_barh(spans, (i - 0.35, 0.7), facecolor="#b3261e", edgecolor="#b3261e", linewidth=0.15)
-    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
+    _cpu_labels(ax, [c.cpu for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
     ax.set_title(f"Noise timeline, first {window_ms:g} ms: green available, red interrupted ({total} gaps, each "
                  "drawn)", fontsize=10)  # fmt: skip
@@ -160,7 +160,7 @@ def _timeline_binned(
         row = np.zeros(SLICES)
         np.maximum.at(row, col, c.duration_ns[inside] / 1e3)
         worst[i] = np.where(row > 0, row, np.nan)  # no gap: left blank (available)
-    fig, ax = _figure(7.5, 0.55 * len(trace.cpus) + 1.9)
+    fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.55, 1.9))
     cmap = matplotlib.colormaps["inferno_r"].with_extremes(bad="#d8e6d0")  # a slice with no gap: available
     finite = worst[np.isfinite(worst)]
     norm = None
@@ -170,7 +170,7 @@ def _timeline_binned(
                       extent=(lo, hi, len(trace.cpus) - 0.5, -0.5))  # fmt: skip
     if finite.size:
         fig.colorbar(image, ax=ax, label="longest gap in the slice (µs, log)")
-    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
+    _cpu_labels(ax, [c.cpu for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
     what = f"first {window_ms:g} ms" if window_ms else "whole run"
     ax.set_title(f"Noise timeline, {what}, in {SLICES} slices of {(hi - lo) / SLICES:.3g} ms: colour is each slice's "
@@ -180,6 +180,27 @@ def _timeline_binned(
 
 #: Up to this many CPUs a figure gives each its own legend entry.
 LEGEND_UP_TO = 8
+#: A figure with a row per CPU names at most this many rows and grows no taller than ROWS_HEIGHT_MAX
+#: inches: at 384 CPUs a label a row was 170 inches of figure and labels drawn over one another.
+LABELS_MAX = 32
+ROWS_HEIGHT_MAX = 9.0
+
+
+def _rows_height(rows: int, per_row: float, extra: float) -> float:
+    return min(per_row * rows + extra, ROWS_HEIGHT_MAX)
+
+
+def _cpu_labels(ax: Any, cpus: Sequence[int], axis: str = "y") -> None:
+    """Tick labels for rows (or bars) of CPUs: every one up to LABELS_MAX, else
+    every k-th, at round CPU numbers where the CPUs run in order."""
+    step = 1 if len(cpus) <= LABELS_MAX else int(np.ceil(len(cpus) / LABELS_MAX))
+    if step > 1:  # a round step (8, 16, 32...) reads as a range of CPUs
+        step = 1 << int(np.ceil(np.log2(step)))
+    where = [i for i, c in enumerate(cpus) if step == 1 or c % step == 0] or list(range(0, len(cpus), step))
+    names = [f"CPU {cpus[i]}" if step == 1 else str(cpus[i]) for i in where]
+    (ax.set_yticks if axis == "y" else ax.set_xticks)(where, names, fontsize=8 if step == 1 else 7)
+    if step > 1:
+        (ax.set_ylabel if axis == "y" else ax.set_xlabel)(f"CPU (every {step}th named)")
 
 
 def noise_durations(trace: NoiseTrace) -> Figure | None:
@@ -195,10 +216,17 @@ def noise_durations(trace: NoiseTrace) -> Figure | None:
             ax.hist(
                 c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})"
             )
-    else:  # a legend entry a CPU collapsed the axes at 64 CPUs: each CPU a thin grey line, all of them in black
+    elif len(cpus) <= LABELS_MAX:  # a legend entry a CPU collapsed the axes at 64 CPUs: a thin grey line each
         for k, c in enumerate(cpus):
             ax.hist(c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=0.5, color="#999999",
                     label=f"each of {len(cpus)} CPUs" if k == 0 else None)  # fmt: skip
+        ax.hist(all_d, bins=bins, histtype="step", linewidth=1.5, color="black",
+                label=f"all {len(cpus)} CPUs (n = {all_d.size})")  # fmt: skip
+    else:  # hundreds of grey lines are one grey smear (and 0.7 MB of SVG): the CPUs' range, their median
+        counts = np.array([np.histogram(c.duration_ns / 1e3, bins=bins)[0] for c in cpus], dtype=np.float64)
+        low, mid, high = np.percentile(counts, [0, 50, 100], axis=0)
+        ax.stairs(high, bins, baseline=low, fill=True, color="#cccccc", label=f"range over {len(cpus)} CPUs")
+        ax.stairs(mid, bins, color="#555555", linewidth=1.0, label="median CPU")
         ax.hist(all_d, bins=bins, histtype="step", linewidth=1.5, color="black",
                 label=f"all {len(cpus)} CPUs (n = {all_d.size})")  # fmt: skip
     ax.set_xscale("log")
@@ -221,11 +249,11 @@ def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
         if c.events:
             grid[i], _ = np.histogram(c.start_ns, bins=edges, weights=c.duration_ns)
     slice_ms = end / bins / 1e6
-    fig, ax = _figure(7.5, 0.45 * len(trace.cpus) + 1.8)
+    fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.45, 1.8))
     image = ax.imshow(grid / 1e3, aspect="auto", cmap="magma_r", interpolation="nearest",
                       extent=(0, end / 1e6, len(trace.cpus) - 0.5, -0.5))  # fmt: skip
     fig.colorbar(image, ax=ax, label=f"lost µs per {slice_ms:.1f} ms slice")
-    ax.set_yticks(range(len(trace.cpus)), [f"CPU {c.cpu}" for c in trace.cpus])
+    _cpu_labels(ax, [c.cpu for c in trace.cpus])
     ax.set_xlabel("time since the run started (ms)")
     ax.set_title("Lost time by CPU and time", fontsize=10)
     return fig
@@ -237,11 +265,13 @@ def attribution_bars(analysis: NoiseAnalysis, accounts: Mapping[int, Account], s
     cpus = [(c, accounts[c.cpu]) for c in analysis.cpus if c.cpu in accounts]
     if not cpus:
         return None
-    names: list[str] = []
+    totals: dict[str, float] = {}
     for _, a in cpus:
         for r in a.rows[:shown]:
-            if r.name not in names:
-                names.append(r.name)
+            totals[r.name] = totals.get(r.name, 0.0) + r.ns
+    # the costliest over all CPUs, in the order first met: at 384 CPUs every CPU's own six made a legend of dozens
+    top = set(sorted(totals, key=lambda n: -totals[n])[: max(shown, 8)])
+    names = [n for n in totals if n in top]
     rests = list(dict.fromkeys(a.rest.name for _, a in cpus))
     fig, ax = _figure()
     x = np.arange(len(cpus))
@@ -262,12 +292,15 @@ def attribution_bars(analysis: NoiseAnalysis, accounts: Mapping[int, Account], s
             colour = "#bbbbbb" if name in rests else cmap(k % 10)
             ax.bar(x, h, bottom=bottom, label=name, color=colour)
             bottom += h
-    labels = []
-    for c, _ in cpus:
-        periodic = ", ".join(f"{p.frequency_hz:.0f} Hz" for p in c.periodic)
-        labels.append(f"CPU {c.cpu}" + (f"\nperiodic: {periodic}" if periodic else ""))
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_xlabel("CPU (periodic sources found under each)")
+    if len(cpus) <= LEGEND_UP_TO:
+        labels = []
+        for c, _ in cpus:
+            periodic = ", ".join(f"{p.frequency_hz:.0f} Hz" for p in c.periodic)
+            labels.append(f"CPU {c.cpu}" + (f"\nperiodic: {periodic}" if periodic else ""))
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xlabel("CPU (periodic sources found under each)")
+    else:  # a label a bar cannot be read past a few CPUs: thinned, and the sources are in the text
+        _cpu_labels(ax, [c.cpu for c, _ in cpus], axis="x")
     ax.set_ylabel("lost time (ms)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title("Where the lost time went, by source", fontsize=10)

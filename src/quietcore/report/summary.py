@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import BRIEF_WIDTH, cpus_phrase, format_cpulist, parse_cpulist
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
@@ -140,7 +140,7 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             continue  # a CPU's own source is told with it, as an outlier
         lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
         shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
-        cpus = format_cpulist(frozenset(c for c, _ in members))
+        cpus = cpus_phrase(frozenset(c for c, _ in members))
         rates = sorted({m for _, p in members for m in _RATE.findall(p.name or "")},
                        key=lambda r: float(r[:-2].replace(",", "")))  # fmt: skip
         span = (rates[0] if len(rates) == 1 else f"{rates[0][:-2]}-{rates[-1]}") if rates else ""
@@ -153,7 +153,7 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             share = f", {spent:.0%} of those CPUs' lost time (the tick's row in their account)"
         low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
         each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
-        lines.append(f"CPUs {cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
+        lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
     return lines
 
 
@@ -173,7 +173,9 @@ def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapp
         mine = [by_cpu[c] for c in g.cpus if c in by_cpu]
         if not mine:
             continue
-        table.add_row(f"{format_cpulist(frozenset(g.cpus))} ({g.name}, {len(mine)})",
+        listed = format_cpulist(frozenset(g.cpus))
+        listed = listed if len(listed) <= BRIEF_WIDTH else cpus_phrase(frozenset(g.cpus))
+        table.add_row(f"{listed} ({g.name}, {len(mine)})",
                       spread([float(r["available_pct"]) for r in mine], ".3f"),
                       spread([float(r["events_per_s"]) for r in mine], ",.0f"),
                       spread([float(r["max_gap_ns"]) / 1000 for r in mine], ",.1f"),
@@ -204,7 +206,7 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
     summed = group_account(accounts)
     lost = sum(a.lost_ns for a in accounts)
     by = "by the trace" if accounts[0].traced else "by the kernel's counters"
-    table = Table(title=f"CPUs {format_cpulist(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms went ({by})",
+    table = Table(title=f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms went ({by})",
                   title_justify="left")  # fmt: skip
     for name in ("source", "lost ms", "share"):
         table.add_column(name, justify="left" if name == "source" else "right")

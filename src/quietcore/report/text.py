@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase
 from quietcore.facts.virt import Virtualization
 from quietcore.report.account import Account
 from quietcore.runs.analysis import CpuAnalysis
@@ -241,6 +241,5 @@ def by_cpu(lines: Sequence[str]) -> list[str]:
             continue
         indent, rest = item
         mine = cpus[item]
-        named = f"CPU {next(iter(mine))}" if len(mine) == 1 else f"CPUs {format_cpulist(frozenset(mine))}"
-        out.append(f"{indent}{named}: {rest}")
+        out.append(f"{indent}{cpus_phrase(frozenset(mine))}: {rest}")
     return out

@@ -1,15 +1,19 @@
 """`quietcore intruders`: per watched CPU, every source that ran there
-besides the workload, with how it came and what would keep it away. The
-remedies are long, so the table numbers them and lists them below it."""
+besides the workload, with how it came and what would keep it away; from
+ONE_TABLE_FROM CPUs one table for them all, each source with the CPUs it
+hit. The remedies are long, so the table numbers them and lists them below
+it."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from quietcore.attribution import explain
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -62,6 +66,74 @@ def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
     return out
 
 
+#: Above this many CPUs the intruders are one table, each row with the CPUs it hit (as noise's summary).
+ONE_TABLE_FROM = 5
+_PER_CPU = re.compile(r"/\d+(?::\d+H?)?$")  # ksoftirqd/3, migration/12, kworker/3:1H
+
+
+def family(source: dict[str, Any]) -> tuple[str, str]:
+    """What a source is across CPUs: a per-CPU kthread's number ("ksoftirqd/3",
+    "migration/12") dropped, so each CPU's own copy is one row."""
+    return source["kind"], _PER_CPU.sub("/N", source["name"])
+
+
+def merged(cpus: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The CPUs' heading summed, and their sources as one list: a source per
+    family with the CPUs it hit, its counts and times summed, its longest the
+    longest, costliest first."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for cpu in cpus:
+        for source in cpu["sources"]:
+            key = family(source)
+            row = rows.setdefault(key, {"kind": key[0], "name": key[1], "pids": set(), "count": 0, "ns": 0.0,
+                                        "longest_ns": 0.0, "came": {}, "fix": source.get("fix", ""),
+                                        "cpus": set()})  # fmt: skip
+            if source.get("pid") is not None:
+                row["pids"].add(source["pid"])
+            row["count"] += source["count"]
+            row["ns"] += source["ns"]
+            row["longest_ns"] = max(row["longest_ns"], source.get("longest_ns") or 0.0)
+            for how, n in source["came"].items():
+                row["came"][how] = row["came"].get(how, 0) + n
+            row["cpus"].add(int(cpu["cpu"]))
+    traced = sum(c["traced_ns"] for c in cpus)
+    others = sum(c["intruded_ns"] for c in cpus)
+    share = f" ({others / traced:.1%})" if traced else ""
+    title = (f"CPUs {format_cpulist(frozenset(int(c['cpu']) for c in cpus))}: {ms(traced)} traced in all; the "
+             f"workload {ms(sum(c['workload_ns'] for c in cpus))}, idle {ms(sum(c['idle_ns'] for c in cpus))}, "
+             f"others {ms(others)}{share}")  # fmt: skip
+    return title, sorted(rows.values(), key=lambda r: (-r["ns"], -r["count"]))
+
+
+def one_table(cpus: list[dict[str, Any]], fixes: list[str]) -> Table:
+    """Every watched CPU's intruders in one table, each row with the CPUs it hit."""
+    title, rows = merged(cpus)
+    out = Table(title=title, title_justify="left")
+    for header in ("what", "source", "CPUs", "count", "time", "longest", "how it came", "fix"):
+        out.add_column(header, justify="right" if header in ("count", "time", "longest") else "left")
+    for row in rows[:SHOWN]:
+        fix = row["fix"]
+        if fix and fix not in fixes:
+            fixes.append(fix)
+        pid = f" ({next(iter(row['pids']))})" if len(row["pids"]) == 1 else ""
+        counted = row["kind"] in ("irq", "softirq", "vector") and not row["ns"]
+        out.add_row(KIND_NAMES.get(row["kind"], row["kind"]), markup(row["name"] + pid),
+                    format_cpulist(frozenset(row["cpus"])), f"{row['count']:,}", "-" if counted else ms(row["ns"]),
+                    ms(row["longest_ns"]) if row["kind"] == "task" else "", markup(_came(row["came"])),
+                    f"[{fixes.index(fix) + 1}]" if fix else "")  # fmt: skip
+    if len(rows) > SHOWN:
+        out.caption = f"{len(rows) - SHOWN} smaller sources not shown (--json has them, CPU by CPU)"
+    return out
+
+
+def tables_of(analysis: dict[str, Any], fixes: list[str]) -> list[Table]:
+    """A table a CPU up to ONE_TABLE_FROM CPUs, else one for them all."""
+    cpus = list(analysis["cpus"])
+    if len(cpus) >= ONE_TABLE_FROM:
+        return [one_table(cpus, fixes)]
+    return [table(cpu, fixes) for cpu in cpus]
+
+
 def notes(analysis: dict[str, Any]) -> list[str]:
     out = [f"Sampled, not traced ({analysis['misses']})"] if analysis.get("mode") == "sampled" else []
     lost = analysis.get("lost_events", 0)
@@ -86,8 +158,7 @@ class IntrudersKind(Kind):
         what = analysis.get("workload_text", "")
         shown: list[Any] = [markup(f"Who ran on CPUs {analysis['cpus_text']} besides {what}")]
         fixes: list[str] = []
-        for cpu in analysis["cpus"]:
-            shown.append(table(cpu, fixes))
+        shown += tables_of(analysis, fixes)
         shown += [markup(f"[{i}] {fix}") for i, fix in enumerate(fixes, 1)]
         shown += [markup(line) for line in notes(analysis)]
         if "explained" in analysis:
@@ -100,8 +171,7 @@ class IntrudersKind(Kind):
         analysis = run.analysis
         s.title = f"Intruders on CPUs {analysis['cpus_text']}"
         fixes: list[str] = []
-        for cpu in analysis["cpus"]:
-            s.grids.append(grid(table(cpu, fixes)))
+        s.grids += [grid(t) for t in tables_of(analysis, fixes)]
         s.paragraphs += [f"[{i}] {fix}" for i, fix in enumerate(fixes, 1)] + notes(analysis)
         if "explained" in analysis:
             s.paragraphs += explain.lines(analysis["explained"], STRETCHES)

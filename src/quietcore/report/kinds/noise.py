@@ -86,24 +86,25 @@ class NoiseKind(Kind):
         out.print(f"{len(run.noise.cpus)} CPUs, {odd} outlier(s); --per-cpu for every CPU's detail, --cpu N for one's.")
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
-        from quietcore.report import figures  # matplotlib: only when a report is drawn
-        from quietcore.report.render import grid
+        from quietcore.report import figures, summary  # matplotlib: only when a report is drawn
 
         trace = run.trace
         if trace is None:
+            from quietcore.report.render import grid
+
             s.grids.append(grid(text.quanta_table(run.result)))
             return
-        s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
-        s.paragraphs += lines(run)
         accounts = account.of_run(run)
-        for cpu in run.noise.cpus:
-            mine = accounts.get(cpu.cpu)
-            s.paragraphs += text.periodic_lines(cpu, mine)
-            if mine is not None:
-                s.paragraphs.append(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
-                s.grids.append(grid(tables.account_table(mine)))
+        many = len(trace.cpus) > summary.DETAIL_UP_TO  # as shown on a terminal: a node, each CPU's detail folded
+        if many:
+            self._node_section(b, s, run, accounts)
+        else:
+            self._cpus_section(s, run, accounts)
         if "explained" in run.analysis:
             s.paragraphs += explain.lines(run.analysis["explained"])
+        if many:  # the node at a glance first
+            b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per "
+                     "slice: a row a CPU, so a CPU or a group of CPUs apart from the rest stands out.")  # fmt: skip
         b.figure(s, figures.noise_timeline(trace), "noise-timeline",
                  f"The whole run, binned: each of {figures.SLICES} slices is coloured by the longest of the gaps that "
                  f"started in it ({trace.events} gaps recorded), so the bad stretches stand out.")  # fmt: skip
@@ -112,9 +113,53 @@ class NoiseKind(Kind):
                  f"width, unless there are over {figures.MAX_MARKS}: then binned too).")  # fmt: skip
         b.figure(s, figures.noise_durations(trace), "noise-durations",
                  "How long the interruptions lasted: counts in log-spaced bins.")  # fmt: skip
-        b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per slice.")
+        if not many:
+            b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per "
+                     "slice.")  # fmt: skip
         b.figure(s, figures.attribution_bars(run.noise, accounts), "noise-attribution",
-                 "Lost time by source; periodic sources found are named under each CPU.")  # fmt: skip
+                 "Lost time by source; periodic sources found are named "
+                 + ("in each CPU's detail." if many else "under each CPU."))  # fmt: skip
+
+    def _cpus_section(self, s: Section, run: Run, accounts: Mapping[int, account.Account]) -> None:
+        """A few CPUs: each one's table, sources and account in full."""
+        from quietcore.report.render import grid
+
+        s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
+        s.paragraphs += lines(run)
+        for cpu in run.noise.cpus:
+            mine = accounts.get(cpu.cpu)
+            s.paragraphs += text.periodic_lines(cpu, mine)
+            if mine is not None:
+                s.paragraphs.append(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+                s.grids.append(grid(tables.account_table(mine)))
+
+    def _node_section(self, b: Builder, s: Section, run: Run, accounts: Mapping[int, account.Account]) -> None:
+        """Many CPUs: the screen `results show` prints (groups, shared sources,
+        outliers), then each CPU's detail folded, an outlier's open."""
+        from quietcore.report import summary  # numpy, as in view
+        from quietcore.report.builder import Fold
+        from quietcore.report.render import grid
+
+        facts = b.facts.get(run.session_id or -1, {})
+        for item in summary.screen(run.summary, run.noise.cpus, accounts, facts, lines(run),
+                                   "its detail is open below"):  # fmt: skip
+            if isinstance(item, str):
+                s.paragraphs.append(item)
+            else:
+                s.grids.append(grid(item))
+        odd = summary.outliers(run.summary, {a.cpu: a for a in run.noise.cpus},
+                               summary.groups([a.cpu for a in run.noise.cpus], facts))  # fmt: skip
+        s.folds.append(Fold(f"Every CPU's row ({len(run.summary)} CPUs)",
+                            grids=[grid(text.noise_table(run.summary, "Per CPU"))]))  # fmt: skip
+        for cpu in run.noise.cpus:
+            mine = accounts.get(cpu.cpu)
+            fold = Fold(f"CPU {cpu.cpu}" + (": outlier" if cpu.cpu in odd else ""), open=cpu.cpu in odd)
+            fold.paragraphs += [f"Outlier: {why}." for why in odd.get(cpu.cpu, ())]
+            fold.paragraphs += text.periodic_lines(cpu, mine)
+            if mine is not None:
+                fold.paragraphs.append(text.account_verdict(cpu, mine))
+                fold.grids.append(grid(tables.account_table(mine)))
+            s.folds.append(fold)
 
     def rows(self, run: Run) -> list[dict[str, Any]]:
         shared = run_row(run)
