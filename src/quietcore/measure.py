@@ -19,6 +19,7 @@ from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
+from quietcore.facts.topology import places, read_topology
 from quietcore.owner import own_threads
 from quietcore.peers.traces import CpuGaps
 from quietcore.probes.noise import NoiseOptions, run_noise, summary_rows
@@ -182,7 +183,9 @@ class Measurer:
             after = counters.snapshot(self.root)
         user_hz = os.sysconf("SC_CLK_TCK")
         steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
-        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz}
+        # where each CPU sits (socket, NUMA node, L3 group), so many CPUs are grouped as the node is
+        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz,
+                   "topology": places(read_topology(self.root), frozenset(options.cpus))}  # fmt: skip
         run = from_probe("noise", options.params(), started, probe, context=context,
                          summary=summary_rows(probe.result, steal))  # fmt: skip
         if run.trace is not None:

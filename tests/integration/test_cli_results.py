@@ -18,6 +18,7 @@ import pytest
 
 from quietcore.facts.cpulist import parse_cpulist
 from tests.conftest import CliRunner, allowed_cpus
+from tests.fixtures.make_roots import topology_root
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +260,12 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     assert cli("results", "export", "1", "--format", "trace", "--out", str(exported)).returncode == 0
     template = sorted(exported.iterdir())[-1]
     _replicated(template, tmp_path / "big", 64, 2.5e9)  # half of it: the suite's time, and enough for the sources
-    done = cli("results", "import", "--from", "trace", str(tmp_path / "big"), "--duration", "2.5")
+    # the node's topology from its snapshot: a made-up 2 x 16 x 2, an L3 group every 8 cores
+    node = topology_root(tmp_path / "node", sockets=2, cores=16, threads=2)
+    (tmp_path / "bare" / "sys").mkdir(parents=True)
+    nothing = cli("results", "import", "--from", "trace", str(tmp_path / "big"), "--root", str(tmp_path / "bare"))
+    assert nothing.returncode == 2 and f"invalid --root {tmp_path / 'bare'}: no CPU topology in it" in nothing.stderr
+    done = cli("results", "import", "--from", "trace", str(tmp_path / "big"), "--duration", "2.5", "--root", str(node))
     assert done.returncode == 0, done.stderr
     shown = cli("results", "show", "2")
     assert shown.returncode == 0, shown.stderr
@@ -267,6 +273,7 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     outliers = [line for line in said if "outlier:" in line]
     assert len(said) <= 60 + len(outliers), "\n".join(said)
     assert {line.split(":")[0] for line in outliers} == {"CPU 17", "CPU 40"}, outliers
+    assert not [line for line in said if "a noisier" in line], "two odd CPUs are not an odd socket or L3 group"
     assert any("a periodic source its group lacks: 100 Hz x 200.0 µs" in line for line in outliers), outliers
     assert any(line.startswith("CPU 40: outlier: loses ") for line in outliers)
     # the sources the CPUs share, a line each for all of them (CPU 40's gaps doubled may stand apart)

@@ -222,3 +222,4 @@ def test_many_cpus_are_one_table_each_source_with_the_cpus_it_hit(found: Trace) 
     rows = {line.split("│")[2].strip(): line.split("│")[3].strip() for line in said.splitlines() if line.count("│") > 5}
     assert rows["intruder (300)"] == "5" and rows["kworker/N"] == "0-11" and rows["flush_tlb_func"] == "0-11"
     assert "CPUs 0-11: 12.000 ms traced in all" in said and "kworker/3:1" not in said
+    assert "queued by stress (200) on CPU 0 x12" in said  # each CPU's way it came, summed

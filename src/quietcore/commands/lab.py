@@ -22,7 +22,7 @@ from quietcore.commands.audit import record_audit
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
-from quietcore.facts.topology import Topology, read_topology
+from quietcore.facts.topology import Topology, places, read_topology
 from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         per_round = duration_option(args.duration, lo=0.1, hi=3600)
     metrics = common.prometheus_dir(args)
     root = common.live_root()
-    plan = rounds(online_cpus(root), read_topology(root))
+    topology = read_topology(root)
+    plan = rounds(online_cpus(root), topology)
     trial_ms = 50 if args.quick else 100
     calib_s = 5 * trial_ms / 1000
     path, chosen = common.db_path(args)
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         every = [c for run in measured_runs for c in cpu_noise(run, keep_gaps=True)]
         text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, every))
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu),
-         accounts, findings)  # fmt: skip
+         accounts, findings, places(topology, online_cpus(root)))  # fmt: skip
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
         record = sessions.get_session(conn, session.id)
@@ -137,7 +138,7 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis],
-    accounts: dict[int, Account], findings: list[dict[str, Any]],
+    accounts: dict[int, Account], findings: list[dict[str, Any]], where: dict[str, dict[str, int]] | None = None,
 ) -> None:  # fmt: skip
     out = text.console()
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
@@ -149,7 +150,7 @@ def show(
     if len(analyses) > summary.DETAIL_UP_TO:  # many CPUs in a screen, as `results show` says them
         detail = f"`quietcore results show {session.id} --cpu {{cpu}}`"
         for item in summary.screen(rows, analyses, accounts, session.facts, text.noise_notes(rows), detail,
-                                   with_accounts=False):  # fmt: skip
+                                   with_accounts=False, where=where):  # fmt: skip
             out.print(item)
     else:
         out.print(text.noise_table(rows, title="OS noise per CPU"))

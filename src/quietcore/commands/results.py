@@ -30,6 +30,8 @@ from rich.table import Table
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.facts.snapshot import open_root
+from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
 from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
@@ -76,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="--from trace: the span every CPU measured, in seconds (default: the latest gap's end)",
     )
+    imp.add_argument("--root", metavar="DIR",
+                     help="--from trace: the traced node's snapshot (quietcore snapshot: a directory or .tar.gz), "
+                          "whose sockets, NUMA nodes and L3 groups group its CPUs")  # fmt: skip
     common.add_tags(imp)
     for action in (ls, show, exp, imp, again):
         # `results list --db X` as well as `results --db X list`: SUPPRESS keeps the
@@ -87,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "schema":
         print(export.SCHEMA.read_text(encoding="utf-8"), end="")
         return 0
+    if args.action == "import" and args.peer != "trace":
+        for option, value in (("--duration", args.duration), ("--root", args.root)):
+            if value is not None:
+                raise UsageError(f"{option} is for --from trace alone (a directory of traces)")
     path, chosen = common.db_path(args)
     writes = args.action in ("import", "analyse")
     conn = db.open_db(path, create=args.action == "import", chosen=chosen, write=writes)
@@ -100,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "analyse":
             analyse(conn, args.id)
         elif args.peer == "trace":
-            import_traces(conn, Path(args.file), args.duration, common.tags(args))
+            import_traces(conn, Path(args.file), args.duration, common.tags(args), args.root)
         elif args.peer is not None:
             import_peer(conn, args.peer, Path(args.file), common.tags(args))
         else:
@@ -236,7 +245,8 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
                 f"quietcore results show {session_id}, or quietcore compare {row.id} {session_id}"))  # fmt: skip
 
 
-def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | None, tags: dict[str, str]) -> None:
+def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | None, tags: dict[str, str],
+                  root: str | None = None) -> None:  # fmt: skip
     """A directory of traces as one session of noise runs (a node and rank each),
     analysed as `noise` analyses its probe's (measure.analyse_noise); refused with
     the file and line named, and nothing stored, when one does not read."""
@@ -245,7 +255,16 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
 
     span = positive_float(duration, "--duration", 1e-3, 1e6) if duration is not None else None
     gaps, span_ns = read_dir(directory, span)
+    where: dict[str, dict[str, int]] = {}
+    if root is not None:
+        with open_root(root) as node:
+            where = places(read_topology(node), frozenset(g.cpu for g in gaps))
+        if not where:
+            raise UsageError(f"invalid --root {root}: no CPU topology in it (sys/devices/system/cpu/cpuN/topology)")
     runs = imported_noise(gaps, span_ns, directory.name)
+    for _, _, run in runs:
+        if where:
+            run.context["topology"] = where
     argv = ["quietcore", "results", "import", "--from", "trace", str(directory)]
     facts = {"imported": {"tool": "trace", "file": directory.name, "host": runs[0][0] if len(runs) == 1 else ""}}
     session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags)

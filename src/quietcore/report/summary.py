@@ -10,7 +10,13 @@ of the CPU, or one with a periodic source, of 0.1 % of the CPU or more, that few
 than half of its group's CPUs have (the same frequency, lengths within a
 factor of two). The
 per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
-(min / median / max) and the outliers' own rows."""
+(min / median / max) and the outliers' own rows.
+
+Where the run kept where its CPUs sit (a socket, a NUMA node, an L3 group:
+facts.topology.places), a group of them noisier than the rest is a line
+of its own (`apart`): a rank test of its CPUs' losses against the others',
+coarsest level first, so a socket apart is not said again as its L3
+groups."""
 
 from __future__ import annotations
 
@@ -23,9 +29,11 @@ import numpy as np
 from rich.table import Table
 
 from quietcore.facts.cpulist import BRIEF_WIDTH, cpus_phrase, format_cpulist, parse_cpulist
+from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
+from quietcore.stats.rank import mann_whitney
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
 DETAIL_UP_TO = 4
@@ -116,6 +124,39 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 if having < len(mine) / 2:
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"a periodic source its group lacks: {_sources(p)}{share}")
+    return out
+
+
+#: A group of CPUs is apart when a rank test sets its losses over the rest's at this level (Bonferroni over
+#: the level's groups), its median is APART_FACTOR times theirs, and FLOOR of the CPU more.
+APART_ALPHA, APART_FACTOR = 0.001, 1.5
+
+
+def apart(rows: Sequence[Mapping[str, Any]], where: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """A line per socket, NUMA node or L3 group whose CPUs lose more than the
+    run's other CPUs: "CPUs 24-31 (L3 group 24): lose 3.10% of their time
+    (median), the other CPUs 1.55%, rank test p = 2e-09"."""
+    shares = {int(r["cpu"]): _lost_share(r) for r in rows}
+    said: set[int] = set()
+    out = []
+    for level in LEVELS:
+        ids = {int(c): int(g) for c, g in (where.get(level) or {}).items() if str(c).isdigit() and int(c) in shares}
+        members: dict[int, list[int]] = {}
+        for c, g in ids.items():
+            members.setdefault(g, []).append(c)
+        tests = [(g, cpus) for g, cpus in sorted(members.items()) if len(cpus) >= 3 and len(ids) - len(cpus) >= 3]
+        for g, cpus in tests:
+            if set(cpus) <= said:
+                continue  # inside a coarser group already said
+            mine = [shares[c] for c in cpus]
+            rest = [shares[c] for c in ids if ids[c] != g]
+            _, p = mann_whitney(mine, rest)
+            m, r = float(np.median(mine)), float(np.median(rest))
+            if p * len(tests) < APART_ALPHA and m >= APART_FACTOR * r and m - r >= FLOOR:
+                out.append(f"{cpus_phrase(frozenset(cpus))} ({LEVEL_NAMES[level]} {g}): lose {m:.2%} of their time "
+                           f"(median), the run's other CPUs {r:.2%} (rank test p = {p * len(tests):.1g}): a noisier "
+                           f"{LEVEL_NAMES[level]}")  # fmt: skip
+                said |= set(cpus)
     return out
 
 
@@ -217,15 +258,16 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
 
 def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
            facts: Mapping[str, Any], notes: Sequence[str], detail: str,
-           with_accounts: bool = True) -> list[Any]:  # fmt: skip
+           with_accounts: bool = True, where: Mapping[str, Mapping[str, int]] | None = None) -> list[Any]:  # fmt: skip
     """Many CPUs in a screen, what `noise`, `results show` and `lab` print: the table
     (a row per CPU up to FULL_UP_TO, else per group), `notes`, a line per shared source,
-    each group's account summed (`with_accounts`), and a line per outlier ending with
+    each group's account summed (`with_accounts`), a line per socket, NUMA node or L3
+    group apart (`where`: the run's context's "topology"), and a line per outlier ending with
     `detail` (how to see one CPU: `detail.format(cpu=N)`)."""
     found = groups([a.cpu for a in analyses], facts)
     odd = outliers(rows, {a.cpu: a for a in analyses}, found)
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
-    out += [*notes, *periodic_lines(analyses, odd, accounts)]
+    out += [*notes, *apart(rows, where or {}), *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
         mine = [accounts[c] for c in g.cpus if c in accounts]
         if mine:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.attribution import explain
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -68,6 +68,7 @@ def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
 
 #: Above this many CPUs the intruders are one table, each row with the CPUs it hit (as noise's summary).
 ONE_TABLE_FROM = 5
+_ON_CPU = re.compile(r" on CPU (\d+)")
 _PER_CPU = re.compile(r"/\d+(?::\d+H?)?$")  # ksoftirqd/3, migration/12, kworker/3:1H
 
 
@@ -94,7 +95,13 @@ def merged(cpus: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
             row["ns"] += source["ns"]
             row["longest_ns"] = max(row["longest_ns"], source.get("longest_ns") or 0.0)
             for how, n in source["came"].items():
-                row["came"][how] = row["came"].get(how, 0) + n
+                # "woken by watchdog_timer_fn on CPU 4", "... on CPU 5": one way it came, from the CPUs it did
+                at = _ON_CPU.search(how)
+                key = (how[: at.start()], how[at.end() :]) if at else (how, "")
+                seen = row["came"].setdefault(key, [0, set()])
+                seen[0] += n
+                if at:
+                    seen[1].add(int(at.group(1)))
             row["cpus"].add(int(cpu["cpu"]))
     traced = sum(c["traced_ns"] for c in cpus)
     others = sum(c["intruded_ns"] for c in cpus)
@@ -102,6 +109,10 @@ def merged(cpus: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     title = (f"CPUs {format_cpulist(frozenset(int(c['cpu']) for c in cpus))}: {ms(traced)} traced in all; the "
              f"workload {ms(sum(c['workload_ns'] for c in cpus))}, idle {ms(sum(c['idle_ns'] for c in cpus))}, "
              f"others {ms(others)}{share}")  # fmt: skip
+    for row in rows.values():
+        ways = sorted(row["came"].items(), key=lambda kv: -kv[1][0])
+        row["came"] = {f"{head} on {cpus_phrase(frozenset(cpus))}{tail}" if cpus else head + tail: n
+                       for (head, tail), (n, cpus) in ways}  # fmt: skip
     return title, sorted(rows.values(), key=lambda r: (-r["ns"], -r["count"]))
 
 

@@ -79,7 +79,7 @@ class NoiseKind(Kind):
         from quietcore.report import summary  # numpy, as in view
 
         said = summary.screen(run.summary, run.noise.cpus, account.of_run(run), facts, lines(run),
-                              "--cpu {cpu} for its detail")  # fmt: skip
+                              "--cpu {cpu} for its detail", where=run.context.get("topology"))  # fmt: skip
         for item in said:
             out.print(item)
         odd = sum(isinstance(item, str) and ": outlier: " in item for item in said)
@@ -142,7 +142,7 @@ class NoiseKind(Kind):
 
         facts = b.facts.get(run.session_id or -1, {})
         for item in summary.screen(run.summary, run.noise.cpus, accounts, facts, lines(run),
-                                   "its detail is open below"):  # fmt: skip
+                                   "its detail is open below", where=run.context.get("topology")):  # fmt: skip
             if isinstance(item, str):
                 s.paragraphs.append(item)
             else:
