@@ -12,6 +12,7 @@ from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute, window_ns
 from quietcore.attribution.naming import Rates, name_source
+from quietcore.runs.analysis import same_frequency
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
 from quietcore.stats.periodicity import PeriodicSource, find_periodic
@@ -56,8 +57,12 @@ def analyze_cpu(
     config_hz: int | None,
     virtualized: bool,
     user_hz: int,
+    shared_hz: tuple[float, ...] = (),
 ) -> dict[str, Any]:
-    hints = (float(config_hz),) if config_hz else ()
+    """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
+    at, tried first after the tick's (see analyze)."""
+    hints: tuple[float, ...] = (float(config_hz),) if config_hz else ()
+    hints += tuple(f for f in shared_hz if not any(same_frequency(f, h) for h in hints))
     sources = (
         find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
     )
@@ -104,29 +109,72 @@ def analyze(
 ) -> dict[str, Any]:
     """The summary stored with a spin-mode noise run; on_cpu(number) as each
     CPU's analysis starts (or, spread over processes, ends), for a progress
-    bar. Each CPU's analysis is its own: with PARALLEL_FROM CPUs or more and
-    more than one CPU to run on, they are spread over a process each CPU here
-    (forked, so the trace is shared, not copied), as the measurement is over
-    and the node's CPUs are free; the result is the same, in the same order."""
-    workers = min(len(os.sched_getaffinity(0)), len(trace.cpus))
-    if len(trace.cpus) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
-        cpus = []
-        for c in trace.cpus:
+    bar. Above SCOUTS CPUs, SCOUTS of them are searched first and the rates of
+    their sources tried first on the others. The CPUs' analyses are spread over
+    the CPUs here (_spread), as the measurement is over and the node's CPUs are
+    free; the result is the same, in the same order."""
+    options = (before, after, config_hz, virtualized, user_hz)
+    if len(trace.cpus) <= SCOUTS:
+        return {"cpus": _spread(trace, list(range(len(trace.cpus))), options, (), on_cpu)}
+    # Scouts first, spread over the CPU list, searched in full; the rates their sources run at are then
+    # tried first on every other CPU, as the tick's is: a matched filter of one fit where the spectral
+    # search tried some twenty (the node's CPUs share most of their sources: the tick, the host's timer).
+    n = len(trace.cpus)
+    scouts = sorted({round(i * (n - 1) / (SCOUTS - 1)) for i in range(SCOUTS)})
+    done = dict(zip(scouts, _spread(trace, scouts, options, (), on_cpu), strict=True))
+    shared = _shared_rates([done[k] for k in scouts])
+    rest = [k for k in range(n) if k not in done]
+    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu), strict=True))
+    return {"cpus": [done[k] for k in range(n)]}
+
+
+#: CPUs searched in full before the rest are searched with their sources' rates as hints.
+SCOUTS = 8
+
+
+def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
+    """The scouts' sources' rates, each once (within FREQ_MATCH), the most widely found first."""
+    rates: list[tuple[float, int]] = []
+    for cpu in scouted:
+        for p in cpu["periodic"]:
+            f = float(p["frequency_hz"])
+            k = next((i for i, (g, _) in enumerate(rates) if same_frequency(f, g)), None)
+            if k is None:
+                rates.append((f, 1))
+            else:
+                rates[k] = (rates[k][0], rates[k][1] + 1)
+    return tuple(f for f, _ in sorted(rates, key=lambda r: -r[1]))
+
+
+_Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int]
+
+
+def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
+            on_cpu: Callable[[int], None] | None) -> list[dict[str, Any]]:  # fmt: skip
+    """The analyses of trace.cpus[k] for k in `which`, in that order: with
+    PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
+    process each CPU here (forked, so the trace is shared, not copied)."""
+    before, after, config_hz, virtualized, user_hz = options
+    workers = min(len(os.sched_getaffinity(0)), len(which))
+    if len(which) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
+        out = []
+        for k in which:
             if on_cpu:
-                on_cpu(c.cpu)
-            cpus.append(analyze_cpu(c, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz))
-        return {"cpus": cpus}
+                on_cpu(trace.cpus[k].cpu)
+            out.append(analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized,
+                                   user_hz=user_hz, shared_hz=shared))  # fmt: skip
+        return out
     global _SHARED
-    _SHARED = (trace, before, after, config_hz, virtualized, user_hz)
+    _SHARED = (trace, before, after, config_hz, virtualized, user_hz, shared)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            futures = [pool.submit(_analyze_nth, k) for k in range(len(trace.cpus))]
+            futures = [pool.submit(_analyze_nth, k) for k in which]
             done = []
-            for k, future in enumerate(futures):
+            for k, future in zip(which, futures, strict=True):
                 done.append(future.result())
                 if on_cpu:
                     on_cpu(trace.cpus[k].cpu)
-        return {"cpus": done}
+        return done
     finally:
         _SHARED = None
 
@@ -134,10 +182,11 @@ def analyze(
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, CounterSnapshot, CounterSnapshot, int | None, bool, int] | None = None
+_SHARED: tuple[NoiseTrace, CounterSnapshot, CounterSnapshot, int | None, bool, int, tuple[float, ...]] | None = None
 
 
 def _analyze_nth(k: int) -> dict[str, Any]:
     assert _SHARED is not None
-    trace, before, after, config_hz, virtualized, user_hz = _SHARED
-    return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz)
+    trace, before, after, config_hz, virtualized, user_hz, shared = _SHARED
+    return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
+                       shared_hz=shared)  # fmt: skip

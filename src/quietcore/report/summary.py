@@ -32,7 +32,7 @@ from quietcore.facts.cpulist import BRIEF_WIDTH, cpus_phrase, format_cpulist, pa
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
-from quietcore.runs.analysis import CpuAnalysis, Periodic, same_frequency
+from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
 from quietcore.stats.rank import mann_whitney
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
@@ -113,14 +113,22 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
         for c, share in zip(mine, shares.tolist(), strict=True):
             if share - median > max(MADS * mad, FLOOR):
                 out.setdefault(c, []).append(f"loses {share:.2%} of its time, its group's median {median:.2%}")
+        # every source of the group as arrays, so a source's CPUs are counted in one pass (by CPU
+        # and source it was 0.4 s at 384 CPUs)
+        sources = [(o, q) for o in mine if (oa := analyses.get(o)) is not None for q in oa.periodic]
+        freq = np.array([q.frequency_hz for _, q in sources])
+        length = np.array([q.median_duration_ns for _, q in sources])
+        owner = np.array([o for o, _ in sources], dtype=np.int64)
         for c in mine:
             a = analyses.get(c)
             lost = _lost_share(by_cpu[c])
             for p in a.periodic if a is not None else ():
                 if (p.share_of_lost or 0.0) * lost < SOURCE_FLOOR:
                     continue
-                having = sum(1 for o in mine if (oa := analyses.get(o)) is not None
-                             and any(_alike(p, q) for q in oa.periodic))  # fmt: skip
+                # _alike(p, q) for every source q at once
+                ratio = p.median_duration_ns / np.where(length > 0, length, np.nan)
+                alike = (np.abs(p.frequency_hz - freq) <= FREQ_MATCH * freq) & (ratio >= 0.5) & (ratio <= 2.0)
+                having = int(np.unique(owner[alike & (p.median_duration_ns > 0)]).size)
                 if having < len(mine) / 2:
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"a periodic source its group lacks: {_sources(p)}{share}")

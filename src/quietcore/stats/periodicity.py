@@ -303,10 +303,10 @@ def _next_source(ev: _Events, threshold: float) -> tuple[PeriodicSource, NDArray
     starts, durations = ev.starts[ev.remaining], ev.durations[ev.remaining]
     weights = np.minimum(durations, ev.cap)
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns)
-    acf_period = _acf_period(starts, weights, ev.span_ns, ev.bin_ns)
     lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
-    if lo >= hi:
-        return None
+    if lo >= hi or power[lo : hi + 1].max() < threshold:
+        return None  # no peak to try: the autocorrelation (two FFTs more) would go unused
+    acf_period = _acf_period(starts, weights, ev.span_ns, ev.bin_ns)
     power = power[: hi + 1].copy()
     fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None] = {}  # by frequency bin (-1: the acf's)
     for _ in range(MAX_CANDIDATES):
