@@ -4,6 +4,7 @@ line, coarsest first, and a node whose CPUs differ only by chance has none."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,3 +50,15 @@ def test_a_noisier_socket_is_one_line_not_its_l3_groups_too(where: dict[str, dic
 @pytest.mark.parametrize("seed", range(5))
 def test_chance_alone_sets_no_group_apart(where: dict[str, dict[str, int]], seed: int) -> None:
     assert apart(rows(lost(seed)), where) == []
+
+
+def test_a_noisy_l3_group_is_not_said_as_its_socket(tmp_path: Path) -> None:
+    """Half a socket noisy (an L3 group of 8 cores of a 2 x 16 x 2 node) pulls the socket's
+    median up too: the group is said, against the rest of its socket, and the socket is not."""
+    topology = read_topology(Root(str(topology_root(tmp_path, sockets=2, cores=16, threads=2))))
+    where = places(topology, topology.online)
+    shares = np.random.default_rng(3).lognormal(np.log(0.016), 0.3, 64)
+    group = sorted(int(c) for c, g in where["l3"].items() if g == 8)
+    shares[group] *= 2
+    (line,) = apart(rows(shares), where)
+    assert line.startswith("CPUs 8-15,40-47 (L3 group 8): lose ") and "the CPUs beside them" in line

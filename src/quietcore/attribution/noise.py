@@ -62,7 +62,12 @@ def analyze_cpu(
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
     at, tried first after the tick's (see analyze)."""
     hints: tuple[float, ...] = (float(config_hz),) if config_hz else ()
-    hints += tuple(f for f in shared_hz if not any(same_frequency(f, h) for h in hints))
+    shared = list(shared_hz)
+    for h in hints:  # the tick's rate is tried already: once less among the shared
+        k = next((i for i, f in enumerate(shared) if same_frequency(f, h)), None)
+        if k is not None:
+            del shared[k]
+    hints += tuple(shared)
     sources = (
         find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
     )
@@ -133,17 +138,25 @@ SCOUTS = 8
 
 
 def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
-    """The scouts' sources' rates, each once (within FREQ_MATCH), the most widely found first."""
-    rates: list[tuple[float, int]] = []
+    """The scouts' sources' rates, the most widely found first, each as many times as
+    most of the scouts that have it do (a VM's tick and its host's timer at the tick's
+    rate are two trains at 250 Hz on every CPU of the GPU node)."""
+    rates: list[float] = []
+    counts: list[list[int]] = []  # per rate, its count on each scout that has it
     for cpu in scouted:
+        mine: dict[int, int] = {}
         for p in cpu["periodic"]:
             f = float(p["frequency_hz"])
-            k = next((i for i, (g, _) in enumerate(rates) if same_frequency(f, g)), None)
+            k = next((i for i, g in enumerate(rates) if same_frequency(f, g)), None)
             if k is None:
-                rates.append((f, 1))
-            else:
-                rates[k] = (rates[k][0], rates[k][1] + 1)
-    return tuple(f for f, _ in sorted(rates, key=lambda r: -r[1]))
+                rates.append(f)
+                counts.append([])
+                k = len(rates) - 1
+            mine[k] = mine.get(k, 0) + 1
+        for k, n in mine.items():
+            counts[k].append(n)
+    order = sorted(range(len(rates)), key=lambda k: -len(counts[k]))
+    return tuple(rates[k] for k in order for _ in range(sorted(counts[k])[(len(counts[k]) - 1) // 2]))
 
 
 _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int]

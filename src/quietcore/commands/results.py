@@ -154,7 +154,7 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
     row = sessions.find_session(conn, ident)
     out = text.console()
     out.print(text.session_header(row))
-    runs = sessions.runs_of(conn, row.id)
+    runs = sessions.runs_of(conn, row.id, lazy_events=True)  # the trace is read only if a run needs it
     # An experiment's table stands for its cells' runs.
     summaries = [run for run in runs if run.kind == "experiment"]
     for run in summaries or runs:

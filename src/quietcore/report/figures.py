@@ -158,7 +158,12 @@ def _timeline_binned(
         inside = (start_ms >= lo) & (start_ms < hi)
         col = np.clip(np.searchsorted(edges, start_ms[inside], side="right") - 1, 0, SLICES - 1)
         row = np.zeros(SLICES)
-        np.maximum.at(row, col, c.duration_ns[inside] / 1e3)
+        durations = c.duration_ns[inside] / 1e3
+        if col.size and np.all(col[1:] >= col[:-1]):  # starts ascending, as the probe writes them: a slice a run
+            first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+            row[col[first]] = np.maximum.reduceat(durations, first)
+        else:  # ufunc.at: 10 times slower at 70,000 gaps a CPU
+            np.maximum.at(row, col, durations)
         worst[i] = np.where(row > 0, row, np.nan)  # no gap: left blank (available)
     fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.55, 1.9))
     cmap = matplotlib.colormaps["inferno_r"].with_extremes(bad="#d8e6d0")  # a slice with no gap: available

@@ -98,20 +98,26 @@ def _kind(name: str | None) -> str:
     return _RATE.sub("{rate}", name or "")
 
 
-def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis],
-             found: list[Group]) -> dict[int, list[str]]:  # fmt: skip
-    """Each outlier CPU, with why: its loss against its group's, a source its group lacks."""
+def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis], found: list[Group],
+             away: Sequence[frozenset[int]] = ()) -> dict[int, list[str]]:  # fmt: skip
+    """Each outlier CPU, with why: its loss against its group's, a source its group lacks.
+    `away`: the sockets, NUMA nodes or L3 groups said apart (apart_groups): their CPUs'
+    loss is their group's, neither an outlier's nor counted in the median's spread, and a
+    source most of such a group has is theirs (their gaps are longer together)."""
     by_cpu = {int(r["cpu"]): r for r in rows}
+    covered = frozenset().union(*away)
+    home = {c: cpus for cpus in away for c in cpus}
     out: dict[int, list[str]] = {}
     for g in found:
         mine = [c for c in g.cpus if c in by_cpu]
         if len(mine) < 3:
             continue  # two CPUs cannot say which of them is the odd one
-        shares = np.array([_lost_share(by_cpu[c]) for c in mine])
+        usual = [c for c in mine if c not in covered] or mine
+        shares = np.array([_lost_share(by_cpu[c]) for c in usual])
         median = float(np.median(shares))
         mad = float(np.median(np.abs(shares - median))) * 1.4826
-        for c, share in zip(mine, shares.tolist(), strict=True):
-            if share - median > max(MADS * mad, FLOOR):
+        for c, share in zip(usual, shares.tolist(), strict=True):
+            if c not in covered and share - median > max(MADS * mad, FLOOR):
                 out.setdefault(c, []).append(f"loses {share:.2%} of its time, its group's median {median:.2%}")
         # every source of the group as arrays, so a source's CPUs are counted in one pass (by CPU
         # and source it was 0.4 s at 384 CPUs)
@@ -128,7 +134,10 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 # _alike(p, q) for every source q at once
                 ratio = p.median_duration_ns / np.where(length > 0, length, np.nan)
                 alike = (np.abs(p.frequency_hz - freq) <= FREQ_MATCH * freq) & (ratio >= 0.5) & (ratio <= 2.0)
-                having = int(np.unique(owner[alike & (p.median_duration_ns > 0)]).size)
+                alike &= p.median_duration_ns > 0
+                having = int(np.unique(owner[alike]).size)
+                if c in home and int(np.isin(np.unique(owner[alike]), list(home[c])).sum()) >= len(home[c]) / 2:
+                    continue  # its group apart has it too
                 if having < len(mine) / 2:
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"a periodic source its group lacks: {_sources(p)}{share}")
@@ -144,27 +153,51 @@ def apart(rows: Sequence[Mapping[str, Any]], where: Mapping[str, Mapping[str, in
     """A line per socket, NUMA node or L3 group whose CPUs lose more than the
     run's other CPUs: "CPUs 24-31 (L3 group 24): lose 3.10% of their time
     (median), the other CPUs 1.55%, rank test p = 2e-09"."""
+    return [line for line, _ in apart_groups(rows, where)]
+
+
+def apart_groups(rows: Sequence[Mapping[str, Any]],
+                 where: Mapping[str, Mapping[str, int]]) -> list[tuple[str, frozenset[int]]]:  # fmt: skip
+    """apart's lines, each with its CPUs. Finest level first, each group against
+    the other CPUs of the smallest coarser group holding it (its socket for an L3
+    group; the run for a socket), with the CPUs of groups already said left out
+    of both sides: a noisy L3 group is said once, not again as its noisier socket,
+    and a noisy socket's L3 groups are like their siblings, so the socket is said."""
     shares = {int(r["cpu"]): _lost_share(r) for r in rows}
+    sets: list[tuple[str, int, frozenset[int]]] = []  # (level, id, CPUs), finest first
+    for level in reversed(LEVELS):
+        members: dict[int, set[int]] = {}
+        for c, g in (where.get(level) or {}).items():
+            if str(c).isdigit() and int(c) in shares:
+                members.setdefault(int(g), set()).add(int(c))
+        sets += [(level, g, frozenset(cpus)) for g, cpus in sorted(members.items())]
+    # one CPU set, one name, the coarsest: a NUMA node that is its socket is the socket
+    coarsest = {cpus: (lv, g) for lv, g, cpus in sets}  # later (coarser) levels overwrite
+    sets = [(lv, g, cpus) for lv, g, cpus in sets if coarsest[cpus] == (lv, g)]
+    run = frozenset(shares)
     said: set[int] = set()
-    out = []
-    for level in LEVELS:
-        ids = {int(c): int(g) for c, g in (where.get(level) or {}).items() if str(c).isdigit() and int(c) in shares}
-        members: dict[int, list[int]] = {}
-        for c, g in ids.items():
-            members.setdefault(g, []).append(c)
-        tests = [(g, cpus) for g, cpus in sorted(members.items()) if len(cpus) >= 3 and len(ids) - len(cpus) >= 3]
-        for g, cpus in tests:
-            if set(cpus) <= said:
-                continue  # inside a coarser group already said
-            mine = [shares[c] for c in cpus]
-            rest = [shares[c] for c in ids if ids[c] != g]
+    out: list[tuple[str, frozenset[int]]] = []
+    for level in reversed(LEVELS):
+        mine_level = [(g, cpus) for lv, g, cpus in sets if lv == level and cpus != run]
+        tests = []
+        for g, cpus in mine_level:
+            # its parent: the smallest coarser group strictly holding it (a NUMA node that is its socket is skipped)
+            parent = min((p for lv, _, p in sets if LEVELS.index(lv) < LEVELS.index(level) and cpus < p),
+                         key=len, default=run)  # fmt: skip
+            inside, others = cpus - said, parent - cpus - said
+            if len(inside) >= 3 and len(others) >= 3:
+                tests.append((g, inside, others))
+        for g, inside, others in tests:
+            mine = [shares[c] for c in sorted(inside)]
+            rest = [shares[c] for c in sorted(others)]
             _, p = mann_whitney(mine, rest)
             m, r = float(np.median(mine)), float(np.median(rest))
             if p * len(tests) < APART_ALPHA and m >= APART_FACTOR * r and m - r >= FLOOR:
-                out.append(f"{cpus_phrase(frozenset(cpus))} ({LEVEL_NAMES[level]} {g}): lose {m:.2%} of their time "
-                           f"(median), the run's other CPUs {r:.2%} (rank test p = {p * len(tests):.1g}): a noisier "
-                           f"{LEVEL_NAMES[level]}")  # fmt: skip
-                said |= set(cpus)
+                name = LEVEL_NAMES[level]
+                line = (f"{cpus_phrase(inside)} ({name} {g}): lose {m:.2%} of their time (median), the CPUs beside "
+                        f"them {r:.2%} (rank test p = {p * len(tests):.1g}): a noisier {name}")  # fmt: skip
+                out.append((line, inside))
+                said |= inside
     return out
 
 
@@ -264,6 +297,13 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
     return table
 
 
+def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
+             where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[str]]:  # fmt: skip
+    """The outliers screen names, with why."""
+    away = [cpus for _, cpus in apart_groups(rows, where or {})]
+    return outliers(rows, {a.cpu: a for a in analyses}, groups([a.cpu for a in analyses], facts), away)
+
+
 def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
            facts: Mapping[str, Any], notes: Sequence[str], detail: str,
            with_accounts: bool = True, where: Mapping[str, Mapping[str, int]] | None = None) -> list[Any]:  # fmt: skip
@@ -273,9 +313,10 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
     group apart (`where`: the run's context's "topology"), and a line per outlier ending with
     `detail` (how to see one CPU: `detail.format(cpu=N)`)."""
     found = groups([a.cpu for a in analyses], facts)
-    odd = outliers(rows, {a.cpu: a for a in analyses}, found)
+    away = apart_groups(rows, where or {})
+    odd = outliers(rows, {a.cpu: a for a in analyses}, found, [cpus for _, cpus in away])
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
-    out += [*notes, *apart(rows, where or {}), *periodic_lines(analyses, odd, accounts)]
+    out += [*notes, *(line for line, _ in away), *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
         mine = [accounts[c] for c in g.cpus if c in accounts]
         if mine:

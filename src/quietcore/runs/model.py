@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -66,8 +66,10 @@ class Run:
     context: dict[str, Any] = field(default_factory=dict)
     analysis: dict[str, Any] = field(default_factory=dict)
     summary: list[dict[str, Any]] = field(default_factory=list)  # noise: one row per CPU
-    # noise: each CPU's events as the store keeps them (runs.events), out of the envelope's pairs
+    # noise: each CPU's events as the store keeps them (runs.events), out of the envelope's pairs; or how
+    # to read them when first wanted (`results show` of 27 million events needs none of them)
     stored: dict[int, bytes] = field(default_factory=dict)
+    load_stored: Callable[[], dict[int, bytes]] | None = None
     id: int | None = None  # set by the store
     seq: int | None = None
     session_id: int | None = None
@@ -90,12 +92,24 @@ class Run:
         """The noise trace of a spin-mode noise run, decoded on first use."""
         from quietcore.runs.trace import NoiseTrace  # numpy: see quietcore.lazy
 
-        return NoiseTrace.from_result(self.result, self.stored) if self.kind == "noise" else None
+        if self.kind != "noise":
+            return None
+        if self.load_stored is not None and not self.stored:
+            self.stored = self.load_stored()
+        return NoiseTrace.from_result(self.result, self.stored)
+
+    @property
+    def spin_cpus(self) -> list[int] | None:
+        """The CPUs of a spin-mode noise run (one with a trace), without decoding its events."""
+        result = self.result
+        if self.kind != "noise" or result.get("mode", "spin") != "spin" or "threshold" not in result:
+            return None
+        return [int(c["cpu"]) for c in result.get("cpus", [])]
 
     def full_envelope(self) -> dict[str, Any]:
         """The envelope with every CPU's events as pairs, as the probe wrote
         them (to the resolution the store keeps): what an export holds."""
-        if not self.stored or self.trace is None:
+        if self.trace is None or not self.stored:
             return self.envelope
         by_cpu = {c.cpu: c for c in self.trace.cpus}
         cpus = [{**c, "events": by_cpu[int(c["cpu"])].pairs()} if int(c["cpu"]) in self.stored else c
@@ -128,7 +142,7 @@ class Run:
         return f"run {self.seq}: {self.kind}{': ' + shown if shown else ''} ({self.status})"
 
     @staticmethod
-    def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]], stored: dict[int, bytes] | None = None) -> Run:
+    def from_row(row: Mapping[str, Any], summary: list[dict[str, Any]]) -> Run:
         """A stored run, its JSON columns decoded once."""
         return Run(
             kind=row["kind"],
@@ -141,7 +155,6 @@ class Run:
             context=json.loads(row["context"]),
             analysis=json.loads(row["analysis"]),
             summary=summary,
-            stored=stored or {},
             id=row["id"],
             seq=row["seq"],
             session_id=row["session_id"],

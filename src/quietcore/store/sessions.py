@@ -10,7 +10,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from quietcore._version import __version__
@@ -103,6 +103,8 @@ def add_noise_rows(conn: sqlite3.Connection, run_id: int, rows: Iterable[Mapping
 def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
     """A noise run's envelope text without its events' pairs, and its events
     as the store keeps them (runs.events), one blob a CPU."""
+    if run.load_stored is not None and not run.stored:  # a stored run stored again: its events first
+        run.stored = run.load_stored()
     stored = dict(run.stored)
     cpus = run.result.get("cpus") if run.kind == "noise" else None
     if not isinstance(cpus, list) or not any(isinstance(c, dict) and c.get("events") for c in cpus):
@@ -251,16 +253,29 @@ def find_session(conn: sqlite3.Connection, ident: str) -> SessionRecord:
                          "see `quietcore results list`)") from None  # fmt: skip
 
 
-def runs_of(conn: sqlite3.Connection, session_id: int) -> list[Run]:
-    """A session's runs in order, each decoded once, with its noise summary."""
+def runs_of(conn: sqlite3.Connection, session_id: int, lazy_events: bool = False) -> list[Run]:
+    """A session's runs in order, each decoded once, with its noise summary and
+    its events (run_events); with `lazy_events`, those are read when its trace is
+    first wanted, on this connection, which must then be open (`results show` of
+    27 million events needs none of them)."""
     summaries: dict[int, list[dict[str, Any]]] = {}
     query = (f"SELECT n.run_id, {', '.join('n.' + c for c in NOISE_COLUMNS)} FROM noise_cpu n JOIN runs r"
              " ON r.id = n.run_id WHERE r.session_id = ? ORDER BY n.run_id, n.cpu")  # fmt: skip
     for row in conn.execute(query, (session_id,)):
         summaries.setdefault(row["run_id"], []).append({c: row[c] for c in NOISE_COLUMNS})
-    stored: dict[int, dict[int, bytes]] = {}
-    for row in conn.execute("SELECT e.run_id, e.cpu, e.data FROM run_events e JOIN runs r ON r.id = e.run_id"
-                            " WHERE r.session_id = ?", (session_id,)):  # fmt: skip
-        stored.setdefault(row["run_id"], {})[int(row["cpu"])] = bytes(row["data"])
     rows = conn.execute("SELECT * FROM runs WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
-    return [Run.from_row(row, summaries.get(row["id"], []), stored.get(row["id"])) for row in rows]
+    out = [Run.from_row(row, summaries.get(row["id"], [])) for row in rows]
+    for run in out:
+        if run.kind == "noise" and run.id is not None:
+            run.load_stored = _events_of(conn, run.id)
+            if not lazy_events:
+                run.stored, run.load_stored = run.load_stored(), None
+    return out
+
+
+def _events_of(conn: sqlite3.Connection, run_id: int) -> Callable[[], dict[int, bytes]]:
+    def load() -> dict[int, bytes]:
+        rows = conn.execute("SELECT cpu, data FROM run_events WHERE run_id = ?", (run_id,))
+        return {int(row["cpu"]): bytes(row["data"]) for row in rows}
+
+    return load

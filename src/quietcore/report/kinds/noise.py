@@ -44,14 +44,14 @@ class NoiseKind(Kind):
         `per_cpu`), one CPU's with `only`; above, summed up with its outliers named."""
         from quietcore.report import summary  # numpy: read once a noise run is shown, not when kinds are listed
 
-        if run.trace is None:
+        have = run.spin_cpus  # not run.trace: the events are not needed to say the run
+        if have is None:
             out.print(text.quanta_table(run.result))
             return
         if only is not None:
-            have = [c.cpu for c in run.trace.cpus]
             if only not in have:
                 raise UsageError(f"invalid --cpu {only}: not in this run (valid: {format_cpulist(frozenset(have))})")
-        elif not per_cpu and len(run.trace.cpus) > summary.DETAIL_UP_TO:
+        elif not per_cpu and len(have) > summary.DETAIL_UP_TO:
             self._summary(out, run, facts or {})
             return
         rows = [r for r in run.summary if only is None or int(r["cpu"]) == only]
@@ -147,8 +147,7 @@ class NoiseKind(Kind):
                 s.paragraphs.append(item)
             else:
                 s.grids.append(grid(item))
-        odd = summary.outliers(run.summary, {a.cpu: a for a in run.noise.cpus},
-                               summary.groups([a.cpu for a in run.noise.cpus], facts))  # fmt: skip
+        odd = summary.odd_cpus(run.summary, run.noise.cpus, facts, run.context.get("topology"))
         s.folds.append(Fold(f"Every CPU's row ({len(run.summary)} CPUs)",
                             grids=[grid(text.noise_table(run.summary, "Per CPU"))]))  # fmt: skip
         for cpu in run.noise.cpus:
