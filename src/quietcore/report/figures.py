@@ -214,26 +214,31 @@ def noise_durations(trace: NoiseTrace) -> Figure | None:
     if not cpus:
         return None
     fig, ax = _figure()
-    all_d = np.concatenate([c.duration_ns for c in cpus]) / 1e3
-    bins = np.logspace(np.log10(max(all_d.min(), 1e-3)), np.log10(all_d.max() * 1.01), 40)
+    lo = np.log10(max(min(float(c.duration_ns.min()) for c in cpus) / 1e3, 1e-3))
+    hi = np.log10(max(float(c.duration_ns.max()) for c in cpus) / 1e3 * 1.01)
+    bins = np.logspace(lo, hi, 40)
+    total = sum(c.events for c in cpus)
+
+    def counts(durations_ns: np.ndarray) -> np.ndarray:
+        # equal bins of the logarithm: numpy counts those without sorting (log-spaced edges sorted every
+        # CPU's gaps, 2.1 s of a 384-CPU report's 6.7)
+        found: np.ndarray = np.histogram(np.log10(np.maximum(durations_ns / 1e3, 1e-3)), bins=bins.size - 1,
+                                         range=(lo, hi))[0]  # fmt: skip
+        return found.astype(np.float64)
+
+    every = np.array([counts(c.duration_ns) for c in cpus])
     if len(cpus) <= LEGEND_UP_TO:
-        for c in cpus:
-            ax.hist(
-                c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})"
-            )
+        for c, n in zip(cpus, every, strict=True):
+            ax.stairs(n, bins, linewidth=1.5, label=f"CPU {c.cpu} (n = {c.events})")
     elif len(cpus) <= LABELS_MAX:  # a legend entry a CPU collapsed the axes at 64 CPUs: a thin grey line each
-        for k, c in enumerate(cpus):
-            ax.hist(c.duration_ns / 1e3, bins=bins, histtype="step", linewidth=0.5, color="#999999",
-                    label=f"each of {len(cpus)} CPUs" if k == 0 else None)  # fmt: skip
-        ax.hist(all_d, bins=bins, histtype="step", linewidth=1.5, color="black",
-                label=f"all {len(cpus)} CPUs (n = {all_d.size})")  # fmt: skip
+        for k, n in enumerate(every):
+            ax.stairs(n, bins, linewidth=0.5, color="#999999", label=f"each of {len(cpus)} CPUs" if k == 0 else None)
+        ax.stairs(every.sum(axis=0), bins, linewidth=1.5, color="black", label=f"all {len(cpus)} CPUs (n = {total})")
     else:  # hundreds of grey lines are one grey smear (and 0.7 MB of SVG): the CPUs' range, their median
-        counts = np.array([np.histogram(c.duration_ns / 1e3, bins=bins)[0] for c in cpus], dtype=np.float64)
-        low, mid, high = np.percentile(counts, [0, 50, 100], axis=0)
+        low, mid, high = np.percentile(every, [0, 50, 100], axis=0)
         ax.stairs(high, bins, baseline=low, fill=True, color="#cccccc", label=f"range over {len(cpus)} CPUs")
         ax.stairs(mid, bins, color="#555555", linewidth=1.0, label="median CPU")
-        ax.hist(all_d, bins=bins, histtype="step", linewidth=1.5, color="black",
-                label=f"all {len(cpus)} CPUs (n = {all_d.size})")  # fmt: skip
+        ax.stairs(every.sum(axis=0), bins, linewidth=1.5, color="black", label=f"all {len(cpus)} CPUs (n = {total})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("gap duration (µs, log scale)")

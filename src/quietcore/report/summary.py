@@ -7,8 +7,8 @@ node's facts have them (one group where nothing is isolated). An outlier:
 a CPU whose lost share stands over its group's median by more than six
 median absolute deviations (scaled to a normal's sigma) and half a percent
 of the CPU, or one with a periodic source, of 0.1 % of the CPU or more, that fewer
-than half of its group's CPUs have (the same frequency, lengths within a
-factor of two). The
+than half of its group's CPUs have (the same frequency, lengths within
+SAME_SOURCE of each other, as the shared sources' lines take them). The
 per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
 (min / median / max) and the outliers' own rows.
 
@@ -78,7 +78,7 @@ def _sources(p: Periodic) -> str:
     return f"{p.frequency_hz:,.0f} Hz x {p.median_duration_ns / 1000:,.1f} µs"
 
 
-def _alike(p: Periodic, q: Periodic, factor: float = 2.0) -> bool:
+def _alike(p: Periodic, q: Periodic, factor: float) -> bool:
     """One source on two CPUs: the same frequency, and lengths within `factor` (a
     planted 100 Hz x 200 µs is not the host's 100 Hz x 17 µs on the CPUs beside it)."""
     if not same_frequency(p.frequency_hz, q.frequency_hz):
@@ -133,7 +133,8 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                     continue
                 # _alike(p, q) for every source q at once
                 ratio = p.median_duration_ns / np.where(length > 0, length, np.nan)
-                alike = (np.abs(p.frequency_hz - freq) <= FREQ_MATCH * freq) & (ratio >= 0.5) & (ratio <= 2.0)
+                alike = np.abs(p.frequency_hz - freq) <= FREQ_MATCH * freq
+                alike &= (ratio >= 1 / SAME_SOURCE) & (ratio <= SAME_SOURCE)  # one source, as its line says
                 alike &= p.median_duration_ns > 0
                 having = int(np.unique(owner[alike]).size)
                 if c in home and int(np.isin(np.unique(owner[alike]), list(home[c])).sum()) >= len(home[c]) / 2:
@@ -217,9 +218,13 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             else:
                 same[1].append((a.cpu, p))
     lines = []
+    slight = 0
     for first, members in sorted(found, key=lambda f: -len({c for c, _ in f[1]})):
         if len({c for c, _ in members}) < 2:
             continue  # a CPU's own source is told with it, as an outlier
+        if np.median([_duty(p) for _, p in members]) < SOURCE_FLOOR:
+            slight += 1  # a line each was most of a 384-CPU screen, for sources of 0 % of the lost time
+            continue
         lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
         shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
         cpus = cpus_phrase(frozenset(c for c, _ in members))
@@ -236,7 +241,16 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
         low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
         each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
         lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
+    if slight:
+        lines.append(f"{slight} more periodic source{'s' if slight > 1 else ''} that CPUs share, each under "
+                     f"{SOURCE_FLOOR:.1%} of a CPU (--per-cpu or --cpu N names them)")  # fmt: skip
     return lines
+
+
+def _duty(p: Periodic) -> float:
+    """The share of its CPU a periodic source takes: its gaps over its periods."""
+    period = p.period_ns or (1e9 / p.frequency_hz if p.frequency_hz else 0.0)
+    return p.events * p.median_duration_ns / (p.expected * period) if p.expected and period else 0.0
 
 
 def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapping[int, list[str]]) -> Table:
