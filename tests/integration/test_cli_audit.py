@@ -146,6 +146,19 @@ def test_text_groups_by_status(cli_main: CliRunner) -> None:
     assert out.rstrip().endswith("26 checks: 1 fail, 0 warn, 17 ok, 8 info, 0 unknown.")
 
 
+def test_a_finding_shows_eight_lines_of_evidence_and_json_every_one(cli_main: CliRunner) -> None:
+    """irq.affinity gives a line a CPU: 16 on the GPU node, 384 on the nodes quietcore is for."""
+    from quietcore.commands.audit import EVIDENCE_SHOWN
+
+    said = cli_main("audit", "--root", str(GPU_ROOT)).stdout.splitlines()
+    at = next(i for i, line in enumerate(said) if line.strip().startswith("irq.affinity:"))
+    shown = [line for line in said[at + 1 : at + 1 + EVIDENCE_SHOWN] if "effective_affinity_list: CPU" in line]
+    assert len(shown) == EVIDENCE_SHOWN and said[at + 1 + EVIDENCE_SHOWN].strip() == "... 8 more (--json has every one)"
+    (found,) = [f for f in json.loads(cli_main("audit", "--root", str(GPU_ROOT), "--json").stdout)
+                if f["id"] == "irq.affinity"]  # fmt: skip
+    assert len(found["evidence"]) == 16
+
+
 def test_this_machine(cli_process: CliRunner) -> None:
     proc = cli_process("audit", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -95,6 +95,10 @@ def _ordered(findings: list[Finding], costs: dict[str, float]) -> list[Finding]:
     return sorted(findings, key=lambda f: -costs.get(f.id, 0.0))
 
 
+#: Evidence lines shown under a finding; --json has them all.
+EVIDENCE_SHOWN = 8
+
+
 def show(findings: list[Finding], costs: dict[str, float] | None = None, session: int | None = None) -> None:
     # rich only once there is something to print: --help and --version stay fast.
 
@@ -110,8 +114,12 @@ def show(findings: list[Finding], costs: dict[str, float] | None = None, session
         for f in group:
             cost = f" [bold]({costs[f.id]:.0%} of the lost time in session {session})[/]" if f.id in costs else ""
             out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}{cost}", markup=True)
-            for e in f.evidence:
+            for e in f.evidence[:EVIDENCE_SHOWN]:
                 out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}", markup=True)
+            if len(f.evidence) > EVIDENCE_SHOWN:  # a line a CPU at 384 CPUs (irq.affinity) is no screen
+                out.print(
+                    f"      [dim]... {len(f.evidence) - EVIDENCE_SHOWN} more (--json has every one)[/]", markup=True
+                )
             for advice in f.advice:
                 needs = f" [dim](needs {', '.join(f.needs)})[/]" if f.needs else ""
                 out.print(f"      [bold]fix:[/] {escape(advice)}{needs}", markup=True)
