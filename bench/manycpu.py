@@ -22,13 +22,16 @@ database."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +164,39 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
           f"{REPORT_MB:g} MB)")  # fmt: skip
     print(f"  database {per_event:.1f} bytes per event "
           f"({'PASS' if per_event <= BYTES_PER_EVENT else 'MISS'}: {BYTES_PER_EVENT:g})")  # fmt: skip
+    if n >= 384:  # 100 sessions of this size stored: list and show must stay instant
+        cloned = clone(db, 100)
+        _, lw, _, _ = qc(envn, "results", "list")
+        _, sw2, _, _ = qc(envn, "results", "show", "57")
+        print(f"  100 sessions ({cloned / 2**30:.1f} GB): list {lw:.2f} s, show {sw2:.2f} s "
+              f"({'PASS' if max(lw, sw2) <= 0.5 else 'MISS'}: 0.5 s)")  # fmt: skip
     wanted = planted["source"] | planted["loss"]
     named_group = any(line.startswith(cpus_named(planted["l3"])) for line in groups) and len(groups) == 1
     group = "named" if named_group else "MISSED: " + "; ".join(groups)
     print(f"  planted: CPUs {sorted(wanted)} as outliers, named {sorted(odd)} "
           f"({'PASS' if odd == wanted else 'MISS'}); the L3 group {sorted(planted['l3'])} as noisier, "
           f"{group} ({'PASS' if named_group else 'MISS'})")  # fmt: skip
+
+
+def clone(db: Path, count: int) -> int:
+    """Session 1 stored `count` times in all (its runs, summaries and events copied); the file's size."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(sessions)") if r[1] != "id"]
+        runs = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] not in ("id", "session_id")]
+        rows = [r[1] for r in conn.execute("PRAGMA table_info(noise_cpu)") if r[1] != "run_id"]
+        for _ in range(count - 1):
+            picked = ",".join("?" if c == "uuid" else c for c in columns)
+            sid = conn.execute(f"INSERT INTO sessions ({','.join(columns)}) SELECT {picked} FROM sessions WHERE id = 1",
+                               (str(uuid.uuid4()),)).lastrowid  # fmt: skip
+            for (rid,) in conn.execute("SELECT id FROM runs WHERE session_id = 1").fetchall():
+                new = conn.execute(f"INSERT INTO runs (session_id, {','.join(runs)}) SELECT ?, {','.join(runs)} "
+                                   "FROM runs WHERE id = ?", (sid, rid)).lastrowid  # fmt: skip
+                conn.execute(f"INSERT INTO noise_cpu (run_id, {','.join(rows)}) SELECT ?, {','.join(rows)} "
+                             "FROM noise_cpu WHERE run_id = ?", (new, rid))  # fmt: skip
+                conn.execute("INSERT INTO run_events (run_id, cpu, events, data) SELECT ?, cpu, events, data "
+                             "FROM run_events WHERE run_id = ?", (new, rid))  # fmt: skip
+        conn.commit()
+    return db.stat().st_size
 
 
 def cpus_named(cpus: set[int]) -> str:
