@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.attribution import counters, explain, intruders, tracer
+from quietcore.attribution import busy, counters, explain, intruders, tracer
 from quietcore.attribution.noise import analyze
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist
@@ -72,6 +72,7 @@ def reanalysed(run: Run, facts: dict[str, Any], source: dict[str, Any]) -> Run:
     for kept in ("tracer", "explained", "stopped"):
         if kept in run.analysis:
             analysis[kept] = run.analysis[kept]
+    busy.apply(analysis, {int(c): tasks for c, tasks in (run.analysis.get("busy") or {}).items()})
     return Run("noise", {**run.params, "analysed_from": source}, run.started, run.ended, run.envelope, run.text,
                run.status, context=run.context, analysis=analysis, summary=run.summary,
                stored=run.stored)  # fmt: skip
@@ -173,14 +174,14 @@ class Measurer:
             events = tuple(dict.fromkeys(tracer.EVENTS + intruders.EVENTS)) if explain_above_ns else tracer.EVENTS
             stacks = intruders.stack_triggers(options.cpus) if explain_above_ns is not None else {}
             with tracer.TraceSession(where, events, triggers=stacks) as session:
-                before = counters.snapshot(self.root)
+                before, seen = counters.snapshot(self.root), busy.look()
                 probe = run_noise(options, on_tick)
-                after = counters.snapshot(self.root)
+                after, now = counters.snapshot(self.root), busy.look()
                 trace_text, clock = session.read(), session.clock
         else:
-            before = counters.snapshot(self.root)
+            before, seen = counters.snapshot(self.root), busy.look()
             probe = run_noise(options, on_tick)
-            after = counters.snapshot(self.root)
+            after, now = counters.snapshot(self.root), busy.look()
         user_hz = os.sysconf("SC_CLK_TCK")
         steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
         # where each CPU sits (socket, NUMA node, L3 group), so many CPUs are grouped as the node is
@@ -191,6 +192,9 @@ class Measurer:
         if run.trace is not None:
             step = on_step or (lambda what: None)
             run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"))
+            # a task that shared a measured CPU: named, and its time slices are no periodic source
+            busy.apply(run.analysis, busy.busy(seen, now, {c.cpu: c.measured_ns for c in run.trace.cpus},
+                                               own_threads() | {os.getpid()}))  # fmt: skip
             step("matching gaps to the trace")
             run.analysis["tracer"] = _traced(run.result, run.trace, trace_text, clock, "" if trace_ok else trace_why)
             if explain_above_ns is not None and trace_text:

@@ -28,7 +28,7 @@ MISSES = ("sampled every 50 ms, not traced: a task that ran on several CPUs betw
 
 
 @dataclass
-class _Task:
+class Thread:
     comm: str
     tgid: int
     cpu: int
@@ -57,9 +57,9 @@ def _runtime(tgid: int, tid: int) -> int | None:
         return None
 
 
-def _tasks() -> tuple[dict[int, _Task], dict[int, int]]:
+def threads() -> tuple[dict[int, Thread], dict[int, int]]:
     """Every thread now, and each process's parent."""
-    tasks: dict[int, _Task] = {}
+    tasks: dict[int, Thread] = {}
     parents: dict[int, int] = {}
     for entry in os.scandir(PROC):
         if not entry.name.isdigit():
@@ -76,7 +76,7 @@ def _tasks() -> tuple[dict[int, _Task], dict[int, int]]:
             comm, ppid, cpu = stat
             if tid == tgid:
                 parents[tgid] = ppid
-            tasks[tid] = _Task(comm, tgid, cpu, runtime)
+            tasks[tid] = Thread(comm, tgid, cpu, runtime)
     return tasks, parents
 
 
@@ -126,11 +126,11 @@ class Sampler:
         out = Trace({c: CpuIntruders(c) for c in sorted(self.cpus)}, set())
         irq0, soft0, idle0 = _counts("interrupts"), _counts("softirqs"), _idle_ticks(self.cpus)
         start = clock()
-        tasks, _ = _tasks()
+        tasks, _ = threads()
         self._seen = {tid: t.runtime for tid, t in tasks.items()}
         while True:
             finished = done()
-            tasks, parents = _tasks()
+            tasks, parents = threads()
             self.samples += 1
             self._account(out, tasks, parents)
             if finished:
@@ -160,7 +160,7 @@ class Sampler:
             tgid, seen = parents.get(tgid, 0), seen + 1
         return False
 
-    def _account(self, out: Trace, tasks: dict[int, _Task], parents: dict[int, int]) -> None:
+    def _account(self, out: Trace, tasks: dict[int, Thread], parents: dict[int, int]) -> None:
         for tid, t in tasks.items():
             delta = t.runtime - self._seen.get(tid, 0)  # a thread born since the last sample: all its time
             self._seen[tid] = t.runtime

@@ -25,6 +25,7 @@ import json
 import socket
 from typing import Any
 
+from quietcore.attribution import busy
 from quietcore.commands import common
 from quietcore.commands.audit import record_audit
 from quietcore.errors import CommandError, UsageError
@@ -122,10 +123,14 @@ def run(args: argparse.Namespace) -> int:
             changed = _drift(reference, session.facts, session.fingerprint)
             with common.node_lock(args, cpus):
                 measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
+                if measured.analysis.get("busy"):  # a job's task is not the node's noise: no verdict, no drain
+                    raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
                 seen = cpu_noise(measured, keep_gaps=True)
                 verdict = judge(seen, reference, limits, changed, session.virtualized)
                 if not verdict.passed and not args.once:  # confirmed or cleared by a second measurement
                     measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
+                    if measured.analysis.get("busy"):
+                        raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
                     seen = cpu_noise(measured, keep_gaps=True)
                     verdict = confirm(verdict, judge(seen, reference, limits, changed, session.virtualized))
             findings = _audit(session, root) if args.audit else []

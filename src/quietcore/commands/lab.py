@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from quietcore.attribution import busy
 from quietcore.commands import common, report
 from quietcore.commands.audit import record_audit
 from quietcore.facts.cpulist import format_cpulist
@@ -32,6 +33,7 @@ from quietcore.report.account import Account
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import Run
+from quietcore.safe import markup
 from quietcore.session import Session
 from quietcore.store import db, sessions
 
@@ -120,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         every = [c for run in measured_runs for c in cpu_noise(run, keep_gaps=True)]
         text.console().print(common.publish(metrics, "lab", session.facts, session.fingerprint, every))
     show(session, calibration, sorted(rows, key=lambda r: int(r["cpu"])), sorted(analyses, key=lambda a: a.cpu),
-         accounts, findings, places(topology, online_cpus(root)))  # fmt: skip
+         accounts, findings, places(topology, online_cpus(root)),
+         [line for r in measured_runs for line in busy.lines(r.analysis)])  # fmt: skip
     conn = db.open_db(path, create=False, chosen=chosen)
     try:
         record = sessions.get_session(conn, session.id)
@@ -139,8 +142,10 @@ def _ticker(update: Callable[[str, float], None], label: str, offset: float) -> 
 def show(
     session: Session, calibration: dict[str, Any], rows: list[dict[str, Any]], analyses: list[CpuAnalysis],
     accounts: dict[int, Account], findings: list[dict[str, Any]], where: dict[str, dict[str, int]] | None = None,
+    busy_lines: list[str] | None = None,
 ) -> None:  # fmt: skip
     out = text.console()
+    notes = [*text.noise_notes(rows), *(markup(line) for line in busy_lines or ())]  # a command's name: stored text
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
     out.print(
         f"Node: {cpu['model']}, {cpu['count']} CPUs online ({cpu['online']}), kernel {kernel['release']}, "
@@ -149,12 +154,12 @@ def show(
     out.print(text.calibrate_line(calibration))
     if len(analyses) > summary.DETAIL_UP_TO:  # many CPUs in a screen, as `results show` says them
         detail = f"`quietcore results show {session.id} --cpu {{cpu}}`"
-        for item in summary.screen(rows, analyses, accounts, session.facts, text.noise_notes(rows), detail,
+        for item in summary.screen(rows, analyses, accounts, session.facts, notes, detail,
                                    with_accounts=False, where=where):  # fmt: skip
             out.print(item)
     else:
         out.print(text.noise_table(rows, title="OS noise per CPU"))
-        for note in text.noise_notes(rows):
+        for note in notes:
             out.print(note)
         for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
             mine = accounts.get(cpu.cpu)

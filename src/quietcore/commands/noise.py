@@ -249,5 +249,6 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
         "interrupted": result["interrupted"],
         "tracer": run.analysis.get("tracer"),
         "explained": run.analysis.get("explained"),
+        "busy": run.analysis.get("busy") or {},  # CPU -> the tasks that shared it (attribution.busy)
         "cpus": cpus,
     }

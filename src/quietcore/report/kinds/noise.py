@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from quietcore.attribution import explain
+from quietcore.attribution import busy, explain
 from quietcore.errors import UsageError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.report import account, tables, text
@@ -26,6 +26,7 @@ WINDOW_MS = 50.0  # the short window of the noise timeline: a dozen ticks at 250
 def lines(run: Run) -> list[str]:
     """What follows the table: notes, periodic sources, verdicts."""
     out = list(text.noise_notes(run.summary))
+    out += [markup(line) for line in busy.lines(run.analysis)]  # a command's name is stored text
     if "error" in run.analysis:
         out.append(f"The analysis of this run failed ({run.analysis['error']}); the measurement is stored.")
     return out
