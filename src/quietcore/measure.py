@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from quietcore.attribution import busy, counters, explain, intruders, tracer
-from quietcore.attribution.noise import analyze
+from quietcore.attribution.noise import analyze, traced_names
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.fingerprint import collect_facts, fingerprint
@@ -32,26 +32,32 @@ from quietcore.store.sessions import now_iso
 Analyzer = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def _traced(result: dict[str, Any], trace: NoiseTrace, text: str, clock: str, why_not: str) -> dict[str, Any]:
+def _spans(result: dict[str, Any], text: str, clock: str) -> list[tracer.Interval]:
+    """The trace's spans, in ns from the probe's origin (none without a trace)."""
+    if not text:
+        return []
+    return tracer.intervals(text, tracer.converter(clock, result["origin"], result["counter"]["hz"]))
+
+
+def _traced(trace: NoiseTrace, spans: list[tracer.Interval], text: str, why_not: str, clock: str) -> dict[str, Any]:
     """The tracer's attribution per CPU, or why there is none."""
     if why_not or not text:
         return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
-    to_ns = tracer.converter(clock, result["origin"], result["counter"]["hz"])
-    spans = tracer.intervals(text, to_ns)
     cpus = [tracer.match_gaps(c.cpu, c.start_ns, c.duration_ns, spans) for c in trace.cpus]
     return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
 
 
 def analyse_noise(trace: NoiseTrace, before: counters.CounterSnapshot, after: counters.CounterSnapshot, *,
                   config_hz: int | None, virtualized: bool, user_hz: int,
-                  on_cpu: Callable[[int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+                  on_cpu: Callable[[int], None] | None = None,
+                  leaders: dict[int, list[str | None]] | None = None) -> dict[str, Any]:  # fmt: skip
     """The analysis of a noise trace, the one path for every noise run: one the
     probe measured, or traces imported (`results import --from trace`, whose
     counters are none). A failed analysis is recorded, not fatal: the
     measurement stands."""
     try:
         return analyze(trace, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                       on_cpu=on_cpu)  # fmt: skip
+                       on_cpu=on_cpu, leaders=leaders)  # fmt: skip
     except (ValueError, ArithmeticError, IndexError, np.linalg.LinAlgError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -72,6 +78,7 @@ def reanalysed(run: Run, facts: dict[str, Any], source: dict[str, Any]) -> Run:
     for kept in ("tracer", "explained", "stopped"):
         if kept in run.analysis:
             analysis[kept] = run.analysis[kept]
+    traced_names(analysis, run.analysis)
     busy.apply(analysis, {int(c): tasks for c, tasks in (run.analysis.get("busy") or {}).items()})
     return Run("noise", {**run.params, "analysed_from": source}, run.started, run.ended, run.envelope, run.text,
                run.status, context=run.context, analysis=analysis, summary=run.summary,
@@ -191,12 +198,16 @@ class Measurer:
                          summary=summary_rows(probe.result, steal))  # fmt: skip
         if run.trace is not None:
             step = on_step or (lambda what: None)
-            run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"))
+            # the trace first: a periodic source is named by what its gaps held (attribution.noise)
+            spans = _spans(run.result, trace_text, clock) if trace_ok else []
+            leaders = {c.cpu: tracer.gap_leaders(c.cpu, c.start_ns, c.duration_ns, spans) for c in run.trace.cpus}
+            run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"),
+                                         leaders if spans else None)  # fmt: skip
             # a task that shared a measured CPU: named, and its time slices are no periodic source
             busy.apply(run.analysis, busy.busy(seen, now, {c.cpu: c.measured_ns for c in run.trace.cpus},
                                                own_threads() | {os.getpid()}))  # fmt: skip
             step("matching gaps to the trace")
-            run.analysis["tracer"] = _traced(run.result, run.trace, trace_text, clock, "" if trace_ok else trace_why)
+            run.analysis["tracer"] = _traced(run.trace, spans, trace_text, "" if trace_ok else trace_why, clock)
             if explain_above_ns is not None and trace_text:
                 step("explaining the longest gaps")
                 to_ns = tracer.converter(clock, run.result["origin"], run.result["counter"]["hz"])
@@ -215,9 +226,10 @@ class Measurer:
         after: counters.CounterSnapshot,
         user_hz: int,
         on_cpu: Callable[[int], None],
+        leaders: dict[int, list[str | None]] | None = None,
     ) -> dict[str, Any]:
         return analyse_noise(trace, before, after, config_hz=self.config_hz, virtualized=self.virtualized,
-                             user_hz=user_hz, on_cpu=on_cpu)  # fmt: skip
+                             user_hz=user_hz, on_cpu=on_cpu, leaders=leaders)  # fmt: skip
 
     def probe(
         self,

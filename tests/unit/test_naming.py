@@ -64,8 +64,39 @@ def test_a_device_is_named_by_its_counted_rate() -> None:
     nic = Rates({"LOC": 250.0, "45": 99.0}, {"LOC": "Local timer interrupts", "45": "eth0-rx-0"})
     name = name_source(src(100.0), 250, nic, virtualized=False)
     assert name == "IRQ 45 (eth0-rx-0), counted at 99/s on this CPU"
-    # Without such a device, a 100 Hz source slower than LOC stays unnamed.
-    assert name_source(src(100.0), 250, rates(0), virtualized=True) is None
+    # Without such a device, a 100 Hz source LOC has room for (366/s beside a 250 Hz tick) is named by what
+    # could hold it, and on what: every source gets a name and its basis.
+    assert name_source(src(100.0), 250, rates(0), virtualized=True) == (
+        "not named by the counters: LOC's 116/s beyond the tick (a guest timer) could hold it, or the host does; "
+        "only counters were read"
+    )
+
+
+def test_a_rate_no_counter_has_room_for_is_the_hosts() -> None:
+    """This guest's 100 Hz train, unnamed before: LOC 259/s beside a 250 Hz tick, nothing else at 100/s."""
+    guest = Rates({"LOC": 259.0, "RES": 3.0, "CAL": 1.0}, {"LOC": "Local timer interrupts"})
+    assert name_source(src(100.0), 250, guest, virtualized=True) == (
+        "outside the guest kernel: no interrupt this CPU counted runs at 100/s (counted: LOC 259/s: the tick's 250 "
+        "and 9 more; no other row that often): the host (its timer or its scheduling of this vCPU), unseen from "
+        "inside the VM"
+    )
+    metal = name_source(src(100.0), 250, guest, virtualized=False)
+    assert metal.startswith("outside the guest kernel: no interrupt") and metal.endswith("perf stat -e msr/smi/)")
+
+
+def test_a_second_train_at_the_ticks_rate_is_not_the_tick() -> None:
+    """The GPU node's CPUs each had two 250 Hz trains, both named the tick; LOC counted one a tick."""
+    from quietcore.attribution.naming import second_at_tick
+
+    gpu = Rates({"LOC": 237.0}, {"LOC": "Local timer interrupts"})
+    assert second_at_tick(250, gpu, virtualized=True) == (
+        "outside the guest kernel: at the tick's rate, not the tick (counted: LOC 237/s, one a tick, no room for a "
+        "second train): the host's, unseen from inside the VM"
+    )
+    busy = Rates({"LOC": 510.0}, {"LOC": "Local timer interrupts"})
+    assert second_at_tick(250, busy, virtualized=True) == (
+        "at the tick's rate, not the tick (counted: LOC 510/s: a guest timer)"
+    )
 
 
 def test_once_a_second_unless_a_device_was_counted_often_enough_at_that_rate() -> None:

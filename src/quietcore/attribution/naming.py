@@ -45,7 +45,7 @@ class Rates:
         return self.per_s.get(name, 0.0) >= hz * (1 - TOLERANCE)
 
 
-def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool) -> str | None:
+def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool) -> str:
     """What a periodic source is, where the counters allow saying it."""
     f = source.frequency_hz
     loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
@@ -61,18 +61,50 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
     device = next((n for n in matching if rates.per_s[n] * rates.span_s >= MIN_COUNT), None)
     if device is not None:
         return f"IRQ {rates.label(device)}, counted at {rates.per_s[device]:,.0f}/s on this CPU"
+    where = (
+        "the host (its timer or its scheduling of this vCPU), unseen from inside the VM"
+        if virtualized
+        else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
+    )
     fastest = rates.fastest()
     if fastest is None or fastest[1] < f * (1 - TOLERANCE):
         most = f"the most was {rates.label(fastest[0])} at {fastest[1]:,.0f}/s" if fastest else "none was counted"
-        where = (
-            "the host (its timer or its scheduling of this vCPU), unseen from inside the VM"
-            if virtualized
-            else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
-        )
         return f"{OUTSIDE_GUEST}: faster than any interrupt this CPU counted ({most}): {where}"
     if same_frequency(f, 1.0):
         return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
-    return None
+    # A guest timer at f would have added f/s to LOC beyond the tick, and an IPI or device as many to its row:
+    # where no row has room for it, it is not the guest kernel's (this guest's 100 Hz train: LOC 259/s beside
+    # a 250 Hz tick, nothing else near 100/s; it was left unnamed)
+    room = _room(rates, config_hz)
+    others = [n for n, hz in rates.per_s.items() if n != "LOC" and hz >= f * (1 - TOLERANCE)]
+    if room < f * (1 - TOLERANCE) and not others:
+        extra = f" and {room:,.0f} more" if room >= 1 else " alone"
+        tick = f": the tick's {config_hz}{extra}" if config_hz and room < rates.per_s.get("LOC", 0) else ""
+        return (f"{OUTSIDE_GUEST}: no interrupt this CPU counted runs at {f:,.0f}/s (counted: {loc}{tick}; no other "
+                f"row that often): {where}")  # fmt: skip
+    # Named by what cannot be ruled out, and on what: a source of every rate gets a name and its basis
+    could = ", ".join([f"LOC's {room:,.0f}/s beyond the tick (a guest timer)"] if room >= f * (1 - TOLERANCE) else [])
+    could = ", ".join(x for x in (could, *(f"{rates.label(n)} at {rates.per_s[n]:,.0f}/s" for n in others)) if x)
+    return f"not named by the counters: {could} could hold it, or the host does; only counters were read"
+
+
+def _room(rates: Rates, config_hz: int | None) -> float:
+    """LOC's count a second beyond the tick's own (all of it when the tick did not run at its rate)."""
+    loc = rates.per_s.get("LOC", 0.0)
+    return loc - config_hz if config_hz and loc >= config_hz * (1 - TOLERANCE) else loc
+
+
+def second_at_tick(config_hz: int, rates: Rates, virtualized: bool) -> str:
+    """A CPU has one tick: the second 250 Hz train on the GPU node's CPUs was named the
+    tick too. It is at the tick's rate, not the tick; where LOC has no room for it (one
+    interrupt a tick), not a guest timer either."""
+    room = _room(rates, config_hz)
+    loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
+    if room < config_hz * (1 - TOLERANCE):
+        where = "the host's, unseen from inside the VM" if virtualized else "firmware or SMIs"
+        return (f"{OUTSIDE_GUEST}: at the tick's rate, not the tick (counted: {loc}, one a tick, no room for a "
+                f"second train): {where}")  # fmt: skip
+    return f"at the tick's rate, not the tick (counted: {loc}: a guest timer)"
 
 
 def _ordinal(n: int) -> str:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute, window_ns
-from quietcore.attribution.naming import Rates, name_source
+from quietcore.attribution.naming import Rates, name_source, second_at_tick
 from quietcore.runs.analysis import same_frequency
+from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
-from quietcore.stats.periodicity import PeriodicSource, find_periodic
+from quietcore.stats.periodicity import PeriodicSource, periodic_members
 
 #: Softirqs the tick raises and runs in the same gap, at irq exit.
 TICK_SOFTIRQS = ("TIMER", "SCHED", "RCU")
@@ -49,6 +51,56 @@ def _measured_costs(sources: list[PeriodicSource], loc_count: int) -> dict[str, 
     return costs
 
 
+#: A periodic source is named by the traced event that led this share of its gaps, or as untraced (the
+#: host's, on a VM) when no traced event touched this share of them.
+TRACED_SHARE, UNTRACED_SHARE = 0.5, 0.8
+
+
+def _traced_name(source: PeriodicSource, members: Any, leaders: list[str | None], config_hz: int | None,
+                 virtualized: bool) -> str | None:  # fmt: skip
+    """What a source's gaps held, and in how many: "the scheduler tick, CONFIG_HZ=250
+    (traced: local_timer in 2,489 of 2,500 gaps)"; None where the trace cannot say."""
+    held = [leaders[i] for i in members.tolist() if i < len(leaders)]
+    if not held:
+        return None
+    counts = Counter(h for h in held if h is not None)
+    untraced = len(held) - sum(counts.values())
+    if counts:
+        top, n = counts.most_common(1)[0]
+        if n >= TRACED_SHARE * len(held):
+            basis = f"traced: {top} in {n:,} of {len(held):,} gaps"
+            if top == "local_timer" and config_hz and same_frequency(source.frequency_hz, config_hz):
+                return f"the scheduler tick, CONFIG_HZ={config_hz} ({basis})"
+            return f"{top} ({basis})"
+    if untraced >= UNTRACED_SHARE * len(held):
+        where = ("the host (its timer or its scheduling of this vCPU), unseen from inside the VM" if virtualized
+                 else "not seen by the kernel: firmware, SMI or hardware")  # fmt: skip
+        return f"{OUTSIDE_GUEST}: untraced (no traced event in {untraced:,} of {len(held):,} gaps): {where}"
+    return None
+
+
+def traced_names(analysis: dict[str, Any], stored: Mapping[str, Any]) -> None:
+    """Names a run's trace gave its periodic sources, kept when it is analysed
+    again (`results analyse`: the trace's text is not stored, its names are):
+    each source of the new analysis takes the traced name of a stored source at
+    its rate and within a factor of two of its length, each name once."""
+    kept = {int(c["cpu"]): [p for p in c.get("periodic") or () if _from_trace(p.get("name"))]
+            for c in stored.get("cpus") or ()}  # fmt: skip
+    for cpu in analysis.get("cpus") or ():
+        old = kept.get(int(cpu["cpu"]), [])
+        for p in cpu.get("periodic") or ():
+            match = next((o for o in old if same_frequency(float(p["frequency_hz"]), float(o["frequency_hz"]))
+                          and 0.5 <= float(p["median_duration_ns"]) / max(float(o["median_duration_ns"]), 1e-9)
+                          <= 2.0), None)  # fmt: skip
+            if match is not None:
+                p["name"] = match["name"]
+                old.remove(match)
+
+
+def _from_trace(name: str | None) -> bool:
+    return bool(name) and ("(traced: " in str(name) or ": untraced (" in str(name))
+
+
 def analyze_cpu(
     trace: CpuTrace,
     before: CounterSnapshot,
@@ -58,9 +110,12 @@ def analyze_cpu(
     virtualized: bool,
     user_hz: int,
     shared_hz: tuple[float, ...] = (),
+    leaders: list[str | None] | None = None,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
-    at, tried first after the tick's (see analyze)."""
+    at, tried first after the tick's (see analyze). `leaders`: each gap's traced
+    leader (tracer.gap_leaders), None where nothing traced touched it: a periodic
+    source is named by what its gaps held first, the counters second."""
     hints: tuple[float, ...] = (float(config_hz),) if config_hz else ()
     shared = list(shared_hz)
     for h in hints:  # the tick's rate is tried already: once less among the shared
@@ -68,9 +123,10 @@ def analyze_cpu(
         if k is not None:
             del shared[k]
     hints += tuple(shared)
-    sources = (
-        find_periodic(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
+    found = (
+        periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
     )
+    sources = [s for s, _ in found]
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
     window = window_ns(before, after) or trace.measured_ns
     rates = Rates.of(trace.cpu, before, after, window / 1e9)
@@ -81,7 +137,14 @@ def analyze_cpu(
     # No counter read at all (imported traces): nothing to name a source by, which is not "faster than any
     # interrupt counted"
     counted = bool(before.interrupts or after.interrupts)
-    named = [(s, name_source(s, config_hz, rates, virtualized) if counted else None) for s in sources]
+    by_trace = [_traced_name(s, idx, leaders, config_hz, virtualized) if leaders else None for s, idx in found]
+    named = [(s, t or (name_source(s, config_hz, rates, virtualized) if counted else None))
+             for s, t in zip(sources, by_trace, strict=True)]  # fmt: skip
+    # one tick a CPU: a second train named the tick is at its rate, not the tick (the strongest keeps the name)
+    ticks = [k for k, (_, n) in enumerate(named) if n and n.startswith("the scheduler tick")]
+    for k in ticks[1:]:
+        assert config_hz is not None  # the tick is named from CONFIG_HZ
+        named[k] = (named[k][0], second_at_tick(config_hz, rates, virtualized))
     attribution = attribute(
         trace.cpu,
         before,
@@ -111,14 +174,16 @@ def analyze(
     virtualized: bool,
     user_hz: int,
     on_cpu: Callable[[int], None] | None = None,
+    leaders: Mapping[int, list[str | None]] | None = None,
 ) -> dict[str, Any]:
-    """The summary stored with a spin-mode noise run; on_cpu(number) as each
+    """The summary stored with a spin-mode noise run (`leaders`: each CPU's gaps'
+    traced leaders, where the run was traced); on_cpu(number) as each
     CPU's analysis starts (or, spread over processes, ends), for a progress
     bar. Above SCOUTS CPUs, SCOUTS of them are searched first and the rates of
     their sources tried first on the others. The CPUs' analyses are spread over
     the CPUs here (_spread), as the measurement is over and the node's CPUs are
     free; the result is the same, in the same order."""
-    options = (before, after, config_hz, virtualized, user_hz)
+    options = (before, after, config_hz, virtualized, user_hz, leaders or {})
     if len(trace.cpus) <= SCOUTS:
         return {"cpus": _spread(trace, list(range(len(trace.cpus))), options, (), on_cpu)}
     # Scouts first, spread over the CPU list, searched in full; the rates their sources run at are then
@@ -159,7 +224,7 @@ def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
     return tuple(rates[k] for k in order for _ in range(sorted(counts[k])[(len(counts[k]) - 1) // 2]))
 
 
-_Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int]
+_Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mapping[int, list[str | None]]]
 
 
 def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
@@ -167,18 +232,19 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
     """The analyses of trace.cpus[k] for k in `which`, in that order: with
     PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
     process each CPU here (forked, so the trace is shared, not copied)."""
-    before, after, config_hz, virtualized, user_hz = options
+    before, after, config_hz, virtualized, user_hz, leaders = options
     workers = min(len(os.sched_getaffinity(0)), len(which))
     if len(which) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
         out = []
         for k in which:
             if on_cpu:
                 on_cpu(trace.cpus[k].cpu)
-            out.append(analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized,
-                                   user_hz=user_hz, shared_hz=shared))  # fmt: skip
+            cpu = trace.cpus[k]
+            out.append(analyze_cpu(cpu, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
+                                   shared_hz=shared, leaders=leaders.get(cpu.cpu)))  # fmt: skip
         return out
     global _SHARED
-    _SHARED = (trace, before, after, config_hz, virtualized, user_hz, shared)
+    _SHARED = (trace, options, shared)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
             futures = [pool.submit(_analyze_nth, k) for k in which]
@@ -195,11 +261,11 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, CounterSnapshot, CounterSnapshot, int | None, bool, int, tuple[float, ...]] | None = None
+_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...]] | None = None
 
 
 def _analyze_nth(k: int) -> dict[str, Any]:
     assert _SHARED is not None
-    trace, before, after, config_hz, virtualized, user_hz, shared = _SHARED
+    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared = _SHARED
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                       shared_hz=shared)  # fmt: skip
+                       shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu))  # fmt: skip

@@ -313,6 +313,30 @@ def _overlaps(
     return gap_i[hit], span_j[hit], overlap[hit]
 
 
+def gap_leaders(cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64],
+                spans: list[Interval]) -> list[str | None]:  # fmt: skip
+    """Each gap's leader as match_gaps counts it (the traced span that overlaps it
+    most), None where no traced span touched it: what a periodic source's member
+    gaps held, by which it is named (attribution.noise)."""
+    mine = [s for s in spans if s.cpu == cpu]
+    if not mine or not len(gap_starts):
+        return [None] * len(gap_starts)
+    names = sorted({s.name for s in mine})
+    code = {n: i for i, n in enumerate(names)}
+    order = sorted(range(len(mine)), key=lambda i: mine[i].start)
+    s_start = np.array([mine[i].start for i in order])
+    s_end = np.array([mine[i].end for i in order])
+    s_name = np.array([code[mine[i].name] for i in order], dtype=np.intp)
+    gap_i, span_j, overlap = _overlaps(gap_starts, gap_starts + gap_lengths, s_start, s_end)
+    by = np.lexsort((span_j, -overlap, gap_i))
+    first = np.ones(len(by), dtype=bool)
+    first[1:] = gap_i[by][1:] != gap_i[by][:-1]
+    out: list[str | None] = [None] * len(gap_starts)
+    for g, j in zip(gap_i[by[first]].tolist(), span_j[by[first]].tolist(), strict=True):
+        out[g] = names[int(s_name[j])]
+    return out
+
+
 def match_gaps(
     cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64], spans: list[Interval]
 ) -> dict[str, Any]:

@@ -94,8 +94,12 @@ _RATE = re.compile(r"\d[\d,]*(?:\.\d+)?/s")
 SAME_SOURCE = 4.0
 
 
+#: The trace's count in a source's name ("traced: local_timer in 1,212 of 1,235 gaps"): each CPU's own.
+_HELD = re.compile(r"in ([\d,]+) of ([\d,]+) gaps")
+
+
 def _kind(name: str | None) -> str:
-    return _RATE.sub("{rate}", name or "")
+    return _HELD.sub("in {n} of {m} gaps", _RATE.sub("{rate}", name or ""))
 
 
 def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis], found: list[Group],
@@ -231,7 +235,11 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
         rates = sorted({m for _, p in members for m in _RATE.findall(p.name or "")},
                        key=lambda r: float(r[:-2].replace(",", "")))  # fmt: skip
         span = (rates[0] if len(rates) == 1 else f"{rates[0][:-2]}-{rates[-1]}") if rates else ""
-        shown = _kind(first.name).replace("{rate}", span) if rates else (first.name or "")
+        shown = _kind(first.name).replace("{rate}", span) if rates else _kind(first.name)
+        held = [_HELD.search(p.name or "") for _, p in members]
+        if all(held):  # the trace's counts, summed over the CPUs
+            n, m = (sum(int(h.group(k).replace(",", "")) for h in held if h) for k in (1, 2))
+            shown = shown.replace("in {n} of {m} gaps", f"in {n:,} of {m:,} gaps on these CPUs")
         name = f": {shown}" if first.name else ""
         share = f", {float(np.median(shares)):.0%} of the lost time (median)" if shares else ""
         ticks = [accounts[c] for c in {c for c, _ in members} if accounts and c in accounts]
