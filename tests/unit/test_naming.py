@@ -133,3 +133,19 @@ def test_each_name_has_one_kind_whatever_its_cpu_counted() -> None:
     ]  # fmt: skip
     assert differ == [True, True, True, False, True, False]  # the names that carry a count differ by CPU
     assert same_frequency(249.0, 250.0) and not same_frequency(244.0, 250.0)
+
+
+def test_no_name_twice_on_a_cpu() -> None:
+    """Two untraced trains at 100 Hz on this guest's CPU 1 (20 and 2 µs each) are two sources."""
+    from quietcore.attribution.noise import distinct
+    from quietcore.runs.analysis import source_kind
+
+    host = "outside the guest kernel: untraced (no traced event in {n} of {n} gaps): the host"
+    periodic = [{"frequency_hz": 100.0, "name": host.format(n=996)},
+                {"frequency_hz": 99.99, "name": host.format(n=976)}, {"frequency_hz": 20.0, "name": None}]  # fmt: skip
+    distinct(periodic)
+    assert periodic[1]["name"] == (
+        "outside the guest kernel: untraced, a second train at 100 Hz (no traced event in 976 of 976 gaps): the host"
+    )
+    kinds = [source_kind(p["name"]) for p in periodic if p["name"]]
+    assert len(set(kinds)) == 2 and periodic[2]["name"] is None
