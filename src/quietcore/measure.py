@@ -205,7 +205,8 @@ class Measurer:
                                          leaders if spans else None)  # fmt: skip
             # a task that shared a measured CPU: named, and its time slices are no periodic source
             busy.apply(run.analysis, busy.busy(seen, now, {c.cpu: c.measured_ns for c in run.trace.cpus},
-                                               own_threads() | {os.getpid()}))  # fmt: skip
+                                               own_threads() | {os.getpid()},
+                                               {c.cpu: c.lost_ns for c in run.trace.cpus}))  # fmt: skip
             step("matching gaps to the trace")
             run.analysis["tracer"] = _traced(run.trace, spans, trace_text, "" if trace_ok else trace_why, clock)
             if explain_above_ns is not None and trace_text:

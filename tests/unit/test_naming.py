@@ -6,6 +6,7 @@ interrupt near 1,000/s)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,7 +142,7 @@ def test_no_name_twice_on_a_cpu() -> None:
     from quietcore.runs.analysis import source_kind
 
     host = "outside the guest kernel: untraced (no traced event in {n} of {n} gaps): the host"
-    periodic = [{"frequency_hz": 100.0, "name": host.format(n=996)},
+    periodic: list[dict[str, Any]] = [{"frequency_hz": 100.0, "name": host.format(n=996)},
                 {"frequency_hz": 99.99, "name": host.format(n=976)}, {"frequency_hz": 20.0, "name": None}]  # fmt: skip
     distinct(periodic)
     assert periodic[1]["name"] == (

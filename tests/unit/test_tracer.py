@@ -66,3 +66,26 @@ def test_a_setup_that_fails_half_way_leaves_no_instance(monkeypatch: pytest.Monk
     with pytest.raises(OSError, match="injected"), tracer.TraceSession(frozenset({0})):
         pass
     assert not any((m / "instances" / f"{instances.PREFIX}{os.getpid()}").exists() for m in instances.MOUNTS)
+
+
+def test_lost_events_per_cpu_buffer_from_its_stats(tmp_path: Path) -> None:
+    """per_cpu/cpuN/stats, as the kernel writes it (Documentation/trace/ftrace.rst): overrun and
+    dropped events, per buffer; at 384 CPUs which buffers lost is what to give more."""
+    from quietcore.attribution.tracer import TraceSession
+    from quietcore.report.kinds.intruders import notes
+
+    stats = (
+        "entries: {e}\noverrun: {o}\ncommit overrun: 0\nbytes: 0\noldest event ts: 0.0\nnow ts: 1.0\n"
+        "dropped events: {d}\n"
+    )
+    for cpu, (o, d) in {0: (0, 0), 3: (120, 5), 12: (0, 40)}.items():
+        (tmp_path / "per_cpu" / f"cpu{cpu}").mkdir(parents=True)
+        (tmp_path / "per_cpu" / f"cpu{cpu}" / "stats").write_text(stats.format(e=7, o=o, d=d))
+    session = TraceSession(frozenset({0, 3, 12}))
+    session.instance = tmp_path
+    assert session.lost_by_cpu() == {3: 125, 12: 40} and session.lost() == 165
+    said = notes({"lost_events": 165, "lost_by_cpu": {"3": 125, "12": 40}})
+    assert said == [
+        "warning: the kernel lost 165 trace events (CPU 3: 125, CPU 12: 40) (its buffer was full between "
+        "reads): the figures are short by what they held; give --buffer-kb more"
+    ]

@@ -33,16 +33,20 @@ def look() -> dict[int, Thread]:
 
 
 def busy(before: Mapping[int, Thread], after: Mapping[int, Thread], measured_ns: Mapping[int, float],
-         own: frozenset[int]) -> dict[int, list[dict[str, Any]]]:  # fmt: skip
+         own: frozenset[int], lost_ns: Mapping[int, float]) -> dict[int, list[dict[str, Any]]]:  # fmt: skip
     """Per measured CPU, the threads that shared it, costliest first: pid, tid,
-    command and the share of the measured time each ran."""
+    command and the share of the measured time each ran. The two looks bracket
+    more than the measurement (the probe's start and end), so a thread counts
+    no more than the CPU lost while measured: one that ran before or after, or
+    on another CPU before it came here, is not made a co-runner (a suite's
+    other process ran 66 % of a check's bracket, and the CPUs lost 1 %)."""
     out: dict[int, list[dict[str, Any]]] = {}
     for tid, now in after.items():
         span = measured_ns.get(now.cpu)
         if not span or now.tgid in own or tid in own:
             continue
         then = before.get(tid)
-        ran = now.runtime - (then.runtime if then is not None else 0)
+        ran = min(now.runtime - (then.runtime if then is not None else 0), lost_ns.get(now.cpu, 0.0))
         if ran >= BUSY_SHARE * span:
             out.setdefault(now.cpu, []).append({"pid": now.tgid, "tid": tid, "comm": now.comm,
                                                 "share": min(ran / span, 1.0)})  # fmt: skip

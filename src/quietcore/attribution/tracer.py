@@ -156,14 +156,21 @@ class TraceSession:
     def lost(self) -> int:
         """Events the kernel could not keep (a full buffer overwrites the
         oldest, or drops the newest), summed over the CPUs."""
+        return sum(self.lost_by_cpu().values())
+
+    def lost_by_cpu(self) -> dict[int, int]:
+        """lost, per CPU buffer (those that lost any): at 384 CPUs, which buffers to give more."""
         assert self.instance is not None
-        total = 0
+        out: dict[int, int] = {}
         for stats in (self.instance / "per_cpu").glob("cpu*/stats"):
+            cpu = stats.parent.name.removeprefix("cpu")
+            if not cpu.isdigit():
+                continue
             for line in stats.read_text().splitlines():
                 name, _, value = line.partition(":")
                 if name.strip() in ("overrun", "dropped events") and value.strip().isdigit():
-                    total += int(value)
-        return total
+                    out[int(cpu)] = out.get(int(cpu), 0) + int(value)
+        return {cpu: n for cpu, n in sorted(out.items()) if n}
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         # Undo in reverse, whatever happened: events off, instance gone, unmount.

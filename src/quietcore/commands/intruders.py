@@ -144,7 +144,8 @@ def watch(
                     time.sleep(duration)
             trace.mark()
             raw, reader = stream.text(), stream.tid
-            lost, clock, missing = trace.lost(), trace.clock, trace.errors
+            by_cpu, clock, missing = trace.lost_by_cpu(), trace.clock, trace.errors
+            lost = sum(by_cpu.values())
     finally:
         step_back(moved)
     try:
@@ -160,7 +161,8 @@ def watch(
             source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
     if above is not None:
         data["explained"] = explain.explain_gaps(explain.intrusion_gaps(found), found, above, origin_ns=window[0])
-    return data | {"lost_events": lost, "clock": clock, "missing_events": missing}, status
+    return data | {"lost_events": lost, "lost_by_cpu": {str(c): n for c, n in by_cpu.items()}, "clock": clock,
+                   "missing_events": missing}, status  # fmt: skip
 
 
 def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:

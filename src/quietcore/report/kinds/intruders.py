@@ -149,8 +149,15 @@ def notes(analysis: dict[str, Any]) -> list[str]:
     out = [f"Sampled, not traced ({analysis['misses']})"] if analysis.get("mode") == "sampled" else []
     lost = analysis.get("lost_events", 0)
     if lost:
-        out.append(f"warning: the kernel lost {lost:,} trace events (its buffer was full between reads): the figures "
-                   "are short by what they held; give --buffer-kb more")  # fmt: skip
+        by_cpu = analysis.get("lost_by_cpu") or {}
+        worst = sorted(by_cpu.items(), key=lambda kv: -int(kv[1]))[:4]
+        where = (
+            f" (CPU {', CPU '.join(f'{c}: {int(n):,}' for c, n in worst)}{', ...' if len(by_cpu) > 4 else ''})"
+            if worst
+            else ""
+        )
+        out.append(f"warning: the kernel lost {lost:,} trace events{where} (its buffer was full between reads): the "
+                   "figures are short by what they held; give --buffer-kb more")  # fmt: skip
     if analysis.get("workload_migrations"):
         out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
     return out
