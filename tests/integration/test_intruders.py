@@ -450,7 +450,10 @@ def test_a_buffer_too_small_says_what_it_lost(cli: CliRunner) -> None:
                "sh", "-c", "for i in $(seq 300); do /bin/true; done")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lost = re.search(
-        r"warning: the kernel lost ([\d,]+) trace events \(its buffer was full between reads\)", proc.stdout
-    )
+        r"warning: the kernel lost ([\d,]+) trace events \(((?:CPU \d+: [\d,]+(?:, )?)+)(?:, \.\.\.)?\) \(its buffer "
+        r"was full between reads\)", proc.stdout)  # fmt: skip
     assert lost and int(lost[1].replace(",", "")) > 0, proc.stdout
+    # and which CPUs' buffers lost them (every CPU is traced, to see senders and wakers)
+    listed = [int(n.replace(",", "")) for n in re.findall(r"CPU \d+: ([\d,]+)", lost[2])]
+    assert listed and sum(listed) <= int(lost[1].replace(",", "")), lost[0]
     assert "give --buffer-kb more" in proc.stdout
