@@ -143,7 +143,7 @@ def watch(
                     assert duration is not None
                     time.sleep(duration)
             trace.mark()
-            raw, reader = stream.text(), stream.tid
+            raw, reader, cost = stream.text(), stream.tid, stream.cost()
             by_cpu, clock, missing = trace.lost_by_cpu(), trace.clock, trace.errors
             lost = sum(by_cpu.values())
     finally:
@@ -162,7 +162,7 @@ def watch(
     if above is not None:
         data["explained"] = explain.explain_gaps(explain.intrusion_gaps(found), found, above, origin_ns=window[0])
     return data | {"lost_events": lost, "lost_by_cpu": {str(c): n for c, n in by_cpu.items()}, "clock": clock,
-                   "missing_events": missing}, status  # fmt: skip
+                   "missing_events": missing, "reader": cost}, status  # fmt: skip
 
 
 def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:

@@ -158,6 +158,11 @@ def notes(analysis: dict[str, Any]) -> list[str]:
         )
         out.append(f"warning: the kernel lost {lost:,} trace events{where} (its buffer was full between reads): the "
                    "figures are short by what they held; give --buffer-kb more")  # fmt: skip
+    reader = analysis.get("reader")
+    if reader:
+        where = format_cpulist(frozenset(reader["cpus"]))
+        out.append(f"quietcore's trace reader took {reader['cpu_ms']:,.1f} ms of CPU ({reader['share_of_one']:.1%} of "
+                   f"one), on CPU {where}")  # fmt: skip
     if analysis.get("workload_migrations"):
         out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
     return out
