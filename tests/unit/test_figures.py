@@ -209,3 +209,9 @@ def test_the_durations_figure_at_64_cpus_draws_without_a_collapsed_layout(tmp_pa
         assert drawn is not None and drawn.get_size_inches()[1] <= figures.ROWS_HEIGHT_MAX
         named = [t.get_text() for t in drawn.axes[0].get_yticklabels()]
         assert named == [str(c) for c in range(0, 384, 16)]
+    # the sockets as bands, where the run kept them: 2 x 96 x 2, siblings numbered after every core
+    where = {"package": {str(c): c % 192 // 96 for c in range(384)}}
+    banded = figures.noise_heatmap(node, where=where)
+    assert banded is not None
+    said = [t.get_text() for t in banded.axes[0].texts]
+    assert said == ["socket 0", "socket 1", "socket 0", "socket 1"] and len(banded.axes[0].lines) == 3

@@ -195,6 +195,26 @@ def _rows_height(rows: int, per_row: float, extra: float) -> float:
     return min(per_row * rows + extra, ROWS_HEIGHT_MAX)
 
 
+def _bands(ax: Any, cpus: Sequence[int], where: Mapping[str, Mapping[str, int]]) -> None:
+    """Rows of CPUs in their sockets (or NUMA nodes, where the run kept no socket):
+    a line where the rows pass from one to the next, and its name beside each
+    stretch, so that a socket or node apart is seen as one (at 384 CPUs, 4
+    stretches: SMT siblings are numbered after every core)."""
+    for level, word in (("package", "socket"), ("node", "node")):
+        of = {int(c): int(g) for c, g in (where.get(level) or {}).items() if str(c).isdigit()}
+        groups = [of.get(c) for c in cpus]
+        if len(set(groups)) < 2 or None in groups:
+            continue
+        edges = [i for i in range(1, len(groups)) if groups[i] != groups[i - 1]]
+        for i in edges:
+            ax.axhline(i - 0.5, color="#1f77b4", linewidth=0.8)
+        for lo, hi in zip([0, *edges], [*edges, len(groups)], strict=True):
+            ax.text(0.99, (lo + hi - 1) / 2, f"{word} {groups[lo]}", transform=ax.get_yaxis_transform(), fontsize=7,
+                    va="center", ha="right", color="#1f77b4",
+                    bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1})  # fmt: skip
+        return
+
+
 def _cpu_labels(ax: Any, cpus: Sequence[int], axis: str = "y") -> None:
     """Tick labels for rows (or bars) of CPUs: every one up to LABELS_MAX, else
     every k-th, at round CPU numbers where the CPUs run in order."""
@@ -248,8 +268,10 @@ def noise_durations(trace: NoiseTrace) -> Figure | None:
     return fig
 
 
-def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
-    """Lost time per CPU per time slice."""
+def noise_heatmap(trace: NoiseTrace, bins: int = 100,
+                  where: Mapping[str, Mapping[str, int]] | None = None) -> Figure | None:  # fmt: skip
+    """Lost time per CPU per time slice; with `where` (a run's topology), its sockets
+    (or NUMA nodes) as bands."""
     if not trace.cpus:
         return None
     end = trace.span_end_ns
@@ -264,6 +286,7 @@ def noise_heatmap(trace: NoiseTrace, bins: int = 100) -> Figure | None:
                       extent=(0, end / 1e6, len(trace.cpus) - 0.5, -0.5))  # fmt: skip
     fig.colorbar(image, ax=ax, label=f"lost µs per {slice_ms:.1f} ms slice")
     _cpu_labels(ax, [c.cpu for c in trace.cpus])
+    _bands(ax, [c.cpu for c in trace.cpus], where or {})
     ax.set_xlabel("time since the run started (ms)")
     ax.set_title("Lost time by CPU and time", fontsize=10)
     return fig

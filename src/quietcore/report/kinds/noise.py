@@ -104,8 +104,9 @@ class NoiseKind(Kind):
         if "explained" in run.analysis:
             s.paragraphs += explain.lines(run.analysis["explained"])
         if many:  # the node at a glance first
-            b.figure(s, figures.noise_heatmap(trace), "noise-heatmap", "Lost time by CPU over the run, summed per "
-                     "slice: a row a CPU, so a CPU or a group of CPUs apart from the rest stands out.")  # fmt: skip
+            b.figure(s, figures.noise_heatmap(trace, where=run.context.get("topology")), "noise-heatmap",
+                     "Lost time by CPU over the run, summed per slice: a row a CPU, so a CPU or a group of CPUs "
+                     "apart from the rest stands out; the sockets as bands where the run kept them.")  # fmt: skip
         b.figure(s, figures.noise_timeline(trace), "noise-timeline",
                  f"The whole run, binned: each of {figures.SLICES} slices is coloured by the longest of the gaps that "
                  f"started in it ({trace.events} gaps recorded), so the bad stretches stand out.")  # fmt: skip
