@@ -39,12 +39,11 @@ def _spans(result: dict[str, Any], text: str, clock: str) -> list[tracer.Interva
     return tracer.intervals(text, tracer.converter(clock, result["origin"], result["counter"]["hz"]))
 
 
-def _traced(trace: NoiseTrace, spans: list[tracer.Interval], text: str, why_not: str, clock: str) -> dict[str, Any]:
-    """The tracer's attribution per CPU, or why there is none."""
+def _traced(matched: list[dict[str, Any]], spans: int, text: str, why_not: str, clock: str) -> dict[str, Any]:
+    """The tracer's attribution per CPU (tracer.match_and_lead's), or why there is none."""
     if why_not or not text:
         return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
-    cpus = [tracer.match_gaps(c.cpu, c.start_ns, c.duration_ns, spans) for c in trace.cpus]
-    return {"used": "tracepoints", "clock": clock, "spans": len(spans), "osnoise": tracer.osnoise_state(), "cpus": cpus}
+    return {"used": "tracepoints", "clock": clock, "spans": spans, "osnoise": tracer.osnoise_state(), "cpus": matched}
 
 
 def analyse_noise(trace: NoiseTrace, before: counters.CounterSnapshot, after: counters.CounterSnapshot, *,
@@ -199,16 +198,20 @@ class Measurer:
         if run.trace is not None:
             step = on_step or (lambda what: None)
             # the trace first: a periodic source is named by what its gaps held (attribution.noise)
+            step("matching gaps to the trace")
             spans = _spans(run.result, trace_text, clock) if trace_ok else []
-            leaders = {c.cpu: tracer.gap_leaders(c.cpu, c.start_ns, c.duration_ns, spans) for c in run.trace.cpus}
+            traced = trace_ok and bool(trace_text)
+            matched = [tracer.match_and_lead(c.cpu, c.start_ns, c.duration_ns, spans) for c in run.trace.cpus
+                       if traced]  # fmt: skip
+            leaders = {c.cpu: lead for c, (_, lead) in zip(run.trace.cpus, matched, strict=True)} if spans else None
             run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"),
-                                         leaders if spans else None)  # fmt: skip
+                                         leaders)  # fmt: skip
             # a task that shared a measured CPU: named, and its time slices are no periodic source
             busy.apply(run.analysis, busy.busy(seen, now, {c.cpu: c.measured_ns for c in run.trace.cpus},
                                                own_threads() | {os.getpid()},
                                                {c.cpu: c.lost_ns for c in run.trace.cpus}))  # fmt: skip
-            step("matching gaps to the trace")
-            run.analysis["tracer"] = _traced(run.trace, spans, trace_text, "" if trace_ok else trace_why, clock)
+            run.analysis["tracer"] = _traced([m for m, _ in matched], len(spans), trace_text,
+                                             "" if trace_ok else trace_why, clock)  # fmt: skip
             if explain_above_ns is not None and trace_text:
                 step("explaining the longest gaps")
                 to_ns = tracer.converter(clock, run.result["origin"], run.result["counter"]["hz"])

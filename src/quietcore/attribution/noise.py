@@ -130,7 +130,7 @@ def analyze_cpu(
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
     at, tried first after the tick's (see analyze). `leaders`: each gap's traced
-    leader (tracer.gap_leaders), None where nothing traced touched it: a periodic
+    leader (tracer.match_and_lead), None where nothing traced touched it: a periodic
     source is named by what its gaps held first, the counters second."""
     hints: tuple[float, ...] = (float(config_hz),) if config_hz else ()
     shared = list(shared_hz)

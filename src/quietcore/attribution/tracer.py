@@ -331,30 +331,6 @@ def _overlaps(
     return gap_i[hit], span_j[hit], overlap[hit]
 
 
-def gap_leaders(cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64],
-                spans: list[Interval]) -> list[str | None]:  # fmt: skip
-    """Each gap's leader as match_gaps counts it (the traced span that overlaps it
-    most), None where no traced span touched it: what a periodic source's member
-    gaps held, by which it is named (attribution.noise)."""
-    mine = [s for s in spans if s.cpu == cpu]
-    if not mine or not len(gap_starts):
-        return [None] * len(gap_starts)
-    names = sorted({s.name for s in mine})
-    code = {n: i for i, n in enumerate(names)}
-    order = sorted(range(len(mine)), key=lambda i: mine[i].start)
-    s_start = np.array([mine[i].start for i in order])
-    s_end = np.array([mine[i].end for i in order])
-    s_name = np.array([code[mine[i].name] for i in order], dtype=np.intp)
-    gap_i, span_j, overlap = _overlaps(gap_starts, gap_starts + gap_lengths, s_start, s_end)
-    by = np.lexsort((span_j, -overlap, gap_i))
-    first = np.ones(len(by), dtype=bool)
-    first[1:] = gap_i[by][1:] != gap_i[by][:-1]
-    out: list[str | None] = [None] * len(gap_starts)
-    for g, j in zip(gap_i[by[first]].tolist(), span_j[by[first]].tolist(), strict=True):
-        out[g] = names[int(s_name[j])]
-    return out
-
-
 def match_gaps(
     cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64], spans: list[Interval]
 ) -> dict[str, Any]:
@@ -362,6 +338,15 @@ def match_gaps(
     once, for the span that overlaps it most. What no span covers (a whole
     gap, or the rest of one) is untraced time: in a VM, the host, which the
     guest cannot trace. In array operations, linear in gaps and spans."""
+    return match_and_lead(cpu, gap_starts, gap_lengths, spans)[0]
+
+
+def match_and_lead(
+    cpu: int, gap_starts: NDArray[np.float64], gap_lengths: NDArray[np.float64], spans: list[Interval]
+) -> tuple[dict[str, Any], list[str | None]]:
+    """match_gaps, and each gap's leader (the span that counts it), None where no
+    traced span touched it: what a periodic source's member gaps held, by which
+    it is named (attribution.noise). One matching for both."""
     mine = [s for s in spans if s.cpu == cpu]
     code: dict[str, int] = {}
     s_name = np.fromiter((code.setdefault(s.name, len(code)) for s in mine), dtype=np.intp, count=len(mine))
@@ -392,7 +377,10 @@ def match_gaps(
                for i in ranked]  # fmt: skip
     untraced_ns = float((gap_lengths - covered).sum())
     unmatched = {"gaps": int((~hit_gaps).sum()), "ns": untraced_ns, "gap_ns": float(gap_lengths[~hit_gaps].sum())}
-    return {"cpu": cpu, "sources": sources, "unmatched": unmatched}
+    leaders: list[str | None] = [None] * len(gap_starts)
+    for g, k in zip(gap_i[order[first]].tolist(), leader.tolist(), strict=True):
+        leaders[g] = names[k]
+    return {"cpu": cpu, "sources": sources, "unmatched": unmatched}, leaders
 
 
 MARK = "quietcore-clock"
