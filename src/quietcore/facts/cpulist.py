@@ -55,24 +55,42 @@ def format_cpulist(cpus: frozenset[int] | set[int] | list[int]) -> str:
 BRIEF_WIDTH = 40
 
 
+def brief_cpulist(cpus: frozenset[int] | set[int] | list[int], width: int = BRIEF_WIDTH) -> str:
+    """A CPU list a table cell holds: the kernel's list while it is short; else
+    "0-382 every 2nd (192)" or "6-378, 134 of them (6,10,14,...)". At 384 CPUs
+    the kernel's list of every other CPU was 1,100 characters."""
+    ordered = sorted(set(cpus))
+    full = format_cpulist(ordered)
+    if len(full) <= width:
+        return full
+    span, n, step = f"{ordered[0]}-{ordered[-1]}", len(ordered), _step(ordered)
+    return f"{span} every {step} ({n})" if step else f"{span}, {n} of them ({_head(full, width)},...)"
+
+
 def cpus_phrase(cpus: frozenset[int] | set[int] | list[int], width: int = BRIEF_WIDTH) -> str:
-    """CPUs as a person reads them in a line: "CPU 3", "CPUs 0-15,32-47" while the
-    kernel's list is short; else "192 CPUs, 0-382 every 2nd" or "134 CPUs in
-    6-378 (6,10,14,...)". At 384 CPUs the kernel's list of every other CPU was
-    1,100 characters."""
+    """brief_cpulist in a sentence: "CPU 3", "CPUs 0-15,32-47", "192 CPUs, 0-382
+    every 2nd", "134 CPUs in 6-378 (6,10,14,...)"."""
     ordered = sorted(set(cpus))
     full = format_cpulist(ordered)
     if len(ordered) == 1:
         return f"CPU {full}"
     if len(full) <= width:
         return f"CPUs {full}"
+    span, n, step = f"{ordered[0]}-{ordered[-1]}", len(ordered), _step(ordered)
+    return f"{n} CPUs, {span} every {step}" if step else f"{n} CPUs in {span} ({_head(full, width)},...)"
+
+
+def _step(ordered: list[int]) -> str | None:
+    """ "2nd", "4th": the one stride of CPUs evenly spaced; None otherwise."""
     steps = {b - a for a, b in itertools.pairwise(ordered)}
-    if len(steps) == 1:
-        k = steps.pop()
-        nth = {2: "2nd", 3: "3rd"}.get(k, f"{k}th")
-        return f"{len(ordered)} CPUs, {ordered[0]}-{ordered[-1]} every {nth}"
-    head = full[: width - 16].rsplit(",", 1)[0]
-    return f"{len(ordered)} CPUs in {ordered[0]}-{ordered[-1]} ({head},...)"
+    if len(steps) != 1:
+        return None
+    k = steps.pop()
+    return {2: "2nd", 3: "3rd"}.get(k, f"{k}th")
+
+
+def _head(full: str, width: int) -> str:
+    return full[: width - 16].rsplit(",", 1)[0]
 
 
 def parse_cpumask(text: str) -> frozenset[int]:

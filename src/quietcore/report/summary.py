@@ -14,9 +14,9 @@ per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
 
 Where the run kept where its CPUs sit (a socket, a NUMA node, an L3 group:
 facts.topology.places), a group of them noisier than the rest is a line
-of its own (`apart`): a rank test of its CPUs' losses against the others',
-coarsest level first, so a socket apart is not said again as its L3
-groups."""
+of its own (`apart`): a rank test of its CPUs' losses against the rest of
+the smallest group holding it, finest level first, so a noisy L3 group is
+not said again as a noisier socket."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from quietcore.facts.cpulist import BRIEF_WIDTH, cpus_phrase, format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, parse_cpulist
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
@@ -277,9 +277,7 @@ def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapp
         mine = [by_cpu[c] for c in g.cpus if c in by_cpu]
         if not mine:
             continue
-        listed = format_cpulist(frozenset(g.cpus))
-        listed = listed if len(listed) <= BRIEF_WIDTH else cpus_phrase(frozenset(g.cpus))
-        table.add_row(f"{listed} ({g.name}, {len(mine)})",
+        table.add_row(f"{brief_cpulist(frozenset(g.cpus))} ({g.name}, {len(mine)})",
                       spread([float(r["available_pct"]) for r in mine], ".3f"),
                       spread([float(r["events_per_s"]) for r in mine], ",.0f"),
                       spread([float(r["max_gap_ns"]) / 1000 for r in mine], ",.1f"),

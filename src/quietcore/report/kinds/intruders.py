@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quietcore.attribution import explain
-from quietcore.facts.cpulist import cpus_phrase, format_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -66,7 +66,7 @@ def table(cpu: dict[str, Any], fixes: list[str]) -> Table:
     return out
 
 
-#: Above this many CPUs the intruders are one table, each row with the CPUs it hit (as noise's summary).
+#: From this many CPUs the intruders are one table, each row with the CPUs it hit (as noise's summary).
 ONE_TABLE_FROM = 5
 _ON_CPU = re.compile(r" on CPU (\d+)")
 _PER_CPU = re.compile(r"/\d+(?::\d+H?)?$")  # ksoftirqd/3, migration/12, kworker/3:1H
@@ -106,7 +106,7 @@ def merged(cpus: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     traced = sum(c["traced_ns"] for c in cpus)
     others = sum(c["intruded_ns"] for c in cpus)
     share = f" ({others / traced:.1%})" if traced else ""
-    title = (f"CPUs {format_cpulist(frozenset(int(c['cpu']) for c in cpus))}: {ms(traced)} traced in all; the "
+    title = (f"{cpus_phrase(frozenset(int(c['cpu']) for c in cpus))}: {ms(traced)} traced in all; the "
              f"workload {ms(sum(c['workload_ns'] for c in cpus))}, idle {ms(sum(c['idle_ns'] for c in cpus))}, "
              f"others {ms(others)}{share}")  # fmt: skip
     for row in rows.values():
@@ -129,7 +129,7 @@ def one_table(cpus: list[dict[str, Any]], fixes: list[str]) -> Table:
         pid = f" ({next(iter(row['pids']))})" if len(row["pids"]) == 1 else ""
         counted = row["kind"] in ("irq", "softirq", "vector") and not row["ns"]
         out.add_row(KIND_NAMES.get(row["kind"], row["kind"]), markup(row["name"] + pid),
-                    format_cpulist(frozenset(row["cpus"])), f"{row['count']:,}", "-" if counted else ms(row["ns"]),
+                    brief_cpulist(frozenset(row["cpus"])), f"{row['count']:,}", "-" if counted else ms(row["ns"]),
                     ms(row["longest_ns"]) if row["kind"] == "task" else "", markup(_came(row["came"])),
                     f"[{fixes.index(fix) + 1}]" if fix else "")  # fmt: skip
     if len(rows) > SHOWN:
@@ -160,9 +160,8 @@ def notes(analysis: dict[str, Any]) -> list[str]:
                    "figures are short by what they held; give --buffer-kb more")  # fmt: skip
     reader = analysis.get("reader")
     if reader:
-        where = format_cpulist(frozenset(reader["cpus"]))
         out.append(f"quietcore's trace reader took {reader['cpu_ms']:,.1f} ms of CPU ({reader['share_of_one']:.1%} of "
-                   f"one), on CPU {where}")  # fmt: skip
+                   f"one), on {cpus_phrase(frozenset(reader['cpus']))}")  # fmt: skip
     if analysis.get("workload_migrations"):
         out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
     return out
