@@ -8,7 +8,7 @@ for: the job it was there to run.
 Read without a tracer: every thread's CPU time (/proc/PID/task/TID/schedstat)
 and the CPU it last ran on, before and after the probe (attribution.sampled).
 A thread that is on a measured CPU at the end, and ran BUSY_SHARE of the
-measured time or more, shared that CPU. quietcore's own threads are not
+measured time or more while that CPU lost as much, shared that CPU. quietcore's own threads are not
 counted, and the probe is gone by the second look."""
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def busy(before: Mapping[int, Thread], after: Mapping[int, Thread], measured_ns:
     command and the share of the measured time each ran. The two looks bracket
     more than the measurement (the probe's start and end), so a thread counts
     no more than the CPU lost while measured: one that ran before or after, or
-    on another CPU before it came here, is not made a co-runner (a suite's
-    other process ran 66 % of a check's bracket, and the CPUs lost 1 %)."""
+    on another CPU before it came here, is not made a co-runner (seen in a
+    suite run: another process was named as having run 66 % of a check's
+    CPU, its time counted over the whole bracket)."""
     out: dict[int, list[dict[str, Any]]] = {}
     for tid, now in after.items():
         span = measured_ns.get(now.cpu)

@@ -83,9 +83,9 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
         return (f"{OUTSIDE_GUEST}: no interrupt this CPU counted runs at {f:,.0f}/s (counted: {loc}{tick}; no other "
                 f"row that often): {where}")  # fmt: skip
     # Named by what cannot be ruled out, and on what: a source of every rate gets a name and its basis
-    could = ", ".join([f"LOC's {room:,.0f}/s beyond the tick (a guest timer)"] if room >= f * (1 - TOLERANCE) else [])
-    could = ", ".join(x for x in (could, *(f"{rates.label(n)} at {rates.per_s[n]:,.0f}/s" for n in others)) if x)
-    return f"not named by the counters: {could} could hold it, or the host does; only counters were read"
+    could = [f"LOC's {room:,.0f}/s beyond the tick (a guest timer)"] if room >= f * (1 - TOLERANCE) else []
+    could += [f"{rates.label(n)} at {rates.per_s[n]:,.0f}/s" for n in others]
+    return f"not named by the counters: {', '.join(could)} could hold it, or the host does; only counters were read"
 
 
 def _room(rates: Rates, config_hz: int | None) -> float:

@@ -38,6 +38,7 @@ from quietcore.fleet.verdict import HOST_NOISE, TOLERANCE, Limits, Verdict, conf
 from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
+from quietcore.runs.model import Run
 from quietcore.runs.reference import Reference
 from quietcore.session import Session
 from quietcore.store import references
@@ -122,15 +123,11 @@ def run(args: argparse.Namespace) -> int:
                                    UNKNOWN)  # fmt: skip
             changed = _drift(reference, session.facts, session.fingerprint)
             with common.node_lock(args, cpus):
-                measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
-                if measured.analysis.get("busy"):  # a job's task is not the node's noise: no verdict, no drain
-                    raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
+                measured = _not_busy(session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off")))
                 seen = cpu_noise(measured, keep_gaps=True)
                 verdict = judge(seen, reference, limits, changed, session.virtualized)
                 if not verdict.passed and not args.once:  # confirmed or cleared by a second measurement
-                    measured = session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off"))
-                    if measured.analysis.get("busy"):
-                        raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
+                    measured = _not_busy(session.add(session.node.noise(NoiseOptions(cpus, duration), trace="off")))
                     seen = cpu_noise(measured, keep_gaps=True)
                     verdict = confirm(verdict, judge(seen, reference, limits, changed, session.virtualized))
             findings = _audit(session, root) if args.audit else []
@@ -180,6 +177,14 @@ def _drift(reference: Reference | None, facts: dict[str, Any], fingerprint: str)
     if not reference.facts:  # a survey's other nodes: only their fingerprint was kept
         return [f"fingerprint {reference.fingerprint} -> {fingerprint}"]
     return drift(reference.facts, facts) or [f"fingerprint {reference.fingerprint} -> {fingerprint}"]
+
+
+def _not_busy(measured: Run) -> Run:
+    """The run, unless a measured CPU was busy with a task (attribution.busy): a job's
+    task is not the node's noise, so no verdict, and with --slurm-drain no drain."""
+    if measured.analysis.get("busy"):
+        raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
+    return measured
 
 
 def _audit(session: Session, root: Root) -> list[dict[str, Any]]:

@@ -108,7 +108,7 @@ class Run:
 
     def full_envelope(self) -> dict[str, Any]:
         """The envelope with every CPU's events as pairs, as the probe wrote
-        them (to the resolution the store keeps): what an export holds."""
+        them (the store keeps them exactly): what an export holds."""
         if self.trace is None or not self.stored:
             return self.envelope
         by_cpu = {c.cpu: c for c in self.trace.cpus}
