@@ -150,3 +150,19 @@ def test_no_name_twice_on_a_cpu() -> None:
     )
     kinds = [source_kind(p["name"]) for p in periodic if p["name"]]
     assert len(set(kinds)) == 2 and periodic[2]["name"] is None
+
+
+def test_a_job_on_every_cpu_is_one_busy_line() -> None:
+    """A rank a CPU on 64 CPUs: one line, not 64 (check's UNKNOWN line joined them all)."""
+    from quietcore.attribution.busy import lines
+
+    busy = {str(c): [{"pid": 4000 + c, "tid": 4000 + c, "comm": "xhpl", "share": 0.48 + c % 9 / 100}]
+            for c in range(64)}  # fmt: skip
+    assert lines({"busy": busy}, why=False) == [
+        "CPUs 0-63 busy: xhpl (64 processes) ran 48-56% of each: tasks, not noise"
+    ]
+    two = {"busy": {"1": [{"pid": 705, "tid": 705, "comm": "python3", "share": 0.54}]}}
+    assert lines(two) == [
+        "CPU 1 busy: python3 (pid 705) ran 54% of it: a task, not noise (its time slices are not "
+        "counted as periodic sources)"
+    ]

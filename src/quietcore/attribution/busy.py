@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quietcore.attribution.sampled import Thread, threads
+from quietcore.facts.cpulist import cpus_phrase
 from quietcore.safe import plain
 
 #: A thread that ran this share of a measured CPU's time shared it with the probe: a co-runner (an always
@@ -68,13 +69,29 @@ def apply(analysis: dict[str, Any], found: Mapping[int, list[dict[str, Any]]]) -
         cpu["periodic"] = [p for p in periodic if float(p.get("median_duration_ns") or 0) < SLICE_NS]
 
 
+#: Up to this many busy CPUs each is a line; above, one line for them all (a job on every CPU of a node).
+EACH_UP_TO = 4
+
+
 def lines(analysis: Mapping[str, Any], why: bool = True) -> list[str]:
     """'CPU 0 busy: python3 (pid 4242) ran 50% of it: a task, not noise' (and, with
-    `why`, that its slices are not counted as sources)."""
+    `why`, that its slices are not counted as sources); above EACH_UP_TO busy CPUs,
+    one line: 'CPUs 0-63 busy: python3 (64 processes) ran 48-56% of each: ...'."""
+    found = {int(cpu): tasks for cpu, tasks in (analysis.get("busy") or {}).items()}
+    slices = " (its time slices are not counted as periodic sources)" if why else ""
+    if len(found) > EACH_UP_TO:
+        tops = [tasks[0] for tasks in found.values()]
+        comms = sorted({t["comm"] for t in tops})
+        pids = len({t["pid"] for t in tops})
+        low, high = min(t["share"] for t in tops), max(t["share"] for t in tops)
+        who = (
+            f"{', '.join(comms[:3])}{' and more' if len(comms) > 3 else ''} ({pids} process{'es' if pids > 1 else ''})"
+        )
+        share = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{100 * low:.0f}-{high:.0%}"
+        return [f"{cpus_phrase(frozenset(found))} busy: {plain(who)} ran {share} of each: tasks, not noise{slices}"]
     out = []
-    for cpu, tasks in (analysis.get("busy") or {}).items():
+    for cpu, tasks in found.items():
         who = ", ".join(f"{t['comm']} (pid {t['pid']}) ran {t['share']:.0%}" for t in tasks[:3])
         more = f" and {len(tasks) - 3} more" if len(tasks) > 3 else ""
-        out.append(f"CPU {cpu} busy: {plain(who)}{more} of it: a task, not noise"
-                   + (" (its time slices are not counted as periodic sources)" if why else ""))  # fmt: skip
+        out.append(f"CPU {cpu} busy: {plain(who)}{more} of it: a task, not noise{slices}")
     return out
