@@ -166,3 +166,25 @@ def test_a_job_on_every_cpu_is_one_busy_line() -> None:
         "CPU 1 busy: python3 (pid 705) ran 54% of it: a task, not noise (its time slices are not "
         "counted as periodic sources)"
     ]
+
+
+def test_names_the_trace_gave_are_kept_when_analysed_again() -> None:
+    """`results analyse` has no trace text: a second untraced train's name ("untraced, a second train at
+    100 Hz (no traced event ...)") was not known as the trace's, and got the counters' name (seen in CI)."""
+    from quietcore.attribution.noise import traced_names
+
+    host = "outside the guest kernel: untraced{more} (no traced event in 30 of 30 gaps): the host"
+    stored: dict[str, Any] = {"cpus": [{"cpu": 1, "periodic": [
+        {"frequency_hz": 250.0, "median_duration_ns": 16e3, "name": "the scheduler tick, CONFIG_HZ=250 (traced: "
+                                                                    "local_timer in 73 of 75 gaps)"},
+        {"frequency_hz": 100.0, "median_duration_ns": 10e3, "name": host.format(more="")},
+        {"frequency_hz": 100.0, "median_duration_ns": 15.3e3, "name": host.format(more=", a second train at 100 Hz")},
+    ]}]}  # fmt: skip
+    counted = "outside the guest kernel: no interrupt this CPU counted runs at 100/s (counted: LOC 250/s)"
+    again: dict[str, Any] = {"cpus": [{"cpu": 1, "periodic": [
+        {"frequency_hz": 250.0, "median_duration_ns": 16e3, "name": "the scheduler tick, CONFIG_HZ=250 (LOC 250/s)"},
+        {"frequency_hz": 100.0, "median_duration_ns": 10e3, "name": counted},
+        {"frequency_hz": 100.0, "median_duration_ns": 15.3e3, "name": counted},
+    ]}]}  # fmt: skip
+    traced_names(again, stored)
+    assert [p["name"] for p in again["cpus"][0]["periodic"]] == [p["name"] for p in stored["cpus"][0]["periodic"]]
