@@ -83,17 +83,24 @@ def templates(env: dict[str, str], where: Path, seconds: float, given: Path | No
 
 
 def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int]) -> dict[str, set[int]]:
-    """`cpus` traces over `span` ns from the templates (each repeated in time), phase-shifted;
-    the planted findings, by kind."""
+    """`cpus` traces over `span` ns from the templates, phase-shifted; the planted findings, by kind.
+    A CPU's trace is the templates one after another, each from the next template CPU and after a
+    pause of up to 10 ms drawn at random: one template repeated exactly would make its every random
+    gap a train at the template's length (a 10 s template: peaks at each 0.1 Hz, several times the
+    height of a real run's, which the search then tries in vain)."""
     out.mkdir()
     planted = {"source": {cpus // 4}, "loss": {2 * cpus // 3}, "l3": set(l3)}
     pairs = [np.loadtxt(f, dtype=np.float64, delimiter="\t", ndmin=2) for f in files]
+    rng = np.random.default_rng(24)
     for cpu in range(cpus):
-        p = pairs[cpu % len(pairs)]
-        own = float((p[:, 0] + p[:, 1]).max()) + 1e6
-        times = int(np.ceil(span / own))
-        starts = np.concatenate([p[:, 0] + k * own for k in range(times)])
-        lengths = np.tile(p[:, 1], times)
+        parts, at, k = [], 0.0, cpu
+        while at < span:
+            p = pairs[k % len(pairs)]
+            parts.append(np.column_stack([p[:, 0] + at, p[:, 1]]))
+            at += float((p[:, 0] + p[:, 1]).max()) + float(rng.uniform(0.1e6, 10e6))
+            k += 1
+        joined = np.concatenate(parts)
+        starts, lengths = joined[:, 0], joined[:, 1]
         keep = starts < span - 50e6
         starts = np.mod(starts[keep] + cpu * 1_234_567.0, span - 50e6)
         lengths = lengths[keep] * (2 if cpu in planted["loss"] | planted["l3"] else 1)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -207,3 +208,40 @@ def test_a_sliver_of_a_phase_window_at_the_end_adds_no_member(tail_ms: float) ->
     (source,) = [s for s in find_periodic(starts[order], durations[order], span) if round(s.frequency_hz) == 100]
     assert source.events <= source.expected
     assert source.expected == len(bursts)
+
+
+def _leftover_and_own(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A 1 kHz train with a tenth of its gaps jittered past the fit's tolerance (what a
+    hint at the node's 1 kHz leaves: peaks at 1-5 kHz), and a 2 kHz train of its own."""
+    host = train(1e6, 0.2e6, 300, rng)
+    far = rng.random(len(host)) < 0.1
+    host[far] += rng.choice([-1, 1], far.sum()) * rng.uniform(40e3, 60e3, far.sum())
+    own = train(0.5e6, 0.31e6, 200, rng)
+    starts = np.concatenate([host, own])
+    durations = np.concatenate([np.full(len(host), 8e3), np.full(len(own), 3e3)])
+    order = np.argsort(starts)
+    return starts[order], durations[order]
+
+
+def test_harmonics_of_a_known_rate_are_tried_as_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rate other CPUs' full search settled (known_hz) is a hint, and the peaks at its
+    harmonics that its leftover gaps raise are each one fit, not a subharmonic search; a
+    source of a harmonic's own rate is still found."""
+    from quietcore.stats import periodicity
+
+    starts, durations = _leftover_and_own(np.random.default_rng(24))
+    fits: list[float] = []
+    real = periodicity._source
+
+    def counted(ev: Any, period: float) -> Any:
+        fits.append(period)
+        return real(ev, period)
+
+    monkeypatch.setattr(periodicity, "_source", counted)
+    searched = [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN, hints_hz=(1000.0,))]
+    searched_fits = len(fits)
+    fits.clear()
+    known = [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN, hints_hz=(1000.0,),
+                                                           known_hz=(1000.0,))]  # fmt: skip
+    assert searched == known and 2000 in known and 1000 in known
+    assert len(fits) < searched_fits / 2, (len(fits), searched_fits)

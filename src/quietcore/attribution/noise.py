@@ -148,7 +148,15 @@ def analyze_cpu(
             del shared[k]
     hints += tuple(shared)
     found = (
-        periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints) if trace.events else []
+        periodic_members(
+            trace.start_ns,
+            trace.duration_ns,
+            trace.span_end_ns,
+            hints_hz=hints,
+            known_hz=tuple(dict.fromkeys(shared_hz)),
+        )
+        if trace.events
+        else []
     )
     sources = [s for s, _ in found]
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)

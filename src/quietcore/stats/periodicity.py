@@ -297,27 +297,56 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
     return float(np.partition(durations, len(durations) - min_events)[len(durations) - min_events])
 
 
-def _next_source(ev: _Events, threshold: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()) -> tuple[
+        PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
-    spectrum's peaks in turn until one lines up enough events."""
+    spectrum's peaks in turn until one lines up enough events; peaks at the
+    harmonics of known_hz are passed over (see periodic_members)."""
     starts, durations = ev.starts[ev.remaining], ev.durations[ev.remaining]
     weights = np.minimum(durations, ev.cap)
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns)
     lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
     if lo >= hi or power[lo : hi + 1].max() < threshold:
         return None  # no peak to try: the autocorrelation (two FFTs more) would go unused
-    acf_period = _acf_period(starts, weights, ev.span_ns, ev.bin_ns)
+    acf_period: float | None = None  # found when first needed: two FFTs
     power = power[: hi + 1].copy()
     fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None] = {}  # by frequency bin (-1: the acf's)
     for _ in range(MAX_CANDIDATES):
         peak = lo + int(np.argmax(power[lo:]))
         if power[peak] < threshold:
             return None
-        best = _best_harmonic(ev, power, peak, lo, df, acf_period, fits)
+        width = 2
+        if known := _harmonic_of(known_hz, peak, df):
+            # A harmonic of a rate settled elsewhere: its subharmonics were tried as hints, so the peak is tried
+            # as itself alone (one fit where the search tries some twenty): a source of its own rate is found.
+            width = known
+            if peak not in fits:
+                fits[peak] = _source(ev.head(SAMPLE_EVENTS), 1e9 / (peak * df))
+            best = fits[peak]
+            if best is not None and ev.head(SAMPLE_EVENTS) is not ev:
+                best = _source(ev, best[0].period_ns)
+        else:
+            if acf_period is None:
+                acf_period = _acf_period(starts, weights, ev.span_ns, ev.bin_ns)
+            best = _best_harmonic(ev, power, peak, lo, df, acf_period, fits)
         if ev.accepts(best):
             return best
-        power[max(peak - 2, 0) : peak + 3] = 0  # not this one: try the next peak
+        power[max(peak - width, 0) : peak + width + 1] = 0  # not this one: try the next peak
     return None
+
+
+def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> int:
+    """How many bins either side of the peak a harmonic of a known rate
+    reaches, when the peak is one (0 when not): three, and one more per
+    20,000 bins of the harmonic's frequency, as a rate known to 1e-4 (1000.0
+    against 1000.1 Hz) puts its 5th harmonic half a bin off in a 10 s run."""
+    for hz in known_hz:
+        if hz <= 0:
+            continue
+        m = round(peak * df / hz)
+        if m >= 1 and abs(peak - m * hz / df) <= (width := 3 + int(peak // 20_000)):
+            return width
+    return 0
 
 
 def _best_harmonic(
@@ -478,13 +507,20 @@ def periodic_members(
     min_coverage: float = 0.5,
     threshold: float = 25.0,
     hints_hz: tuple[float, ...] = (),
+    known_hz: tuple[float, ...] = (),
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
     at least min_events events covering min_coverage of its periods.
     hints_hz are frequencies the evidence predicts (the tick at CONFIG_HZ):
     each is tested directly first, as a matched filter, since a source can
-    hide in a spectrum dominated by long random gaps."""
+    hide in a spectrum dominated by long random gaps. known_hz are rates a
+    full search elsewhere settled (other CPUs of the node: as many trains at
+    each as it found are among the hints): the spectral search after the
+    hints passes over their harmonics, where what the hints left of their
+    trains (members jittered past the tolerance) stands as peaks that cost
+    some twenty fits each and line up nothing new (on the GPU node's CPU 4,
+    the 1 kHz train's 1-4 kHz at 38-48, above the threshold of 25)."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -501,7 +537,7 @@ def periodic_members(
         if ev.enough_left:
             ev.take(_source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
-        source = _next_source(ev, threshold)
+        source = _next_source(ev, threshold, known_hz)
         if source is None:
             break
         ev.take(source, found, taken)
