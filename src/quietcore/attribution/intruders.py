@@ -14,6 +14,7 @@ by time): linear in the events."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -220,6 +221,36 @@ def _credit(use: Use, episode: Episode | None, came: str, inside: bool) -> None:
 
 
 @dataclass
+class Slot:
+    """What ran on the watched CPUs in one interval (a benchmark's iteration):
+    the intruders by name (a task by its name, so one started anew in each
+    fork is one), and the workload's own threads by name (a JVM's JIT and GC)."""
+
+    start: float
+    end: float
+    intruders: dict[str, float] = field(default_factory=dict)  # ns
+    threads: dict[str, float] = field(default_factory=dict)
+
+
+class Slots:
+    """Intervals of time, sorted and not overlapping, to charge stretches to."""
+
+    def __init__(self, intervals: Iterable[tuple[float, float]]) -> None:
+        self.slots = [Slot(a, b) for a, b in sorted(intervals)]
+        self.starts = [s.start for s in self.slots]
+
+    def charge(self, start: float, end: float, name: str, workload: bool) -> None:
+        k = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        while k < len(self.slots) and self.slots[k].start < end:
+            slot = self.slots[k]
+            overlap = min(end, slot.end) - max(start, slot.start)
+            if overlap > 0:
+                into = slot.threads if workload else slot.intruders
+                into[name] = into.get(name, 0.0) + overlap
+            k += 1
+
+
+@dataclass
 class Trace:
     """What one pass over a trace found: per watched CPU, its intruders;
     the span of the trace, and the workload's processes as the trace saw
@@ -230,6 +261,7 @@ class Trace:
     lines: int = 0
     migrations: int = 0  # of the workload's tasks, between CPUs
     mended: int = 0  # switches the trace did not hold, inferred from the next line
+    slots: list[Slot] = field(default_factory=list)  # account's `intervals`, each with what ran in it
 
     def to_json(self) -> dict[str, Any]:
         return {"cpus": [cpu_json(c) for c in self.cpus.values()], "events": self.lines,
@@ -245,6 +277,7 @@ def account(
     own: Iterable[int] = (),
     spawners: Iterable[int] = (),
     episodes: bool = False,
+    intervals: Iterable[tuple[float, float]] = (),
 ) -> Trace:
     """One pass over tracefs text. `workload`: the pids whose process tree
     is the workload (its forks join it); `window` (ns): the time counted,
@@ -252,11 +285,14 @@ def account(
     running); `own`: quietcore's threads, named as itself;
     `spawners`: pids whose children are the workload, themselves not (an
     experiment's runner, which starts each run's workload); `episodes`: keep
-    every stretch of every source on the watched CPUs, in time order."""
+    every stretch of every source on the watched CPUs, in time order;
+    `intervals` (ns, sorted, apart): what ran in each, intruders and the
+    workload's threads by name (Trace.slots)."""
     mine = set(workload)
     parents = set(spawners)
     ours = set(own)
-    out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, mine)
+    slots = Slots(intervals)
+    out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, mine, slots=slots.slots)
     lo, hi = window if window is not None else (-float("inf"), float("inf"))
     state: dict[int, _Cpu] = {}
     woken: dict[int, str] = {}  # pid -> "woken by X on CPU k"
@@ -396,7 +432,8 @@ def account(
             switch_in(cpu, st, now_pid, now_comm, st.last if st.last is not None else ts)  # names quietcore too
         if cpu in watched:
             out.cpus[cpu].events += 1
-            _charge(out.cpus[cpu], st, max(st.last if st.last is not None else lo, lo), min(ts, hi), mine)
+            _charge(out.cpus[cpu], st, max(st.last if st.last is not None else lo, lo), min(ts, hi), mine,
+                    slots)  # fmt: skip
         st.last = ts
         st.last_push, st.last_woken = None, None
 
@@ -486,7 +523,7 @@ def account(
         if cpu in watched and st.last is not None:
             end = hi if window is not None else st.last
             if window is not None:
-                _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine)
+                _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine, slots)
             for ctx in reversed(st.stack):  # still open when the trace ended: counted as far as it went
                 close(cpu, ctx, end)
             slice_ends(cpu, st, end)
@@ -494,7 +531,7 @@ def account(
     return out
 
 
-def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int]) -> None:
+def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int], slots: Slots | None = None) -> None:
     """The stretch [start, end] belongs to the innermost open context, and
     is charged to its source at once, on this CPU: what is charged is exactly
     the window, whether the context ends in the trace, here or elsewhere (a
@@ -506,13 +543,19 @@ def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int])
         ctx = st.stack[-1]
         ctx.ns += dt
         c.use(ctx.kind, ctx.name).ns += dt
+        if slots is not None and slots.slots:
+            slots.charge(start, end, ctx.name, workload=False)
     elif st.pid == 0:
         c.idle_ns += dt
     elif st.pid in mine:
         c.workload_ns += dt
+        if slots is not None and slots.slots:
+            slots.charge(start, end, st.comm, workload=True)
     else:
         c.use("task", st.comm, st.pid).ns += dt
         st.slice_ns += dt
+        if slots is not None and slots.slots:
+            slots.charge(start, end, st.comm, workload=False)
 
 
 _VECTORS = frozenset(e.split("/", 1)[1] for e in EVENTS if e.startswith("irq_vectors/") and e.endswith("_entry"))

@@ -23,13 +23,18 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from typing import Any
 
 from quietcore.attribution import explain, intruders, remedy, sampled, tracer
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
+from quietcore.experiments import metric
+from quietcore.experiments.context import slots_json, steal_ticks
 from quietcore.experiments.custom_exec import check_argv, end_group
+from quietcore.experiments.iterations import explain_iterations
+from quietcore.experiments.metric import Metric, parse_metric, parse_metric_of
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.measure import recorded
@@ -37,6 +42,7 @@ from quietcore.options import USABLE, cpus_option, duration_option, int_in_range
 from quietcore.owner import own_threads, step_aside, step_back
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
+from quietcore.safe import markup
 from quietcore.session import Session
 from quietcore.store import sessions
 
@@ -54,12 +60,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--explain-above", metavar="US",
                         help="each stretch over US µs the intruders took: what ran in it, who sent it")  # fmt: skip
+    parser.add_argument("--metric", action="append", metavar="NAME:REGEX[:higher|lower] | jmh",
+                        help="with a command: its own figure of merit, read from its output; each sample's interval "
+                             "gets the intruders traced in it (jmh: JMH's iterations)")  # fmt: skip
+    parser.add_argument("--metric-of", metavar="HOW", default="median",
+                        help="the run's value from its samples: median (default), mean or last")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                         help="the workload: its process tree is not an intruder")  # fmt: skip
     common.add_wait(parser)
     common.add_db(parser)
     common.add_tags(parser)
+
+
+def plan_metrics(args: argparse.Namespace, argv: list[str]) -> tuple[tuple[Metric, ...], str]:
+    found = tuple(parse_metric(m) for m in args.metric or ())
+    of = parse_metric_of(args.metric_of)
+    if found and not argv:
+        raise UsageError("--metric goes with a command (-- CMD): it is read from the command's output")
+    return found, of
 
 
 def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[str], float | None, int]:
@@ -84,13 +103,18 @@ def plan(args: argparse.Namespace) -> tuple[frozenset[int], float | None, list[s
 
 def run(args: argparse.Namespace) -> int:
     cpus, duration, argv, above, buffer_kb = plan(args)
+    metrics_, metric_of = plan_metrics(args, argv)
     path, chosen = common.db_path(args)
     with (
         common.node_lock(args, cpus),
         Session(NAME, path, chosen, common.tags(args), common.live_root()) as session,
     ):
         started = sessions.now_iso()
-        watched, status = watch(cpus, duration, argv, not args.no_pin, above, buffer_kb)
+        output = metric.Reader(metrics_, 0, on_mark=lambda: steal_ticks(cpus)) if metrics_ else None
+        watched, status = watch(cpus, duration, argv, not args.no_pin, above, buffer_kb, output,
+                                echo=2 if args.json else 1)  # fmt: skip
+        if output is not None:
+            watched["metric"] = _figures(metrics_, output, metric_of, watched.pop("slots", []))
         what = _short(shlex.join(argv)) if argv else "nothing (no workload)"
         analysis = watched | {"cpus_text": format_cpulist(cpus), "workload_text": what}
         params = {"cpus": sorted(cpus), "duration_s": duration, "argv": argv, "pinned": bool(argv) and not args.no_pin}
@@ -109,7 +133,31 @@ def run(args: argparse.Namespace) -> int:
     if status:
         text.console(stderr=True).print(f"warning: {argv[0]} exited with {status}")
         return 1
+    missing = (analysis.get("metric") or {}).get("error")
+    if missing:
+        text.console(stderr=True).print(markup(f"error: {missing}"))
+        return 1
     return 0
+
+
+def _figures(metrics_: tuple[Metric, ...], output: metric.Reader, of: str, slots: list[dict[str, Any]]) -> dict[
+        str, Any]:  # fmt: skip
+    """The command's figures of merit: each metric's value and samples, the verdict's samples each with the
+    intruders, the workload's threads and the host's steal in its interval, and why its iterations differ."""
+    first = metrics_[0]
+    if not output.samples[first.name]:
+        return {"error": metric.never_matched(first, output.tail, output.errors)}
+    found = metric.run_json(metrics_, output, of, steal_scale=1e9 / os.sysconf("SC_CLK_TCK"))
+    found.pop("intervals_ns")
+    for row, slot in zip(found["samples"][first.name], slots, strict=False):
+        row.update(slot)
+    unit = output.samples[first.name][0].unit
+    head = {"name": first.name, "unit": unit or first.name, "better": metric.direction(first, unit)}
+    figures = found | {"verdict": head | {"value": found["metrics"][first.name]["value"], "of": of}}
+    explained = explain_iterations("the command", [found], head)
+    if explained:
+        figures["iterations"] = explained
+    return figures
 
 
 def _short(command: str, width: int = 60) -> str:
@@ -124,12 +172,16 @@ def watch(
     pin: bool,
     above: float | None = None,
     buffer_kb: int = BUFFER_KB,
+    output: metric.Reader | None = None,
+    echo: int = 1,
 ) -> tuple[dict[str, Any], int]:
     """Trace every CPU while the workload runs (or for `duration`), then
     account for the watched CPUs. quietcore itself moves off them first, so
-    that it is not one of the intruders it names."""
+    that it is not one of the intruders it names. `output`: the command's
+    output is read into it as it comes (--metric), and written on to `echo`;
+    each of its samples' intervals is accounted too (the result's "slots")."""
     if not tracer.usable()[0]:
-        return _sampled(cpus, duration, argv, pin)
+        return _sampled(cpus, duration, argv, pin, output, echo)
     moved = step_aside(cpus)
     status, root = 0, None
     try:
@@ -138,7 +190,7 @@ def watch(
             trace.mark()
             with tracer.Stream(trace, cpus) as stream:
                 if argv:
-                    status, root = _run(argv, cpus if pin else None)
+                    status, root = _run(argv, cpus if pin else None, output, echo)
                 else:
                     assert duration is not None
                     time.sleep(duration)
@@ -153,8 +205,9 @@ def watch(
     except ValueError as exc:
         raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
     workload = () if root is None else (root,)
+    intervals = [(float(x.start_ns), float(x.at_ns)) for x in output.samples[output.metrics[0].name]] if output else []
     found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, own_threads() | {reader},
-                              episodes=above is not None)  # fmt: skip
+                              episodes=above is not None, intervals=intervals)  # fmt: skip
     data = found.to_json()
     for cpu in data["cpus"]:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
@@ -162,14 +215,16 @@ def watch(
     if above is not None:
         data["explained"] = explain.explain_gaps(explain.intrusion_gaps(found), found, above, origin_ns=window[0])
     return data | {"lost_events": lost, "lost_by_cpu": {str(c): n for c, n in by_cpu.items()}, "clock": clock,
-                   "missing_events": missing, "reader": cost}, status  # fmt: skip
+                   "missing_events": missing, "reader": cost, "slots": slots_json(found.slots)}, status  # fmt: skip
 
 
-def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool) -> tuple[dict[str, Any], int]:
-    """Without the tracer: every task's CPU time and last CPU, sampled."""
+def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin: bool,
+             output: metric.Reader | None = None, echo: int = 1) -> tuple[dict[str, Any], int]:  # fmt: skip
+    """Without the tracer: every task's CPU time and last CPU, sampled (a
+    sample's interval is not accounted: its samples carry the steal alone)."""
     moved = step_aside(cpus)
     try:
-        proc = _start(argv, cpus if pin else None) if argv else None
+        proc = _start(argv, cpus if pin else None, output, echo) if argv else None
         end = time.monotonic() + (duration or 0.0)
         sampler = sampled.Sampler(cpus, proc.pid if proc else None, own_threads())
         try:
@@ -185,19 +240,44 @@ def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin:
     for cpu in data["cpus"]:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
             source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
+    if proc is not None:
+        _finish(proc)
     status = _status(proc.returncode) if proc is not None else 0
     return data | {"mode": "sampled", "misses": sampled.MISSES, "lost_events": 0}, status
 
 
-def _start(argv: list[str], cpus: frozenset[int] | None) -> subprocess.Popen[bytes]:
+def _start(argv: list[str], cpus: frozenset[int] | None, output: metric.Reader | None = None,
+           echo: int = 1) -> subprocess.Popen[bytes]:  # fmt: skip
+    """The command, its output read into `output` (and written on to `echo`) when given."""
+
     def setup() -> None:
         if cpus:
             os.sched_setaffinity(0, cpus)
 
+    out, err = (subprocess.PIPE, subprocess.STDOUT) if output is not None else (None, None)
     try:
-        return subprocess.Popen(argv, preexec_fn=setup, process_group=0)
+        if output is not None:
+            output.started_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+            output.marks = {output.started_ns: output.on_mark() if output.on_mark else None}
+        proc: subprocess.Popen[bytes] = subprocess.Popen(argv, preexec_fn=setup, process_group=0, stdout=out,
+                                                         stderr=err)  # fmt: skip
     except OSError as exc:
         raise CommandError(f"cannot start {argv[0]!r}: {exc}", exit_code=3) from exc
+    if output is not None:
+        assert proc.stdout is not None
+        pumping = threading.Thread(target=metric.pump, args=(proc.stdout.fileno(), output, echo), daemon=True)
+        pumping.start()
+        proc._quietcore_pump = pumping  # type: ignore[attr-defined]  # joined as it ends (_finish)
+    return proc
+
+
+def _finish(proc: subprocess.Popen[bytes]) -> None:
+    """The output read to its end (a grandchild holding the pipe gets a grace), and the pipe closed."""
+    pumping = getattr(proc, "_quietcore_pump", None)
+    if pumping is not None:
+        pumping.join(timeout=1.0)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _status(code: int) -> int:
@@ -205,13 +285,16 @@ def _status(code: int) -> int:
     return 128 - code if code < 0 and -code in signal.valid_signals() else code
 
 
-def _run(argv: list[str], cpus: frozenset[int] | None) -> tuple[int, int]:
+def _run(argv: list[str], cpus: frozenset[int] | None, output: metric.Reader | None = None,
+         echo: int = 1) -> tuple[int, int]:  # fmt: skip
     """The command in its own process group (Ctrl-C ends all it started);
     returns its exit status and pid."""
-    proc = _start(argv, cpus)
+    proc = _start(argv, cpus, output, echo)
     try:
         proc.wait()
     except KeyboardInterrupt:
         end_group(proc)
         raise
+    finally:
+        _finish(proc)
     return _status(proc.returncode), proc.pid

@@ -36,6 +36,7 @@ from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.experiments import custom
 from quietcore.experiments.builtin import BUILTIN
+from quietcore.experiments.metric import parse_metric, parse_metric_of
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.node import Node, read_node
 from quietcore.experiments.runner import check_levers, run_experiment
@@ -68,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", metavar="S", help="custom: end a run of the command (its process group) after S s (1-86400)"
     )
+    parser.add_argument("--metric", action="append", metavar="NAME:REGEX[:higher|lower] | jmh",
+                        help="custom: the command's own figure of merit, each match of REGEX's first group on its "
+                             "output a sample (several: the first is the verdict's); jmh: JMH's scores")  # fmt: skip
+    parser.add_argument("--metric-of", metavar="HOW",
+                        help="custom: a run's value from its samples: median (default), mean or last")  # fmt: skip
     parser.add_argument("--intrusions", choices=("auto", "on", "off"), default="auto",
                         help="trace each run's intruders on its CPUs (auto: when root can)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -98,10 +104,17 @@ def plan(args: argparse.Namespace) -> tuple[Experiment, int, Node]:
         if args.timeout is not None:
             limit = positive_float(args.timeout, "--timeout", 1, 86400)
             exp.cells = [dataclasses.replace(c, timeout_s=limit) if c.command == "exec" else c for c in exp.cells]
+        if args.metric or args.metric_of:
+            found = tuple(parse_metric(m) for m in args.metric or ())
+            of = parse_metric_of(args.metric_of) if args.metric_of else None
+            exp.cells = [dataclasses.replace(c, metrics=found or c.metrics, metric_of=of or c.metric_of)
+                         if c.command == "exec" else c for c in exp.cells]  # fmt: skip
+            if not any(c.metrics for c in exp.cells):
+                raise UsageError("--metric-of goes with --metric (or metric = [...] in --file)")
     else:
-        for option in ("cmd", "file", "factor", "timeout"):
+        for option in ("cmd", "file", "factor", "timeout", "metric", "metric_of"):
             if getattr(args, option):
-                raise UsageError(f"--{option} is only for `run custom`")
+                raise UsageError(f"--{option.replace('_', '-')} is only for `run custom`")
         exp = BUILTIN[name](node, args.quick, priority)
         exp.reps = reps if reps is not None else exp.reps
         exp.warmup = warmup if warmup is not None else exp.warmup

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.experiments.iterations import explain_iterations
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.runner import Outcome
 from quietcore.experiments.spread import explain
@@ -21,6 +22,12 @@ from quietcore.stats.percentiles import min_samples
 
 def _median(values: list[float]) -> float:
     return float(np.median(values))
+
+
+def _unit(row: dict[str, Any]) -> str | None:
+    """A figure of merit's own unit for its verdict ("31 % more ops/s"); None for time and the probes'."""
+    m = row.get("metric") or {}
+    return str(m["unit"]) if m.get("name") != "wall_s" and "wall" in row and m.get("unit") else None
 
 
 def _extras(exp: Experiment, outcome: Outcome, base: Outcome | None) -> dict[str, str]:
@@ -64,6 +71,10 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                                    "baseline": cell.baseline, "values": values, "failed": o.failed}  # fmt: skip
             if o.failed:
                 warnings.append(f"{cell.label}: could not run: {o.failed}")
+            if o.missing:
+                row["missing"] = o.missing
+                warnings.append(f"{cell.label}: {o.missing} run(s) left out: their output held no sample of "
+                                f"--metric {cell.metrics[0].spec()}")  # fmt: skip
             if not values:
                 rows.append(row)
                 continue
@@ -83,7 +94,12 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             if any(lost):
                 warnings.append(f"{cell.label}: the trace lost {sum(lost):,} events in {sum(map(bool, lost))} runs: "
                                 "their intrusions are short by what those held")  # fmt: skip
-            explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)
+            if "wall" in o.results[0]:  # a figure of its own: wall time is the second, and spread is per iteration
+                walls = [float(r["wall"]["value"]) for r in o.results]
+                row["wall"] = {"median_s": _median(walls), "stats": asdict(describe(walls))}
+                explained = explain_iterations(cell.label, o.results, metric)
+            else:
+                explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)
             if explained:
                 spread.append(explained)
             for r in o.results:
@@ -94,7 +110,8 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                 base_values = [float(r["metric"]["value"]) for r in base.results]
                 pending.append((row, base_values, values, metric["better"] == "higher"))
             rows.append(row)
-    done = compare_many([(base_values, values, higher) for _, base_values, values, higher in pending])
+    done = compare_many([(base_values, values, higher) for _, base_values, values, higher in pending],
+                        [_unit(row) for row, *_ in pending])  # fmt: skip
     for (row, *_), c in zip(pending, done, strict=True):
         row["comparison"] = asdict(c)
     sizes = sorted({len(r["values"]) for r in rows if r["values"]})

@@ -25,8 +25,8 @@ TOP = 8  # sources kept per run, the largest; the rest summed as "other"
 STAT = Path("/proc/stat")
 
 
-def _steal_ticks(cpus: frozenset[int]) -> int | None:
-    """The steal column of /proc/stat for these CPUs, in USER_HZ ticks."""
+def steal_ticks(cpus: frozenset[int]) -> int | None:
+    """The steal column of /proc/stat for these CPUs (every CPU, when none), in USER_HZ ticks."""
     try:
         lines = STAT.read_text().splitlines()
     except OSError:
@@ -34,7 +34,7 @@ def _steal_ticks(cpus: frozenset[int]) -> int | None:
     total = 0
     for line in lines:
         name, *cols = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus and len(cols) >= 8:
+        if name.startswith("cpu") and name[3:].isdigit() and (not cpus or int(name[3:]) in cpus) and len(cols) >= 8:
             total += int(cols[7])
     return total
 
@@ -81,7 +81,7 @@ class Watch:
             # The calling thread stays: it starts the workload, which inherits its mask (the probe
             # refuses a CPU outside the mask it was given); it steps aside once the workload runs.
             self._moved = step_aside(cpus, keep=frozenset({threading.get_native_id()}))
-        self._steal = _steal_ticks(cpus)
+        self._steal = steal_ticks(cpus)
         freq = _freq_khz(cpus)
         self._freq = [freq] if freq is not None else []
         if self.trace is not None:
@@ -98,7 +98,8 @@ class Watch:
             self._stream.__exit__(None, None, None)
             self.trace.mark()
             raw = self._stream.text()
-            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream.tid)
+            intervals = [(float(a), float(b)) for a, b in result.get("intervals_ns", ())]
+            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream.tid, intervals)
             self._stream = None
         else:
             out["intrusions"] = {"why_not": self.why_not}
@@ -116,7 +117,7 @@ class Watch:
             cov["migrations"] = counters["cpu_migrations"]
         elif "migrations" in intrusions:
             cov["migrations"] = intrusions["migrations"]
-        steal = _steal_ticks(self._cpus)
+        steal = steal_ticks(self._cpus)
         if steal is not None and self._steal is not None:
             cov["steal_ns"] = (steal - self._steal) * 1e9 / os.sysconf("SC_CLK_TCK")
         freq = _freq_khz(self._cpus)
@@ -126,7 +127,12 @@ class Watch:
 
 
 def _intrusions(
-    trace: tracer.TraceSession, raw: str, cpus: frozenset[int], lost_before: int, reader: int
+    trace: tracer.TraceSession,
+    raw: str,
+    cpus: frozenset[int],
+    lost_before: int,
+    reader: int,
+    intervals: list[tuple[float, float]] = [],  # noqa: B006  (read, never changed)
 ) -> dict[str, Any]:
     lost = trace.lost() - lost_before
     try:
@@ -134,7 +140,7 @@ def _intrusions(
     except ValueError as exc:
         return {"why_not": str(exc)}
     found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=own_threads() | {reader},
-                             spawners=(os.getpid(),))  # fmt: skip
+                             spawners=(os.getpid(),), intervals=intervals)  # fmt: skip
     merged: dict[tuple[str, str, int | None], float] = {}
     counts: dict[tuple[str, str, int | None], int] = {}
     for cpu in found.cpus.values():
@@ -153,7 +159,17 @@ def _intrusions(
         "traced_ns": window[1] - window[0],
         "migrations": found.migrations,
         "lost_events": lost,
+        **({"slots": slots_json(found.slots)} if intervals else {}),
     }
+
+
+def slots_json(slots: list[intruders.Slot], top: int = TOP) -> list[dict[str, Any]]:
+    """Each interval's intruders and the workload's threads (ms), the largest `top` of each."""
+
+    def ms(d: dict[str, float]) -> dict[str, float]:
+        return {k: round(v / 1e6, 3) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]}
+
+    return [{"intruders": ms(s.intruders), "threads": ms(s.threads)} for s in slots]
 
 
 def open_watch(intrusions: str) -> tuple[Watch, tracer.TraceSession | None]:

@@ -13,6 +13,8 @@
     args = ["--pattern", "random", "--size", "64M"]
     [[workload]]
     cmd = "make -j2"         # or any command (no shell), measured from outside
+    metric = ["jmh"]         # optional, with cmd: its own figures (--metric), the first the verdict's
+    metric_of = "median"     # optional: median, mean or last of a run's samples
 
 Factors: policy (other, batch, idle, fifo, rr, deadline), priority (1-99),
 cpus (a CPU list, or "any"), load and disturb (none, same-cpu, sibling,
@@ -31,6 +33,7 @@ from typing import Any
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
 from quietcore.experiments.levers import NAMES as LEVERS
+from quietcore.experiments.metric import parse_metric, parse_metric_of
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.experiments.node import Node
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
@@ -95,7 +98,8 @@ def _workload_cell(
         if policy == "deadline":
             raise UsageError("policy deadline is only available for built-in workloads, not for a command")
         return Cell(label, group, factors, "exec", (), EXPECTED_S, levers, loads, baseline,
-                    argv=tuple(shlex.split(workload["cmd"])), cpus=cpus, policy=policy, priority=priority)  # fmt: skip
+                    argv=tuple(shlex.split(workload["cmd"])), cpus=cpus, policy=policy, priority=priority,
+                    metrics=workload.get("_metrics", ()), metric_of=workload.get("metric_of", "median"))  # fmt: skip
     args = [str(a) for a in workload.get("args", [])]
     if cpus:
         args += ["--cpus", format_cpulist(cpus)]
@@ -171,6 +175,19 @@ def from_file(path: Path, node: Node, reps: int | None, warmup: int | None) -> t
             raise UsageError(f'{where}: each [[workload]] needs exactly one of name = "..." or cmd = "..."')
         if not isinstance(w.get("args", []), list):
             raise UsageError(f'{where}: args must be a list of strings, like ["--size", "64M"]')
+        if "metric" in w or "metric_of" in w:
+            if "cmd" not in w:
+                raise UsageError(f"{where}: metric goes with a cmd workload (a built-in one has its own)")
+            raw_metrics = w.get("metric", [])
+            if isinstance(raw_metrics, str):
+                raw_metrics = [raw_metrics]
+            if not isinstance(raw_metrics, list) or not all(isinstance(m, str) for m in raw_metrics):
+                raise UsageError(f'{where}: metric must be a list of strings, like ["jmh"]')
+            w["_metrics"] = tuple(parse_metric(m, f"{where}: metric") for m in raw_metrics)
+            if "metric_of" in w:
+                parse_metric_of(str(w["metric_of"]), f"{where}: metric_of")
+            elif not w["_metrics"]:
+                raise UsageError(f"{where}: metric is empty")
     raw = data.get("factors", {})
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: [factors] must be a table of lists")

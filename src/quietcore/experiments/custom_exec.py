@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quietcore.errors import CommandError, UsageError
+from quietcore.experiments import metric as metrics
+from quietcore.experiments.context import steal_ticks
 from quietcore.experiments.model import Cell
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.safe import plain
@@ -119,6 +121,31 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> Any:
     return usage
 
 
+class MetricMissing(CommandError):
+    """A run whose output held no sample of the verdict's metric."""
+
+
+def _metric(cell: Cell, output: metrics.Reader) -> dict[str, Any]:
+    """The verdict's figure: the first metric's samples, as --metric-of says."""
+    first = cell.metrics[0]
+    samples = output.samples[first.name]
+    if not samples:
+        raise MetricMissing(metrics.never_matched(first, output.tail, output.errors))
+    unit = samples[0].unit
+    return {"name": first.name, "unit": unit or first.name, "value": metrics.value_of(samples, cell.metric_of),
+            "better": metrics.direction(first, unit), "of": cell.metric_of, "samples": len(samples)}  # fmt: skip
+
+
+def _per_sample(result: dict[str, Any], around: dict[str, Any], cell: Cell) -> None:
+    """Each sample of the verdict's metric gets what the trace saw in its interval (the slots the
+    context's account gave, in the same order), which leave the context."""
+    slots = around.get("intrusions", {}).pop("slots", None)
+    if not cell.metrics or slots is None:
+        return
+    for row, slot in zip(result["samples"].get(cell.metrics[0].name, []), slots, strict=False):
+        row.update(slot)
+
+
 def run_command(
     session: Session, cell: Cell, params: dict[str, Any], context: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,31 +162,39 @@ def run_command(
 
     started = sessions.now_iso()
     before = _irq_totals(cpus)
+    output = metrics.Reader(cell.metrics, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW),
+                            on_mark=lambda: steal_ticks(cpus))  # fmt: skip
     t0 = time.perf_counter_ns()
     try:
-        # its own process group, so that Ctrl-C, SIGTERM and --timeout end all it started
+        # its own process group, so that Ctrl-C, SIGTERM and --timeout end all it started; with --metric its
+        # output is read as it comes, stderr with stdout in the order written
         proc = subprocess.Popen(list(cell.argv), preexec_fn=setup, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, process_group=0)  # fmt: skip
+                                stdout=subprocess.PIPE if cell.metrics else subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT if cell.metrics else subprocess.PIPE,
+                                process_group=0)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         raise CommandError(f"cannot start {cell.argv[0]!r} with policy {cell.policy}: {exc}", exit_code=3) from exc
     tail = bytearray()
-    assert proc.stderr is not None
-    reader = threading.Thread(target=_drain, args=(proc.stderr.fileno(), tail), daemon=True)
+    pipe = proc.stdout if cell.metrics else proc.stderr
+    assert pipe is not None
+    reader = threading.Thread(target=metrics.pump if cell.metrics else _drain,
+                              args=(pipe.fileno(), output if cell.metrics else tail), daemon=True)  # fmt: skip
     reader.start()
     try:
         usage = _wait(proc, cell.timeout_s)
     finally:
         reader.join(timeout=GRACE_S)
-        proc.stderr.close()
+        pipe.close()
     wall = time.perf_counter_ns() - t0
     after = _irq_totals(cpus)
-    err = tail.decode(errors="replace").strip()
+    err = "\n".join(output.tail) if cell.metrics else tail.decode(errors="replace").strip()
     if proc.returncode != 0:
         last = plain(err.splitlines()[-1][:300]) if err else "no message"
         raise CommandError(f"{cell.argv[0]} exited with {proc.returncode}: {last}")
+    wall_metric = {"name": "wall_s", "unit": "s", "value": wall / 1e9, "better": "lower"}
     result = {
         "workload": "exec",
-        "metric": {"name": "wall_s", "unit": "s", "value": wall / 1e9, "better": "lower"},
+        "metric": _metric(cell, output) if cell.metrics else wall_metric,
         "argv": list(cell.argv),
         "policy": cell.policy,
         "priority": priority,
@@ -176,7 +211,11 @@ def run_command(
             "interrupts_on_its_cpus": sum(after.values()) - sum(before.values()),
         },
     }
+    if cell.metrics:
+        result["wall"] = wall_metric
+        result |= metrics.run_json(cell.metrics, output, cell.metric_of, steal_scale=1e9 / os.sysconf("SC_CLK_TCK"))
     around = context(result)
+    _per_sample(result, around, cell)
     envelope = {"format": "quietcore-exec", "command": "exec", "argv": list(cell.argv), "start": started,
                 "end": sessions.now_iso(), "result": result}  # fmt: skip
     session.record("exec", params, started, envelope, {"context": around})

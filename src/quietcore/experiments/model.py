@@ -7,6 +7,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore.experiments.metric import Metric
 from quietcore.facts.cpulist import parse_cpulist
 
 
@@ -43,6 +44,8 @@ class Cell:
     policy: str = "other"
     priority: int = 0
     timeout_s: float = 0.0  # for "exec": --timeout, 0 for none
+    metrics: tuple[Metric, ...] = ()  # for "exec": its own figures of merit (--metric), the first the verdict's
+    metric_of: str = "median"  # a run's value from its samples (--metric-of)
 
     def where(self, anywhere: frozenset[int]) -> frozenset[int]:
         """The CPUs its workload runs on: its pinning, else `anywhere`."""

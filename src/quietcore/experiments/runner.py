@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from quietcore.errors import CommandError, Interrupted, UsageError
 from quietcore.experiments.context import Watch, open_watch
-from quietcore.experiments.custom_exec import run_command
+from quietcore.experiments.custom_exec import MetricMissing, run_command
 from quietcore.experiments.levers import in_order, lever
 from quietcore.experiments.model import Cell, Experiment, Load
 from quietcore.levers.journal import Journal, node_journal
@@ -40,6 +40,8 @@ class Outcome:
     results: list[dict[str, Any]] = field(default_factory=list)  # measured runs, not warm-ups
     contexts: list[dict[str, Any]] = field(default_factory=list)  # each measured run's intrusions and covariates
     failed: str | None = None  # why the cell stopped, if it did
+    missing: int = 0  # measured runs left out: their output held no sample of the verdict's metric
+    ran: int = 0  # runs started, warm-ups too
 
 
 def check_levers(exp: Experiment, strict: bool, cpus: frozenset[int]) -> None:
@@ -195,11 +197,21 @@ def _run_all(session: Session, exp: Experiment, seed: int, cpus: frozenset[int],
                 f"interrupted: {stored} runs ({measured} measured, the rest warm-ups) are stored as session "
                 f"{session.id} in {session.db_path}; the levers it changed are put back"
             ) from exc
+        except MetricMissing as exc:
+            # A pattern that matched nothing in the cell's first run never will: the cell stops with its
+            # error; a later run without a sample is left out, and counted.
+            outcome.ran += 1
+            if outcome.ran == 1:
+                outcome.failed = str(exc)
+            elif rep >= 0:
+                outcome.missing += 1
+            continue
         except CommandError as exc:
             outcome.failed = str(exc)
             continue
         finally:
             _stop(loads)
+        outcome.ran += 1
         if rep >= 0:
             outcome.results.append(result)
             outcome.contexts.append(context)

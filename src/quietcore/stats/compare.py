@@ -109,34 +109,38 @@ def _more(ratio: float, what: str) -> str:
     return f"{ratio:.2f}x the {what}" if ratio >= 2 else f"{ratio - 1:.1%} more {what}"
 
 
-def verdict(c: Comparison, alpha: float = ALPHA, higher: bool = False) -> str:
+def verdict(c: Comparison, alpha: float = ALPHA, higher: bool = False, unit: str | None = None) -> str:
     """Faster, slower, or no detectable difference: both the adjusted test
     and the ratio's interval must agree before a difference is claimed.
-    `higher`: the figure is a throughput (GB/s), not a time."""
+    `higher`: the figure is a throughput (GB/s), not a time; `unit`: the
+    figure's own (a benchmark's ops/s), named in place of "throughput" or "time"."""
     p = c.p_adjusted if c.p_adjusted is not None else c.p_value
     above, below = p < alpha and c.ci_low > 1, p < alpha and c.ci_high < 1
     if higher:
+        what = unit or "throughput"
         if above:
-            return f"faster ({_more(c.ratio, 'throughput')})"
+            return f"faster ({_more(c.ratio, what)})"
         if below:
-            return f"slower ({1 - c.ratio:.1%} less throughput)"
+            return f"slower ({1 - c.ratio:.1%} less {what})"
     else:
+        what = unit or "time"
         if below:
-            return f"faster ({(1 - c.ratio):.1%} less time)"
+            return f"faster ({(1 - c.ratio):.1%} less {what})"
         if above:
-            return f"slower ({_more(c.ratio, 'time')})"
+            return f"slower ({_more(c.ratio, what)})"
     return "no detectable difference"
 
 
-def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], bool]]) -> list[Comparison]:
+def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], bool]],
+                 units: Sequence[str | None] = ()) -> list[Comparison]:  # fmt: skip
     """Each (baseline, candidate, higher_is_better), Holm-adjusted across
-    all of them, each with its verdict."""
+    all of them, each with its verdict (in its unit, where `units` gives one)."""
     raw = [compare(base, cand) for base, cand, _ in pairs]
     adjusted = holm([c.p_value for c in raw])
     out = []
-    for c, p, (_, _, higher) in zip(raw, adjusted, pairs, strict=True):
+    for k, (c, p, (_, _, higher)) in enumerate(zip(raw, adjusted, pairs, strict=True)):
         c = replace(c, p_adjusted=p)
-        out.append(replace(c, verdict=verdict(c, higher=higher)))
+        out.append(replace(c, verdict=verdict(c, higher=higher, unit=units[k] if k < len(units) else None)))
     return out
 
 

@@ -22,10 +22,15 @@ EXTRA = {"prefetch": "stride", "numa": "numa", "affinity": "normalised", "smt": 
 
 def spread_lines(analysis: dict[str, Any]) -> list[str]:
     """Why each cell's runs differ, and the method, once."""
-    spread = analysis.get("spread", [])
-    if not spread:
-        return []
-    return [f"Why runs differ ({spread[0]['method']}):", *[s["sentence"] for s in spread]]
+    lines, method = [], None
+    for s in analysis.get("spread", []):
+        if s["method"] != method:
+            method = s["method"]
+            lines.append(f"Why {'iterations' if method.startswith('over iterations') else 'runs'} differ ({method}):")
+        lines += [s[k] for k in ("sentence",) if s.get(k)]
+        if s.get("forks"):
+            lines.append(f"{s['cell']}: {s['forks']['sentence']}")
+    return lines
 
 
 class ExperimentKind(Kind):

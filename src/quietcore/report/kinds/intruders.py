@@ -14,6 +14,7 @@ from rich.table import Table
 
 from quietcore.attribution import explain
 from quietcore.facts.cpulist import brief_cpulist, cpus_phrase
+from quietcore.report.iterations import figure, iteration_lines, iterations_table
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
 from quietcore.safe import markup
@@ -145,6 +146,24 @@ def tables_of(analysis: dict[str, Any], fixes: list[str]) -> list[Table]:
     return [table(cpu, fixes) for cpu in cpus]
 
 
+def metric_lines(analysis: dict[str, Any]) -> list[str | Table]:
+    """The command's own figure (--metric): its value, the iterations' table, why they differ."""
+    figures = analysis.get("metric")
+    if not figures:
+        return []
+    if "error" in figures:
+        return [f"No figure of merit: {figures['error']}"]
+    v = figures["verdict"]
+    n = figures["metrics"][v["name"]]["samples"]
+    out: list[str | Table] = [f"{v['name']}: {figure(v['value'])} {v['unit']} ({v['of']} of {n} samples, "
+                              f"{v['better']} is better)"]  # fmt: skip
+    explained = figures.get("iterations")
+    if explained:
+        out.append(iterations_table(explained, f"{v['name']}, iteration by iteration"))
+        out += iteration_lines(explained)
+    return out
+
+
 def notes(analysis: dict[str, Any]) -> list[str]:
     out = [f"Sampled, not traced ({analysis['misses']})"] if analysis.get("mode") == "sampled" else []
     lost = analysis.get("lost_events", 0)
@@ -185,6 +204,7 @@ class IntrudersKind(Kind):
         shown += [markup(line) for line in notes(analysis)]
         if "explained" in analysis:
             shown += [markup(line) for line in explain.lines(analysis["explained"], STRETCHES)]
+        shown += [markup(line) if isinstance(line, str) else line for line in metric_lines(analysis)]
         return shown
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
@@ -197,6 +217,11 @@ class IntrudersKind(Kind):
         s.paragraphs += [f"[{i}] {fix}" for i, fix in enumerate(fixes, 1)] + notes(analysis)
         if "explained" in analysis:
             s.paragraphs += explain.lines(analysis["explained"], STRETCHES)
+        for line in metric_lines(analysis):
+            if isinstance(line, str):
+                s.paragraphs.append(line)
+            else:
+                s.grids.append(grid(line))
 
 
 KIND = IntrudersKind()

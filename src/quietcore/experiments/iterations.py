@@ -1,0 +1,174 @@
+"""Why a benchmark's iterations differ, when it reports a figure of its own
+(--metric): each iteration's shortfall (its score below the median, as a
+fraction of it) against the share of its time that intruders and the
+host's steal took on the workload's CPUs, and whether forks (JMH's -f)
+differ beyond their iterations' spread.
+
+The method, stated with every result. An intruder that takes a share x of
+an iteration's CPU time leaves the workload 1 - x of it: its score falls
+by about x (a slope of 1). The Theil-Sen slope of shortfall on x, with
+Sen's 95 % interval, turns the slow iterations' excess x into shortfall;
+the share is that over their excess shortfall. Slow iterations are those
+whose shortfall stands more than 3 scaled MADs above the median (the
+slower half when none does). Forks are compared by Kruskal-Wallis on the
+iterations' scores, its p by permutation (no distribution assumed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from quietcore.experiments.spread import CLAIM
+from quietcore.report.iterations import figure, ms
+from quietcore.stats.rank import ranks, theil_sen
+
+METHOD = (
+    "over iterations: the Theil-Sen slope of each iteration's shortfall on the share of its time intruders and "
+    "steal took, with Sen's 95% interval, times the slow iterations' excess share, over their excess shortfall"
+)
+SHOWN = 3  # iterations in the slowest and fastest lists
+PERMUTATIONS = 2000
+
+
+def flatten(results: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Every run's samples of the metric, each with its run's number (1 on)."""
+    return [{**row, "run": k + 1} for k, r in enumerate(results) for row in r.get("samples", {}).get(name, [])]
+
+
+def where(row: dict[str, Any], runs: int) -> str:
+    parts = [f"run {row['run']}"] if runs > 1 else []
+    if row.get("fork") is not None:
+        parts.append(f"fork {row['fork']}")
+    parts.append(f"it {row['iteration']}" if row.get("iteration") is not None else f"sample {row['index'] + 1}")
+    return " ".join(parts)
+
+
+def _taken_ms(row: dict[str, Any]) -> float:
+    return float(sum((row.get("intruders") or {}).values())) + float(row.get("steal_ms") or 0.0)
+
+
+def _brief(d: dict[str, float], top: int = 3) -> str:
+    items = sorted(d.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{k} {ms(v)} ms" for k, v in items) if items else "none"
+
+
+def shown(row: dict[str, Any], runs: int) -> dict[str, Any]:
+    """An iteration as the table shows it."""
+    return {"where": where(row, runs), "value": row["value"], "unit": row["unit"],
+            "intruders_ms": sum((row.get("intruders") or {}).values()), "intruders": _brief(row.get("intruders") or {}),
+            "steal_ms": row.get("steal_ms"), "threads": _brief(row.get("threads") or {})}  # fmt: skip
+
+
+def kruskal_permutation(values: np.ndarray, groups: np.ndarray, seed: int = 0) -> tuple[float, float]:
+    """Kruskal-Wallis H of values across groups, and its p by permutation."""
+    r, _ = ranks(values.astype(np.float64))
+    labels = np.unique(groups, return_inverse=True)[1]
+    k, n = int(labels.max()) + 1, len(values)
+
+    def h(lab: np.ndarray) -> float:
+        sums = np.bincount(lab, weights=r, minlength=k)
+        sizes = np.bincount(lab, minlength=k)
+        return float(12 / (n * (n + 1)) * np.sum(sums**2 / np.maximum(sizes, 1)) - 3 * (n + 1))
+
+    observed = h(labels)
+    rng = np.random.default_rng(seed)
+    beyond = sum(h(rng.permutation(labels)) >= observed - 1e-12 for _ in range(PERMUTATIONS))
+    return observed, (beyond + 1) / (PERMUTATIONS + 1)
+
+
+def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's (or a run's) iterations explained, in numbers and a sentence; None with fewer than 3."""
+    rows = flatten(results, metric["name"])
+    for i, row in enumerate(rows):
+        row["index"] = i
+    if len(rows) < 3:
+        return None
+    runs = len(results)
+    v = np.array([r["value"] for r in rows], dtype=float)
+    med = float(np.median(v))
+    if med == 0:
+        return None
+    higher = metric.get("better") == "higher"
+    short = (med - v) / med if higher else (v - med) / med
+    order = np.argsort(-short)
+    out: dict[str, Any] = {"cell": label, "method": METHOD, "iterations": len(rows),
+                           "slowest": [shown(rows[i], runs) for i in order[:SHOWN]],
+                           "fastest": [shown(rows[i], runs) for i in order[::-1][:SHOWN]]}  # fmt: skip
+    forks = _forks(rows, v, runs)
+    if forks:
+        out["forks"] = forks
+    traced = all("intruders" in r for r in rows)
+    dev = short - np.median(short)
+    mad = 1.4826 * float(np.median(np.abs(dev)))
+    slow = dev > 3 * mad if mad > 0 and (dev > 3 * mad).any() else short > np.median(short)
+    k = int(slow.sum())
+    if k == 0:
+        return out
+    names = ", ".join(where(rows[i], runs) for i in np.flatnonzero(slow)[:5]) + (f" and {k - 5} more" if k > 5 else "")
+    words = (f"{label}: the {k} slowest iteration{'s' if k > 1 else ''} ({names}) were "
+             f"{float(short[slow].mean() - np.median(short)):.1%} under the median {metric['unit']}")  # fmt: skip
+    if not traced:
+        out["sentence"] = words + ": intrusions not traced, so not accounted"
+        return out | {"explained": False}
+    dur_ms = np.array([max((r["end_s"] - r["start_s"]) * 1e3, 1e-9) for r in rows])
+    x = np.array([_taken_ms(r) for r in rows]) / dur_ms
+    sources: dict[str, np.ndarray] = {}
+    for i, r in enumerate(rows):
+        for name, took in (r.get("intruders") or {}).items():
+            sources.setdefault(name, np.zeros(len(rows)))[i] += took
+    if any(r.get("steal_ms") for r in rows):
+        sources["the host (steal)"] = np.array([float(r.get("steal_ms") or 0.0) for r in rows])
+    if sources and k < len(rows):
+        name, each = max(sources.items(), key=lambda kv: float(kv[1][slow].mean() - kv[1][~slow].mean()))
+        a, b = float(each[slow].mean()), float(each[~slow].mean())
+        out["source"] = {"name": name, "slow_ms": a, "other_ms": b}
+        words += f"; they had {ms(a)} ms of {name} each, the rest {ms(b)} ms"
+    share, interval = None, None
+    if np.ptp(x) > 0:
+        slope, lo, hi = theil_sen(short, x, 0.95)
+        excess = float((short[slow] - np.median(short)).sum())
+        gain = float((x[slow] - np.median(x)).sum())
+        if excess > 0 and all(np.isfinite(s) for s in (slope, lo, hi)):
+            share = slope * gain / excess
+            bounds = sorted((lo * gain / excess, hi * gain / excess))
+            interval = (bounds[0], bounds[1])
+            out["slope"] = {"value": float(slope), "ci": [float(lo), float(hi)]}
+    out.update({"share": share, "interval": interval, "slow_iterations": k})
+    if share is not None and interval is not None and interval[0] >= CLAIM:
+        words += f": intrusions account for {share:.0%} [{interval[0]:.0%}-{interval[1]:.0%}] of their shortfall"
+        out["explained"] = True
+    else:
+        words += ": nothing traced accounts for it" + (f" ({share:.0%})" if share is not None else "")
+        out["explained"] = False
+    out["sentence"] = words
+    return out
+
+
+def _forks(rows: list[dict[str, Any]], v: np.ndarray, runs: int) -> dict[str, Any] | None:
+    """Whether forks differ beyond their iterations' spread, and how the most different one differs."""
+    keys = [(r["run"], r.get("fork")) for r in rows]
+    if any(f is None for _, f in keys):
+        return None
+    groups = sorted(set(keys))
+    sizes = [keys.count(g) for g in groups]
+    if len(groups) < 2 or min(sizes) < 2:
+        return None
+    labels = np.array([groups.index(g) for g in keys])
+    h, p = kruskal_permutation(v, labels)
+    medians = [float(np.median(v[labels == i])) for i in range(len(groups))]
+    overall = float(np.median(v))
+    odd = int(np.argmax([abs(m - overall) for m in medians]))
+    mine, rest = labels == odd, labels != odd
+    taken = np.array([float(sum((r.get("intruders") or {}).values())) for r in rows])
+    steal = np.array([float(r.get("steal_ms") or 0.0) for r in rows])
+    name = f"run {groups[odd][0]} fork {groups[odd][1]}" if runs > 1 else f"fork {groups[odd][1]}"
+    differ = p < 0.05
+    sentence = (f"forks {'differ' if differ else 'do not differ'} beyond their iterations' spread "
+                f"(Kruskal-Wallis H {h:.1f}, permutation p {p:.3g}, {len(groups)} forks)")  # fmt: skip
+    if differ:
+        sentence += (f": {name}'s median {figure(medians[odd])} against {figure(float(np.median(v[rest])))} for the "
+                     f"rest; its iterations had {ms(taken[mine].mean())} ms of intruders and {ms(steal[mine].mean())} "
+                     f"ms of steal each, the rest {ms(taken[rest].mean())} and {ms(steal[rest].mean())}")  # fmt: skip
+    return {"h": h, "p": p, "forks": len(groups), "differ": differ, "odd": name, "medians": medians,
+            "sentence": sentence}  # fmt: skip

@@ -1,0 +1,162 @@
+"""A workload's own figure of merit (--metric): parsing, JMH's output as it
+prints it, numbers as programs print them, bad input, and why iterations
+differ, on recorded output (the real JMH run is tests/integration/test_jmh.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quietcore.errors import UsageError
+from quietcore.experiments.iterations import explain_iterations, kruskal_permutation
+from quietcore.experiments.metric import (
+    Metric,
+    Reader,
+    direction,
+    never_matched,
+    number,
+    parse_metric,
+    parse_metric_of,
+    run_json,
+    value_of,
+)
+
+JMH = Path(__file__).parent.parent / "fixtures" / "jmh" / "two-forks.txt"
+
+
+def read(metrics: tuple[Metric, ...], lines: list[str], step_ns: int = 1_000_000_000) -> Reader:
+    """The lines as if each arrived a step after the one before (steal: one tick a line)."""
+    ticks = iter(range(1000))
+    r = Reader(metrics, 0, on_mark=lambda: next(ticks))
+    for k, line in enumerate(lines, 1):
+        r.line(line, at_ns=k * step_ns)
+    return r
+
+
+def test_jmh_iterations_forks_and_units() -> None:
+    r = read((parse_metric("jmh"),), JMH.read_text().splitlines())
+    got = r.samples["score"]
+    assert [s.value for s in got] == [297105.282, 296870.001, 226351.1, 297520.12, 298001.0, 297002.5, 296800.0,
+                                      299100.0]  # fmt: skip
+    assert {s.unit for s in got} == {"ops/s"} and direction(parse_metric("jmh"), "ops/s") == "higher"
+    assert [(s.fork, s.iteration) for s in got][:5] == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]
+    assert {s.benchmark for s in got} == {"qc.Spin.spin"}
+    # the first measured iteration runs from the warm-up's line to its own; the next from the one before
+    lines = JMH.read_text().splitlines()
+    warm = lines.index("# Warmup Iteration   1: 291234.567 ops/s") + 1
+    assert (got[0].start_ns, got[0].at_ns) == (warm * 10**9, (warm + 1) * 10**9)
+    assert got[1].start_ns == got[0].at_ns
+    assert value_of(got, "median") == pytest.approx(297053.891)
+    assert value_of(got, "last") == 299100.0
+
+
+def test_pattern_with_separators_and_a_unit() -> None:
+    m = parse_metric("bw:Copy: +(\\S+ ?[A-Za-z/]*)")
+    r = read((m,), ["Copy:      12,345.6 MB/s", "noise", "Copy: 1_000 MB/s", "Copy: 2.5e3MB/s"])
+    assert [(s.value, s.unit) for s in r.samples["bw"]] == [(12345.6, "MB/s"), (1000.0, "MB/s"), (2500.0, "MB/s")]
+    assert direction(m, "MB/s") == "higher" and direction(m, "ns/op") == "lower" and direction(m, "ms") == "lower"
+    assert direction(parse_metric("t:took (\\S+):higher"), "s") == "higher"  # as given
+    assert number("12 345.5 ns") == (12345.5, "ns") and number("ops") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("rate", "expected NAME:REGEX"),
+        ("rate:[0-9]+", "the pattern has no group"),
+        ("rate:([0-9]+", "not a regular expression"),
+        (":(x)", "expected NAME:REGEX"),
+        ("a\x1b[2J:(x)", "holds characters"),
+    ],
+)
+def test_bad_metric_is_refused(text: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says) as info:
+        parse_metric(text)
+    assert "--metric" in str(info.value)
+    with pytest.raises(UsageError, match="valid: median, mean, last"):
+        parse_metric_of("max")
+
+
+def test_a_capture_that_is_not_a_number_quotes_its_line() -> None:
+    m = parse_metric("rate:rate=(\\S+)")
+    r = read((m,), ["rate=fast\x1b[31m", "done"])
+    assert r.samples["rate"] == []
+    error = never_matched(m, r.tail, r.errors)
+    assert "'fast\\x1b[31m' is not a number" in error and "rate=fast\\x1b[31m" in error
+
+
+def test_never_matched_quotes_the_pattern_and_the_last_lines() -> None:
+    m = parse_metric("rate:rate=([0-9.]+)")
+    r = read((m,), [f"line {k}" for k in range(30)])
+    error = never_matched(m, r.tail, r.errors)
+    assert "'rate=([0-9.]+)'" in error and "line 29" in error and "line 10" in error and "line 9\n" not in error
+    assert error.count("\n  | ") == 20
+
+
+def test_samples_with_intervals_and_steal() -> None:
+    m = parse_metric("x:x=(\\d+)")
+    r = read((m, parse_metric("y:y=(\\d+)")), ["x=1", "x=3", "x=2"])
+    found = run_json(r.metrics, r, "mean", steal_scale=1e7)
+    assert found["metrics"]["x"]["value"] == 2 and found["missing_metrics"] == ["y"]
+    rows = found["samples"]["x"]
+    assert [(row["start_s"], row["end_s"]) for row in rows] == [(0, 1), (1, 2), (2, 3)]
+    assert [row["steal_ms"] for row in rows] == [10.0, 10.0, 10.0]  # a tick (10 ms) between marks
+    assert found["intervals_ns"] == [[0, 10**9], [10**9, 2 * 10**9], [2 * 10**9, 3 * 10**9]]
+
+
+def _run(values: list[float], hog: set[int], fork: int | None = 1) -> dict[str, object]:
+    rows = [{"value": v, "unit": "ops/s", "fork": fork, "iteration": i + 1, "start_s": float(i),
+             "end_s": float(i + 1), "steal_ms": 0.0,
+             "intruders": {"stress-ng-cpu": 300.0 if i in hog else 2.0, "softirq TIMER": 0.1},
+             "threads": {"java": 900.0, "C2 CompilerThre": 20.0}} for i, v in enumerate(values)]  # fmt: skip
+    return {"samples": {"score": rows}}
+
+
+def test_iterations_name_the_hog_and_account_for_their_shortfall() -> None:
+    rng = np.random.default_rng(5)
+    values = list(300_000 + rng.normal(0, 500, 12))
+    hog = {3, 7, 8}
+    for i in hog:
+        values[i] *= 0.7  # 300 ms of 1 s taken: 30 % less
+    out = explain_iterations("spin", [_run(values, hog)], {"name": "score", "unit": "ops/s", "better": "higher"})
+    assert out is not None and out["explained"] and out["slow_iterations"] == 3
+    assert out["source"]["name"] == "stress-ng-cpu" and out["source"]["slow_ms"] == 300.0
+    assert "fork 1 it 4, fork 1 it 8, fork 1 it 9" in out["sentence"]
+    assert 0.8 < out["share"] < 1.2, out["sentence"]
+    assert out["slowest"][0]["threads"] == "java 900 ms, C2 CompilerThre 20 ms"
+
+
+def test_a_spread_nothing_traced_explains_is_not_claimed() -> None:
+    values = [300_000.0, 299_000, 301_000, 200_000, 300_500, 299_500]
+    out = explain_iterations("spin", [_run(values, set())], {"name": "score", "unit": "ops/s", "better": "higher"})
+    assert out is not None and not out["explained"] and "nothing traced accounts for it" in out["sentence"]
+
+
+def test_forks_that_differ_beyond_their_iterations() -> None:
+    a = _run([300_000.0 + k for k in range(6)], set(), fork=1)
+    b = _run([250_000.0 + k for k in range(6)], set(range(6)), fork=2)
+    c = _run([300_003.0 - k for k in range(6)], set(), fork=3)
+    rows = a["samples"]["score"] + b["samples"]["score"] + c["samples"]["score"]  # type: ignore[index, operator]
+    out = explain_iterations("spin", [{"samples": {"score": rows}}],
+                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    assert out is not None and out["forks"]["differ"] and out["forks"]["p"] < 0.01
+    assert "fork 2's median 250,002 against 300,002 for the rest" in out["forks"]["sentence"]
+    assert "its iterations had 300 ms of intruders" in out["forks"]["sentence"]
+    same = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=1)["samples"]["score"]  # type: ignore[index]
+    again = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=2)["samples"]["score"]  # type: ignore[index]
+    out = explain_iterations("spin", [{"samples": {"score": same + again}}],
+                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    assert out is not None and not out["forks"]["differ"]
+
+
+def test_kruskal_permutation_matches_scipy() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(2)
+    v = np.concatenate([rng.normal(0, 1, 8), rng.normal(1, 1, 8), rng.normal(0.2, 1, 8)])
+    g = np.repeat([0, 1, 2], 8)
+    h, p = kruskal_permutation(v, g)
+    ref = scipy_stats.kruskal(v[g == 0], v[g == 1], v[g == 2])
+    assert h == pytest.approx(ref.statistic, rel=1e-9)
+    assert p == pytest.approx(ref.pvalue, abs=0.03)
