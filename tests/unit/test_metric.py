@@ -138,7 +138,7 @@ def test_forks_that_differ_beyond_their_iterations() -> None:
     a = _run([300_000.0 + k for k in range(6)], set(), fork=1)
     b = _run([250_000.0 + k for k in range(6)], set(range(6)), fork=2)
     c = _run([300_003.0 - k for k in range(6)], set(), fork=3)
-    rows = a["samples"]["score"] + b["samples"]["score"] + c["samples"]["score"]  # type: ignore[index, operator]
+    rows = a["samples"]["score"] + b["samples"]["score"] + c["samples"]["score"]  # type: ignore[index]
     out = explain_iterations("spin", [{"samples": {"score": rows}}],
                              {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
     assert out is not None and out["forks"]["differ"] and out["forks"]["p"] < 0.01
