@@ -131,7 +131,7 @@ def test_iterations_name_the_hog_and_account_for_their_shortfall() -> None:
 def test_a_spread_nothing_traced_explains_is_not_claimed() -> None:
     values = [300_000.0, 299_000, 301_000, 200_000, 300_500, 299_500]
     out = explain_iterations("spin", [_run(values, set())], {"name": "score", "unit": "ops/s", "better": "higher"})
-    assert out is not None and not out["explained"] and "nothing traced accounts for it" in out["sentence"]
+    assert out is not None and not out["explained"] and "no intruder accounts for it" in out["sentence"]
 
 
 def test_forks_that_differ_beyond_their_iterations() -> None:

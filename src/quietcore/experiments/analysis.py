@@ -16,7 +16,7 @@ from quietcore.experiments.model import Experiment
 from quietcore.experiments.runner import Outcome
 from quietcore.experiments.spread import explain
 from quietcore.stats.bootstrap import bootstrap_ci
-from quietcore.stats.compare import compare_many, cv_warning, describe
+from quietcore.stats.compare import compare, compare_many, cv_warning, describe
 from quietcore.stats.percentiles import min_samples
 
 
@@ -97,6 +97,12 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
             if "wall" in o.results[0]:  # a figure of its own: wall time is the second, and spread is per iteration
                 walls = [float(r["wall"]["value"]) for r in o.results]
                 row["wall"] = {"median_s": _median(walls), "stats": asdict(describe(walls))}
+                row["extra"]["wall"] = f"{_median(walls):.3f} s"
+                if base and not cell.baseline and len(walls) >= 2 and len(base.results) >= 2:
+                    # beside the verdict on the score, what wall time alone would have said (unadjusted)
+                    c = compare([float(r["wall"]["value"]) for r in base.results], walls)
+                    row["wall"]["comparison"] = asdict(c)
+                    row["extra"]["wall vs baseline"] = f"{c.ratio:.3f} (p {c.p_value:.2g})"
                 explained = explain_iterations(cell.label, o.results, metric)
             else:
                 explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)
