@@ -39,22 +39,23 @@ def test_a_real_jmh_run_iteration_by_iteration(cli: CliRunner, tmp_path: Path) -
                            timeout=120, check=False)  # fmt: skip
     assert built.returncode == 0, built.stderr
     assert (classes / "META-INF" / "BenchmarkList").is_file()  # JMH's annotation processor ran
-    java = ["java", "-cp", f"{classes}{os.pathsep}{path}", "org.openjdk.jmh.Main", "-f", "1", "-wi", "1", "-w", "300ms",
-            "-i", "4", "-r", "300ms", "qc.Spin"]  # fmt: skip
+    java = ["java", "-cp", f"{classes}{os.pathsep}{path}", "org.openjdk.jmh.Main", "-f", "1", "-wi", "1", "-w", "200ms",
+            "-i", "3", "-r", "200ms", "qc.Spin"]  # fmt: skip
     r = cli("intruders", "--cpus", str(CPU), "--metric", "jmh", "--json", "--", *java, timeout=180)
     assert r.returncode == 0, r.stderr
     figures = json.loads(r.stdout)["metric"]
     rows = figures["samples"]["score"]
-    assert [(row["fork"], row["iteration"]) for row in rows] == [(1, 1), (1, 2), (1, 3), (1, 4)]
+    assert [(row["fork"], row["iteration"]) for row in rows] == [(1, 1), (1, 2), (1, 3)]
     assert {row["unit"] for row in rows} == {"ops/s"} and figures["verdict"]["better"] == "higher"
     assert all(row["value"] > 0 for row in rows)
     for row in rows:
-        assert 0.25 < row["end_s"] - row["start_s"] < 1.0, row  # an iteration of 300 ms, from the line before
+        # an iteration of 200 ms, from the line before (JMH prints a line tens of ms after its iteration ends)
+        assert 0.1 < row["end_s"] - row["start_s"] < 1.0, row
         threads = row["threads"]
         # the benchmark's own thread (JMH names it after the benchmark) holds most of the CPU
         worker = max(threads, key=threads.get)
         assert "jmh-worke" in worker or worker.startswith("qc.Spin"), threads
-        assert threads[worker] > 200, threads
+        assert threads[worker] > 120, threads
     # and the JVM's own threads are named beside it somewhere in the run (the JIT compiles the benchmark)
     names = {name for row in rows for name in row["threads"]}
     assert len(names) >= 2, names

@@ -23,7 +23,7 @@ TRACEFS = Path("/proc/filesystems").read_text().count("tracefs") > 0
 CPU = max(allowed_cpus())
 HOGGED = (4, 5)
 
-#: Prints JMH's lines: a warm-up, then 8 iterations of 0.25 s, each's score the spins it made. It raises a flag
+#: Prints JMH's lines: a warm-up, then 8 iterations of 0.15 s, each's score the spins it made. It raises a flag
 #: file while iterations 4 and 5 run, which the hog spins on.
 BENCH = """
 import os, sys, time
@@ -34,11 +34,11 @@ for i in range(1, 9):
     if i == 4:
         open(flag, "w").close()
     t0 = time.monotonic(); n = 0
-    while time.monotonic() - t0 < 0.25:
+    while time.monotonic() - t0 < 0.15:
         n += 1
     if i == 5:
         os.unlink(flag)
-    print(f"Iteration {i:3d}: {n / 0.25:,.3f} ops/s", flush=True)
+    print(f"Iteration {i:3d}: {n / 0.15:,.3f} ops/s", flush=True)
 """
 #: Named qc-hog; spins while the flag file is there, else sleeps 1 ms; ends when its stop file appears.
 HOG = """
@@ -76,11 +76,11 @@ def test_intruders_names_the_hog_in_exactly_its_iterations(cli: CliRunner, tmp_p
     hog_ms = [row["intruders"].get("qc-hog", 0.0) for row in rows]
     for row, ms in zip(rows, hog_ms, strict=True):
         if row["iteration"] in HOGGED:
-            assert ms > 60, (row["iteration"], hog_ms)  # it shares the CPU half and half: ~125 of 250 ms
+            assert ms > 35, (row["iteration"], hog_ms)  # it shares the CPU half and half: ~75 of 150 ms
         else:
-            assert ms < 15, (row["iteration"], hog_ms)
+            assert ms < 10, (row["iteration"], hog_ms)
         assert row["threads"]  # the workload's own thread time, by name
-        assert 0.2 < row["end_s"] - row["start_s"] < 0.5
+        assert 0.12 < row["end_s"] - row["start_s"] < 0.4
     scores = {row["iteration"]: row["value"] for row in rows}
     # lower on average; not in proportion to the hog's share on this VM, whose own iterations vary by 15-30 %
     others = [s for i, s in scores.items() if i not in HOGGED]
@@ -100,7 +100,7 @@ def test_run_custom_compares_on_the_score(cli: CliRunner, tmp_path: Path) -> Non
                       "    while time.monotonic() - t0 < 0.08:\n        n += 1\n"
                       "    print(f'spins: {n / 0.08:,.0f} per second', flush=True)\n")  # fmt: skip
     r = cli("run", "custom", "--cmd", f"{sys.executable} {script}", "--metric", "rate:spins: ([0-9,]+)",
-                "--factor", f"cpus={CPU}", "--factor", "load=none,same-cpu", "--reps", "3", "--warmup", "0",
+                "--factor", f"cpus={CPU}", "--factor", "load=none,same-cpu", "--reps", "2", "--warmup", "0",
                 "--intrusions", "off", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     rows = {row["cell"].rsplit(" ", 1)[-1]: row for row in json.loads(r.stdout)["rows"]}
@@ -108,7 +108,7 @@ def test_run_custom_compares_on_the_score(cli: CliRunner, tmp_path: Path) -> Non
     assert base["metric"] == {"name": "rate", "unit": "rate", "better": "higher"}
     verdict = loaded["comparison"]["verdict"]
     assert verdict == "no detectable difference" or verdict.endswith(" rate)"), verdict
-    assert len(base["values"]) == 3 and all(v > 1000 for v in base["values"])
+    assert len(base["values"]) == 2 and all(v > 1000 for v in base["values"])
     assert 0.2 < base["wall"]["median_s"] < 2
 
 

@@ -160,3 +160,30 @@ def test_kruskal_permutation_matches_scipy() -> None:
     ref = scipy_stats.kruskal(v[g == 0], v[g == 1], v[g == 2])
     assert h == pytest.approx(ref.statistic, rel=1e-9)
     assert p == pytest.approx(ref.pvalue, abs=0.03)
+
+
+def test_runs_are_explained_by_their_iterations_summed() -> None:
+    """run custom's runs-level sentence: each run one row, its value the run's, its samples' intruders summed."""
+    from quietcore.experiments.iterations import explain_runs, per_run
+
+    results = []
+    for k in range(6):
+        hog = k == 2
+        run = _run([210_000.0 if hog else 300_000.0 + k] * 4, set(range(4)) if hog else set())
+        run["metrics"] = {"score": {"value": 210_000.0 if hog else 300_000.0 + k}}
+        results.append(run)
+    rows = per_run(results, "score")
+    assert [r["run"] for r in rows] == [1, 2, 3, 4, 5, 6] and rows[2]["intruders"]["stress-ng-cpu"] == 1200.0
+    assert rows[0]["end_s"] == 4.0 and rows[0]["threads"]["java"] == 3600.0
+    out = explain_runs("spin", results, {"name": "score", "unit": "ops/s", "better": "higher"})
+    assert out is not None and out["method"].startswith("over runs") and "forks" not in out
+    assert out["sentence"].startswith("spin: the 1 slowest run (run 3) were 30.0% under the median ops/s")
+    assert "1200 ms of stress-ng-cpu each" in out["sentence"] and out["explained"]
+
+
+def test_the_output_is_kept_to_a_bound() -> None:
+    from quietcore.experiments import metric
+
+    r = read((parse_metric("jmh"),), ["x" * 1000] * 300)
+    assert len(r.kept) * 1001 < metric.OUTPUT_KEPT and r.dropped == 300 - len(r.kept) > 0
+    assert list(r.tail)[-1] == "x" * 1000

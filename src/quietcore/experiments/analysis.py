@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.experiments.iterations import explain_iterations
+from quietcore.experiments.iterations import explain_iterations, explain_runs
 from quietcore.experiments.model import Experiment
 from quietcore.experiments.runner import Outcome
 from quietcore.experiments.spread import explain
@@ -103,6 +103,9 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                     c = compare([float(r["wall"]["value"]) for r in base.results], walls)
                     row["wall"]["comparison"] = asdict(c)
                     row["extra"]["wall vs baseline"] = f"{c.ratio:.3f} (p {c.p_value:.2g})"
+                by_run = explain_runs(cell.label, o.results, metric)
+                if by_run and by_run.get("sentence"):
+                    spread.append(by_run)
                 explained = explain_iterations(cell.label, o.results, metric)
             else:
                 explained = explain(cell.label, values, o.contexts, metric["unit"], virtualized)

@@ -218,5 +218,7 @@ def run_command(
     _per_sample(result, around, cell)
     envelope = {"format": "quietcore-exec", "command": "exec", "argv": list(cell.argv), "start": started,
                 "end": sessions.now_iso(), "result": result}  # fmt: skip
+    if cell.metrics:  # the run's log: what it printed, read for its figures
+        envelope["output"] = {"lines": output.kept, "dropped_lines": output.dropped}
     session.record("exec", params, started, envelope, {"context": around})
     return result, around

@@ -28,6 +28,9 @@ METHOD = (
     "over iterations: the slow iterations' excess share of time taken by intruders and steal over their excess "
     "shortfall (a fixed-time iteration loses what is taken), checked by the Theil-Sen slope of shortfall on it"
 )
+RUNS_METHOD = METHOD.replace(
+    "over iterations: the slow iterations'", "over runs (their iterations summed): the slow runs'"
+)
 SHOWN = 3  # iterations in the slowest and fastest lists
 NOTED_MS = 0.5  # a difference between slow iterations and the rest named in the sentence
 PERMUTATIONS = 2000
@@ -38,7 +41,31 @@ def flatten(results: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [{**row, "run": k + 1} for k, r in enumerate(results) for row in r.get("samples", {}).get(name, [])]
 
 
+def per_run(results: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Each run as one row: its value, and its samples' intervals, intruders, threads and steal summed."""
+    out = []
+    for k, r in enumerate(results):
+        samples = r.get("samples", {}).get(name, [])
+        figure_ = (r.get("metrics") or {}).get(name)
+        if not samples or not figure_:
+            continue
+        row: dict[str, Any] = {"value": figure_["value"], "unit": samples[0]["unit"], "run": k + 1, "whole": True,
+                               "start_s": 0.0, "end_s": sum(x["end_s"] - x["start_s"] for x in samples),
+                               "steal_ms": sum(float(x.get("steal_ms") or 0.0) for x in samples)}  # fmt: skip
+        for key in ("intruders", "threads"):
+            if all(key in x for x in samples):
+                summed: dict[str, float] = {}
+                for x in samples:
+                    for n, took in x[key].items():
+                        summed[n] = summed.get(n, 0.0) + took
+                row[key] = summed
+        out.append(row)
+    return out
+
+
 def where(row: dict[str, Any], runs: int) -> str:
+    if row.get("whole"):
+        return f"run {row['run']}"
     parts = [f"run {row['run']}"] if runs > 1 else []
     if row.get("fork") is not None:
         parts.append(f"fork {row['fork']}")
@@ -79,9 +106,17 @@ def kruskal_permutation(values: np.ndarray, groups: np.ndarray, seed: int = 0) -
     return observed, (beyond + 1) / (PERMUTATIONS + 1)
 
 
-def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[str, Any]) -> dict[str, Any] | None:
-    """The cell's (or a run's) iterations explained, in numbers and a sentence; None with fewer than 3."""
-    rows = flatten(results, metric["name"])
+def explain_runs(label: str, results: list[dict[str, Any]], metric: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's runs explained as its iterations are, each run's samples summed (per_run)."""
+    return explain_iterations(label, results, metric, rows=per_run(results, metric["name"]))
+
+
+def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[str, Any],
+                       rows: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """The cell's (or a run's) iterations explained, in numbers and a sentence; None with fewer than 3.
+    `rows`: other rows to explain in their place (explain_runs')."""
+    whole = rows is not None
+    rows = flatten(results, metric["name"]) if rows is None else rows
     for i, row in enumerate(rows):
         row["index"] = i
     if len(rows) < 3:
@@ -94,10 +129,10 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     higher = metric.get("better") == "higher"
     short = (med - v) / med if higher else (v - med) / med
     order = np.argsort(-short)
-    out: dict[str, Any] = {"cell": label, "method": METHOD, "iterations": len(rows),
+    out: dict[str, Any] = {"cell": label, "method": RUNS_METHOD if whole else METHOD, "iterations": len(rows),
                            "slowest": [shown(rows[i], runs) for i in order[:SHOWN]],
                            "fastest": [shown(rows[i], runs) for i in order[::-1][:SHOWN]]}  # fmt: skip
-    forks = _forks(rows, v, runs)
+    forks = None if whole else _forks(rows, v, runs)
     if forks:
         out["forks"] = forks
     traced = all("intruders" in r for r in rows)
@@ -108,7 +143,8 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     if k == 0:
         return out
     names = ", ".join(where(rows[i], runs) for i in np.flatnonzero(slow)[:5]) + (f" and {k - 5} more" if k > 5 else "")
-    words = (f"{label}: the {k} slowest iteration{'s' if k > 1 else ''} ({names}) were "
+    what = "run" if whole else "iteration"
+    words = (f"{label}: the {k} slowest {what}{'s' if k > 1 else ''} ({names}) were "
              f"{float(short[slow].mean() - np.median(short)):.1%} under the median {metric['unit']}")  # fmt: skip
     if not traced:
         out["sentence"] = words + ": intrusions not traced, so not accounted"

@@ -28,6 +28,7 @@ from quietcore.safe import plain
 DIRECTIONS = ("higher", "lower")
 OF = ("median", "mean", "last")
 TAIL_LINES = 20  # of the output, quoted when a pattern never matched
+OUTPUT_KEPT = 256 * 1024  # bytes of a run's output stored with it (its first lines; the tail is kept besides)
 LINE_MAX = 4096  # a longer line is cut there: a number is in a line's first few kB
 
 # A number as programs print it: thousands separated by "," "_" or a (thin) space, a decimal point,
@@ -139,6 +140,9 @@ class Reader:
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     errors: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # the output's first OUTPUT_KEPT bytes, stored with the run
+    dropped: int = 0  # lines past those
+    _kept_bytes: int = 0
     _fork: int | None = None
     _benchmark: str | None = None
     _iteration_ended: int | None = None  # jmh: the last (warm-up or measured) iteration's line
@@ -156,6 +160,11 @@ class Reader:
     def line(self, raw: str, at_ns: int | None = None) -> None:
         text = raw.rstrip("\r\n")[:LINE_MAX]
         self.tail.append(text)
+        if self._kept_bytes + len(text) < OUTPUT_KEPT:
+            self.kept.append(text)
+            self._kept_bytes += len(text) + 1
+        else:
+            self.dropped += 1
         at = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) if at_ns is None else at_ns
         for metric, pattern in self._compiled:
             sample = self._jmh(text, at) if pattern is None else self._match(metric, pattern, text, at)
