@@ -245,3 +245,17 @@ def test_harmonics_of_a_known_rate_are_tried_as_themselves(monkeypatch: pytest.M
                                                            known_hz=(1000.0,))]  # fmt: skip
     assert searched == known and 2000 in known and 1000 in known
     assert len(fits) < searched_fits / 2, (len(fits), searched_fits)
+
+
+def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
+    """_members finds each period's closest event among neighbours, which needs the starts in time
+    order: periodic_members puts them so, and gives the members back as the caller's indices."""
+    from quietcore.stats.periodicity import periodic_members
+
+    starts, durations = _leftover_and_own(np.random.default_rng(7))
+    ordered = periodic_members(starts, durations, SPAN, hints_hz=(1000.0,))
+    shuffle = np.random.default_rng(8).permutation(len(starts))
+    shuffled = periodic_members(starts[shuffle], durations[shuffle], SPAN, hints_hz=(1000.0,))
+    assert [s for s, _ in shuffled] == [s for s, _ in ordered]
+    for (_, mine), (_, theirs) in zip(ordered, shuffled, strict=True):
+        assert sorted(starts[shuffle][theirs]) == sorted(starts[mine])

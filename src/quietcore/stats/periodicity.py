@@ -161,16 +161,28 @@ def _members(
     starts: NDArray[np.float64], period: float, center: NDArray[np.float64], tol: float, w: NDArray[np.int64]
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """Events within tol of their window's train t = center + n * period,
-    one per period and window (the closest: others are other sources); and
-    every event's residual. Only the events within tol are sorted."""
+    one per period and window (the closest, the earlier of two as close:
+    others are other sources); and every event's residual. The starts are
+    in time order (periodic_members sees to it), and so are the events'
+    (window, period) pairs, since each window keeps one phase: the events of
+    one pair are neighbours, and the closest of each is found without a sort
+    (a lexsort here was a third of a 65,000-event run's analysis)."""
     n = np.round((starts - center) / period)
     residual = starts - (center + n * period)
-    near = np.flatnonzero(np.abs(residual) <= tol)
-    order = near[np.lexsort((np.abs(residual[near]), n[near], w[near]))]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (n[order][1:] != n[order][:-1]) | (w[order][1:] != w[order][:-1])
+    a = np.abs(residual)
+    near = np.flatnonzero(a <= tol)
     members = np.zeros(len(starts), dtype=bool)
-    members[order[first]] = True
+    if not len(near):
+        return members, residual
+    nn, wn, an = n[near], w[near], a[near]
+    new = np.ones(len(near), dtype=bool)
+    new[1:] = (nn[1:] != nn[:-1]) | (wn[1:] != wn[:-1])
+    group = np.cumsum(new) - 1
+    closest = np.minimum.reduceat(an, np.flatnonzero(new))
+    at_min = np.flatnonzero(an == closest[group])
+    first = np.ones(len(at_min), dtype=bool)
+    first[1:] = group[at_min][1:] != group[at_min][:-1]
+    members[near[at_min[first]]] = True
     return members, residual
 
 
@@ -528,9 +540,12 @@ def periodic_members(
     if span_ns <= 0:
         raise ValueError("span must be positive")
     inside = (starts >= 0) & (starts < span_ns)  # events outside the span are not this run's
-    ev = _Events(starts[inside], durations[inside], span_ns, max(MIN_BIN_NS, span_ns / MAX_BINS),
-                 np.ones(int(inside.sum()), dtype=bool), min_events, min_coverage,
-                 _cap(durations[inside], min_events))  # fmt: skip
+    where = np.flatnonzero(inside)  # back to the caller's indices
+    if len(where) > 1 and np.any(np.diff(starts[where]) < 0):  # in time order, as _members needs
+        where = where[np.argsort(starts[where], kind="stable")]
+    ev = _Events(starts[where], durations[where], span_ns, max(MIN_BIN_NS, span_ns / MAX_BINS),
+                 np.ones(len(where), dtype=bool), min_events, min_coverage,
+                 _cap(durations[where], min_events))  # fmt: skip
     found: list[PeriodicSource] = []
     taken: list[NDArray[np.intp]] = []
     for hz in hints_hz:
@@ -541,7 +556,6 @@ def periodic_members(
         if source is None:
             break
         ev.take(source, found, taken)
-    where = np.flatnonzero(inside)  # back to the caller's indices
     return [(f, where[idx]) for f, idx in zip(found, taken, strict=True)]
 
 
