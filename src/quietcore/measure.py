@@ -16,6 +16,7 @@ from quietcore.attribution import busy, counters, explain, intruders, tracer
 from quietcore.attribution.noise import analyze, traced_names
 from quietcore.errors import CommandError
 from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.devices import irq_owners
 from quietcore.facts.fingerprint import collect_facts, fingerprint
 from quietcore.facts.procstat import steal_delta_ns
 from quietcore.facts.root import Root
@@ -217,6 +218,7 @@ class Measurer:
                 to_ns = tracer.converter(clock, run.result["origin"], run.result["counter"]["hz"])
                 found = intruders.account(trace_text.splitlines(), options.cpus, to_ns, own=own_threads(),
                                           spawners=(os.getpid(),), episodes=True)  # fmt: skip
+                found.name_devices(irq_owners(Root("/")))
                 run.analysis["explained"] = explain.explain_gaps(explain.probe_gaps(run.trace), found, explain_above_ns)
                 stopped = explain.stopped_at(run.result)
                 if stopped is not None:

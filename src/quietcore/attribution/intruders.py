@@ -18,10 +18,13 @@ import bisect
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quietcore.attribution.traceline import LINE
+
+#: An IRQ as the account names it ("irq 44 (nvidia)"), or its threaded handler ("irq/44-nvidia").
+_DEVICE_IRQ = re.compile(r"^(?:irq (\d+) \(.*\)|irq/(\d+)-\S+)$")
 
 #: The events `intruders` traces, on every CPU (tracefs system/event).
 EVENTS = (
@@ -266,6 +269,28 @@ class Trace:
     def to_json(self) -> dict[str, Any]:
         return {"cpus": [cpu_json(c) for c in self.cpus.values()], "events": self.lines,
                 "workload_migrations": self.migrations, "mended_switches": self.mended}  # fmt: skip
+
+    def name_devices(self, owners: dict[int, str]) -> None:
+        """Name each device IRQ and its threaded handler by the device (`owners`: IRQ number -> "NVIDIA H200
+        at 0000:00:06.0"): "irq 44 (nvidia)" becomes "irq 44 (NVIDIA H200 at 0000:00:06.0)", the task
+        "irq/44-nvidia" "irq/44-nvidia (NVIDIA H200 at 0000:00:06.0)", wherever the account holds a name."""
+        if not owners:
+            return
+
+        def named(name: str) -> str:
+            m = _DEVICE_IRQ.match(name)
+            if not m:
+                return name
+            number = int(m.group(1) or m.group(2))
+            return (f"irq {number} ({owners[number]})" if m.group(1) else f"{name} ({owners[number]})") if (
+                number in owners) else name  # fmt: skip
+
+        for cpu in self.cpus.values():
+            cpu.uses = {(k, named(n), p): replace(u, name=named(u.name)) for (k, n, p), u in cpu.uses.items()}
+            for e in cpu.episodes:
+                e.name = named(e.name)
+        for slot in self.slots:
+            slot.intruders = {named(n): ns for n, ns in slot.intruders.items()}
 
 
 def account(

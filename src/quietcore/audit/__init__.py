@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from quietcore.audit import (
     checks_cpu,
+    checks_devices,
     checks_irq,
     checks_journal,
     checks_mem,
@@ -21,7 +22,8 @@ from quietcore.audit import (
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
 
-Check = Callable[[AuditContext], Finding]
+#: A check returns None when it has nothing to say of this node (the device checks on a node without devices).
+Check = Callable[[AuditContext], Finding | None]
 
 #: (id, check) in the order shown: what the CPUs are, then isolation, then
 #: what still reaches them, then the knobs around them.
@@ -34,6 +36,9 @@ CHECKS: list[tuple[str, Check]] = [
     ("irq.affinity", checks_irq.affinity),
     ("irq.default_affinity", checks_irq.default_affinity),
     ("irq.irqbalance", checks_irq.irqbalance),
+    ("irq.device", checks_devices.irq_device),
+    ("device.locality", checks_devices.locality),
+    ("gpu.persistence", checks_devices.gpu_persistence),
     ("kthread.placement", checks_tasks.kthreads),
     ("task.placement", checks_tasks.user_tasks),
     ("sched.preempt", checks_sched.preempt),
@@ -56,11 +61,23 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
+#: The checks that say nothing (None) of a node without GPUs or NICs: its audit is what it was.
+DEVICE_CHECKS = ("irq.device", "device.locality", "gpu.persistence")
+
+
+def expected(has_devices: bool) -> list[str]:
+    """The ids of the findings an audit gives, in order."""
+    return [c for c, _ in CHECKS if has_devices or c not in DEVICE_CHECKS]
+
+
 def run_checks(ctx: AuditContext) -> list[Finding]:
     findings = []
     for check_id, check in CHECKS:
         try:
-            finding = check(ctx)
+            found = check(ctx)
+            if found is None:
+                continue
+            finding = found
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError, OSError) as exc:
             # A garbled or truncated file: say so for this check, audit the rest.
             finding = Finding(check_id, Status.UNKNOWN, "could not evaluate: a file it reads is garbled or truncated")

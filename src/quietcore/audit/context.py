@@ -10,6 +10,7 @@ from functools import cached_property
 from quietcore.facts import cpus, kernel
 from quietcore.facts.cmdline import Cmdline, parse_cmdline
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.devices import Device, read_devices
 from quietcore.facts.irqs import Irq, read_irqs
 from quietcore.facts.root import Root
 from quietcore.facts.tasks import Task, read_tasks
@@ -58,6 +59,10 @@ class AuditContext:
     @cached_property
     def irqs(self) -> list[Irq]:
         return read_irqs(self.root)
+
+    @cached_property
+    def devices(self) -> list[Device]:
+        return read_devices(self.root)
 
     @cached_property
     def tasks(self) -> list[Task]:

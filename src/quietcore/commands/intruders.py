@@ -37,6 +37,7 @@ from quietcore.experiments.iterations import explain_iterations
 from quietcore.experiments.metric import Metric, parse_metric, parse_metric_of
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
+from quietcore.facts.devices import irq_owners
 from quietcore.measure import recorded
 from quietcore.options import USABLE, cpus_option, duration_option, int_in_range, positive_float, usable_cpus
 from quietcore.owner import own_threads, step_aside, step_back
@@ -208,6 +209,7 @@ def watch(
     intervals = [(float(x.start_ns), float(x.at_ns)) for x in output.samples[output.metrics[0].name]] if output else []
     found = intruders.account(raw.splitlines(), cpus, to_ns, workload, window, own_threads() | {reader},
                               episodes=above is not None, intervals=intervals)  # fmt: skip
+    found.name_devices(irq_owners(common.live_root()))
     data = found.to_json()
     for cpu in data["cpus"]:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):

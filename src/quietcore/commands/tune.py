@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import socket
 import sqlite3
 import stat
@@ -55,6 +56,7 @@ from quietcore.safe import plain, write_atomic
 from quietcore.store import journal
 from quietcore.store.sessions import now_iso
 from quietcore.tune import state
+from quietcore.tune.gpumap import launcher_lines
 from quietcore.tune.plan import Item, Plan, make_plan, scripts, tuned_profile
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--housekeeping", metavar="LIST", help="the CPUs that keep the housekeeping")
     parser.add_argument("--profile", default="throughput", help="throughput (default) or latency")
     parser.add_argument("--root", metavar="DIR", default="/", help="plan from DIR or a snapshot .tar.gz")
+    parser.add_argument("--ranks-per-gpu", metavar="N",
+                        help="plan: each GPU's N ranks and the target CPUs near it each gets (1-1024)")  # fmt: skip
     parser.add_argument(
         "--no-shield",
         action="store_true",
@@ -99,6 +103,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action != "plan" and args.ranks_per_gpu:
+        raise UsageError(f"invalid --ranks-per-gpu for tune {args.action}: a plan's option (tune plan)")
     if args.action != "plan" and args.root != "/":
         raise UsageError(f"invalid --root for tune {args.action}: only a plan reads another root (valid: /)")
     if args.action == "plan":
@@ -114,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _make(args: argparse.Namespace, root_path: str) -> Plan:
     with open_root(root_path) as root:
+        per_gpu = int_in_range(args.ranks_per_gpu, "--ranks-per-gpu", 1, 1024) if args.ranks_per_gpu else None
         return make_plan(root, args.cpus, args.housekeeping, args.profile, shield=not args.no_shield,
-                         rt_unthrottled=args.allow_rt_unthrottled)  # fmt: skip
+                         rt_unthrottled=args.allow_rt_unthrottled, ranks_per_gpu=per_gpu)  # fmt: skip
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -136,21 +143,56 @@ def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _device_rows(items: list[Item]) -> list[tuple[str, ...]]:
+    """The plan's rows, a device's IRQs that go to the same CPUs as one row ("IRQs 42-49 (NVIDIA H200 at
+    0000:00:06.0)": a node of 8 GPUs and 4 HCAs has some 100): --json lists each."""
+    rows: list[tuple[str, ...]] = []
+    groups: dict[tuple[str, str, str], list[Item]] = {}
+    for i in items:
+        m = re.match(r"^IRQ (\d+) \((.+ at [0-9a-f:.]+)\)$", i.knob)
+        if m and i.status != "refused":
+            key = (m.group(2), i.planned, i.status)
+            if key not in groups:
+                groups[key] = []
+                rows.append(("group", *key))
+            groups[key].append(i)
+            continue
+        rows.append((i.knob, i.current if i.current is not None else "-", i.planned,
+                     "already so" if i.status == "already" else i.reason))  # fmt: skip
+    out: list[tuple[str, ...]] = []
+    for row in rows:
+        if row[0] != "group":
+            out.append(row)
+            continue
+        members = groups[(row[1], row[2], row[3])]
+        first = members[0]
+        if len(members) == 1:
+            out.append((first.knob, first.current or "-", first.planned,
+                        "already so" if first.status == "already" else first.reason))  # fmt: skip
+            continue
+        numbers = frozenset(int(m.knob.split()[1]) for m in members)
+        threads = sum("with its thread" in m.reason for m in members)
+        moved = f", with their {threads} threads (the kernel moves each with its IRQ)" if threads else ""
+        why = "already so" if first.status == "already" else f"the device's IRQs to a housekeeping CPU near it{moved}"
+        now = {m.current for m in members}
+        shown = now.pop() if len(now) == 1 else "various"
+        out.append((f"IRQs {format_cpulist(numbers)} ({row[1]})", shown or "-", first.planned, why))
+    return out
+
+
 def show_plan(plan: Plan) -> None:
     print(f"Housekeeping CPUs: {format_cpulist(plan.housekeeping)}; shielded (targets): "
           f"{format_cpulist(plan.targets)}; profile: {plan.profile}")  # fmt: skip
     print("\nBoot part (takes effect after a reboot):")
-    rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
+    boot = [(i.knob, i.current if i.current is not None else "-", i.planned,
              f"refused: {i.refused}" if i.refused else (i.status if i.status == "already" else i.reason))
             for i in plan.boot]  # fmt: skip
-    print("\n".join(_table(rows, ("parameter", "now", "planned", "why"))))
+    print("\n".join(_table(boot, ("parameter", "now", "planned", "why"))))
     for name, line in plan.boot_lines().items():
         print(f"  {name}: {line}")
     print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
     threads = [i for i in plan.runtime if i.action and i.action.kind in ("task-affinity", "cpuset-task")]
-    rows = [(i.knob, i.current if i.current is not None else "-", i.planned,
-             "already so" if i.status == "already" else i.reason)
-            for i in plan.runtime if i not in threads]  # fmt: skip
+    rows = _device_rows([i for i in plan.runtime if i not in threads])
     if threads:  # one line for them all: --json lists each
         kthreads = sum(i.knob.startswith("kthread") for i in threads)
         first = threads[0]
@@ -162,6 +204,14 @@ def show_plan(plan: Plan) -> None:
     print(f"  {changes} change{'s' if changes != 1 else ''} to apply.")
     for note in text.by_cpu(plan.notes):  # the same note on many CPUs, once
         print(f"Note: {note}")
+    if plan.ranks:
+        print(f"\nRanks, {len(plan.ranks)} on {len({r.gpu for r in plan.ranks})} GPU(s), each on target CPUs near "
+              "its GPU:")  # fmt: skip
+        print("\n".join(_table([(str(r.rank), f"GPU {r.gpu}", r.device.name, str(r.device.numa_node)
+                                  if r.device.numa_node is not None else "unknown", format_cpulist(r.cpus))
+                                 for r in plan.ranks], ("rank", "GPU", "device", "NUMA node", "CPUs"))))  # fmt: skip
+        for name, line in launcher_lines(plan.ranks).items():
+            print(f"  {name}: {line}")
 
 
 def _apply(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ from typing import Any
 
 from quietcore.attribution import intruders, tracer
 from quietcore.errors import CommandError
+from quietcore.facts.devices import irq_owners
+from quietcore.facts.root import Root
 from quietcore.owner import own_threads, step_aside, step_back
 
 BUFFER_KB = 1024  # per CPU: the trace is read every 50 ms while a run goes on
@@ -141,6 +143,7 @@ def _intrusions(
         return {"why_not": str(exc)}
     found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=own_threads() | {reader},
                              spawners=(os.getpid(),), intervals=intervals)  # fmt: skip
+    found.name_devices(irq_owners(Root("/")))
     merged: dict[tuple[str, str, int | None], float] = {}
     counts: dict[tuple[str, str, int | None], int] = {}
     for cpu in found.cpus.values():

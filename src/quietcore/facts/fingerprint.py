@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from quietcore.facts import cpus, kernel, virt
+from quietcore.facts import cpus, devices, kernel, virt
 from quietcore.facts.cmdline import parse_cmdline
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.root import Root
@@ -79,7 +79,14 @@ def collect_facts(root: Root) -> dict[str, Any]:
             "enabled": selected(root.read_line(f"{thp}/enabled")),
             "defrag": selected(root.read_line(f"{thp}/defrag")),
         },
-    }
+    } | _devices(root)
+
+
+def _devices(root: Root) -> dict[str, Any]:
+    """The GPUs and NICs, by address (devices.fingerprint_part): no key at all on
+    a node without them, whose fingerprint stays what it was before devices were read."""
+    found = devices.fingerprint_part(devices.read_devices(root))
+    return {"devices": {d.pop("address"): d for d in found}} if found else {}
 
 
 def selected(text: str | None) -> str | None:

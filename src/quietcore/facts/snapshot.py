@@ -8,8 +8,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import socket
+import subprocess
 import tarfile
 import tempfile
 import zlib
@@ -63,7 +65,13 @@ PATTERNS = (
     "sys/kernel/debug/sched/preempt", "sys/kernel/tracing/available_tracers",
     "sys/bus/event_source/devices/*/type",
     "etc/default/irqbalance", "etc/sysconfig/irqbalance", ".dockerenv", "run/.containerenv",
+    # PCI devices (facts.devices): what each is, where it sits, its vectors; NVIDIA's model names
+    "sys/bus/pci/devices/*/class", "sys/bus/pci/devices/*/vendor", "sys/bus/pci/devices/*/device",
+    "sys/bus/pci/devices/*/numa_node", "sys/bus/pci/devices/*/local_cpulist", "sys/bus/pci/devices/*/irq",
+    "sys/bus/pci/devices/*/msi_irqs/*", "proc/driver/nvidia/version", "proc/driver/nvidia/gpus/*/information",
 )  # fmt: skip
+#: Links kept as links (their target's name is the fact: a device's bound driver), never followed.
+LINKS = ("sys/bus/pci/devices/*/driver",)
 #: Directories whose entries matter even when empty (/proc/irq/N lists actions).
 LISTINGS = ("proc/irq/[0-9]*",)
 
@@ -91,6 +99,19 @@ def take(root: Root, dest: Path, journal: list[dict[str, object]] | None = None)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         copied += 1
+    for pattern in LINKS:
+        for path in sorted(glob.glob(os.path.join(str(root.path), pattern))):
+            rel = os.path.relpath(path, str(root.path))
+            try:
+                link = os.readlink(path)
+            except OSError:
+                continue
+            # only its name is kept: a link to nowhere in the snapshot, which facts.devices reads as a link
+            name = link.rstrip("/").rsplit("/", 1)[-1]
+            if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", name) or name in (".", ".."):
+                continue
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(f"../../../../bus/pci/drivers/{name}", dest / rel)
     for pattern in LISTINGS:
         for path in glob.glob(os.path.join(str(root.path), pattern)):
             rel = os.path.relpath(path, str(root.path))
@@ -110,11 +131,36 @@ def take(root: Root, dest: Path, journal: list[dict[str, object]] | None = None)
     if root.is_live:
         # What can only be asked of the running kernel, asked now.
         works, how = hardware_counters()
-        manifest["live"] = {"hardware_counters": {"works": works, "how": how}}
+        live: dict[str, Any] = {"hardware_counters": {"works": works, "how": how}}
+        smi = nvidia_persistence()
+        if smi:
+            live["nvidia_smi"] = {"persistence": smi}
+        manifest["live"] = live
     if journal is not None:
         manifest["journal"] = journal
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
+
+
+def nvidia_persistence() -> dict[str, str]:
+    """Each GPU's persistence mode, as nvidia-smi says it: optional evidence
+    (the facts read no command's output), kept with a snapshot as it is taken,
+    since no kernel file says it. Empty without nvidia-smi or on any failure."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {}
+    try:
+        out = subprocess.run([smi, "--query-gpu=pci.bus_id,persistence_mode", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    modes = {}
+    for line in out.splitlines()[:64]:
+        bus, _, mode = line.partition(",")
+        bus = bus.strip().lower()[-12:]  # nvidia-smi gives 00000000:00:06.0
+        if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", bus) and mode.strip() in ("Enabled", "Disabled"):
+            modes[bus] = mode.strip()
+    return modes
 
 
 def write(root: Root, out: Path, force: bool, journal: list[dict[str, object]] | None = None) -> dict[str, Any]:

@@ -136,6 +136,7 @@ class Builder:
             ["clocksource", str(facts.get("clocksource"))],
             ["boot parameters", " ".join(f"{k}={v}" if v else k for k, v in facts["boot_params"].items()) or "none"],
             ["virtualization", f"{virt['hypervisor'] or 'yes'}" if virt["virtualized"] else "none found"],
+            *([["GPUs and NICs", devices_cell(facts["devices"])]] if facts.get("devices") else []),
         ]))  # fmt: skip
         warning = text.virt_warning(facts)
         if warning:
@@ -167,6 +168,13 @@ class Builder:
         self.figure(s, figures.forest(forest, f"session {a.id}"), f"compare-{a.id}-{b.id}",
                     f"Session {b.id}'s median over session {a.id}'s, per cell.")  # fmt: skip
         return s
+
+
+def devices_cell(found: dict[str, Any]) -> str:
+    """The node's GPUs and NICs as the fingerprint keeps them: name, driver, NUMA node."""
+    return "; ".join(f"{d.get('name') or address} ({d.get('driver') or 'no driver'}, NUMA node "
+                     f"{d['numa_node'] if d.get('numa_node') is not None else 'unknown'})"
+                     for address, d in sorted(found.items()))  # fmt: skip
 
 
 def numa_nodes(stored: str) -> str:

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 @contextmanager
 def progress_bar(total_s: float, enabled: bool = True) -> Iterator[Callable[[str, float], None]]:
     """Yield update(description, seconds_done_in_total)."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, emoji=False)  # a cell's name is the user's: ":ab:" is no emoji
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -21,11 +21,12 @@ from quietcore.safe import plain
 class SafeConsole(Console):
     """A console for text that may come from outside (a process or IRQ
     name, a stored experiment name): no markup unless a print asks for it
-    with markup=True (its own words escaped), and control characters shown
-    as \\xNN, never sent to the terminal."""
+    with markup=True (its own words escaped), no emoji codes (a PCI address
+    0000:ab:00.0 read as ":ab:", a process named ":skull:"), and control
+    characters shown as \\xNN, never sent to the terminal."""
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(markup=False, highlight=False, **options)
+        super().__init__(markup=False, highlight=False, emoji=False, **options)
 
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(plain(text), **options)

@@ -17,6 +17,7 @@ from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.cmdline import parse_cmdline
 from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist
+from quietcore.facts.devices import irq_threads, read_devices
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
@@ -24,6 +25,7 @@ from quietcore.facts.tasks import irqbalance_running, read_tasks
 from quietcore.facts.topology import Topology, read_topology
 from quietcore.knobs import pmqos
 from quietcore.levers import cpuset, task
+from quietcore.tune.gpumap import Rank, launcher_lines, rank_map
 from quietcore.tune.state import restorable, same, shown
 
 PROFILES = ("throughput", "latency")
@@ -61,6 +63,7 @@ class Plan:
     boot: list[Item]
     runtime: list[Item]
     notes: list[str] = field(default_factory=list)  # trade-offs, and what the run-time part cannot do
+    ranks: list[Rank] = field(default_factory=list)  # --ranks-per-gpu: each rank's GPU and CPUs
 
     @property
     def boot_words(self) -> str:
@@ -87,7 +90,9 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {"housekeeping": format_cpulist(self.housekeeping), "targets": format_cpulist(self.targets),
                 "profile": self.profile, "boot": [i.to_json() for i in self.boot], "boot_lines": self.boot_lines(),
-                "runtime": [i.to_json() for i in self.runtime], "notes": self.notes}  # fmt: skip
+                "runtime": [i.to_json() for i in self.runtime], "notes": self.notes,
+                **({"ranks": [r.to_json() for r in self.ranks], "launch": launcher_lines(self.ranks)}
+                   if self.ranks else {})}  # fmt: skip
 
 
 def _cpus_option(text: str, option: str, online: frozenset[int]) -> frozenset[int]:
@@ -417,18 +422,35 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
     mask = format_cpumask(keep)
     items: list[Item] = []
     notes: list[str] = []
+    found = read_devices(root)
+    owner = {n: d for d in found for n in d.vectors}  # an IRQ's device, where it is a GPU's or a NIC's
+    threads = irq_threads(read_tasks(root), list(owner)) if owner else {}
     for irq in read_irqs(root):
         if irq.requested is None:
             continue
-        knob = f"IRQ {irq.number} ({irq.device})"
+        device = owner.get(irq.number)
+        # A device's IRQ goes to a housekeeping CPU near it, where one is (choose keeps a core on each node).
+        near = (device.local_cpus or frozenset()) & keep if device else frozenset()
+        cpus = near or keep
+        knob = f"IRQ {irq.number} ({device.name if device else irq.device})"
+        mine = threads.get(irq.number, [])
+        with_thread = f", with its thread {', '.join(f'{t.comm} ({t.pid})' for t in mine)}" if mine else ""
+        follows = " (the kernel moves a threaded handler with its IRQ)" if mine else ""
+        reason = (f"the device's IRQ to a housekeeping CPU near it{with_thread}{follows}" if device and near else
+                  f"device IRQ off the targets{with_thread}{follows}")  # fmt: skip
         current = format_cpulist(irq.requested)
-        if irq.requested <= keep:
-            items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", None))
+        if irq.requested <= cpus:
+            items.append(Item(knob, current, format_cpulist(cpus), reason, None))
             continue
-        action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, fixes="irq.affinity",
-                        note=knob)  # fmt: skip
-        items.append(Item(knob, current, format_cpulist(keep), "device IRQ off the targets", action,
-                          raw=format_cpumask(irq.requested)))  # fmt: skip
+        action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", format_cpumask(cpus),
+                        fixes="irq.affinity", note=knob + with_thread)  # fmt: skip
+        items.append(Item(knob, current, format_cpulist(cpus), reason, action, raw=format_cpumask(irq.requested)))
+    for d in found:
+        if d.local_cpus is not None and not d.local_cpus & keep:
+            notes.append(f"no housekeeping CPU is near {d.name} (CPUs {format_cpulist(d.local_cpus)}): its IRQs go "
+                         f"to {format_cpulist(keep)}, across the interconnect; keep a core of its NUMA node with "
+                         "--housekeeping")  # fmt: skip
+    followers = {t.pid for group in threads.values() for t in group}
     balancer, balancer_notes = _irqbalance(root, target)
     items += balancer
     notes += balancer_notes
@@ -438,20 +460,22 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         shield_items, shield_notes, housekeeping_dir = _shield(root, hierarchy, keep, target)
         items += shield_items
         notes += shield_notes
-    threads, bound = task.movable(root)
+    movable, bound = task.movable(root)
     me = os.getpid() if root.is_live else None
-    for t in threads:
+    for t in movable:
         if t.pid == me:
             continue  # quietcore itself: `tune prove` measures the targets from it
+        if t.pid in followers:
+            continue  # a device IRQ's thread: it follows its IRQ, planned above as one change
         tid_target = task.target(t.tid)
         if tid_target is None:
             continue
         knob = f"{'kthread' if t.kthread else 'task'} {t.pid}{f' thread {t.tid}' if t.tid != t.pid else ''} ({t.comm})"
         if housekeeping_dir is not None:
             # into the housekeeping cpuset, keeping a pin within the housekeeping CPUs
-            cpus = format_cpulist(t.allowed & keep or keep)
+            pinned = format_cpulist(t.allowed & keep or keep)
             now = cpuset.read_task(tid_target)
-            value = f"{housekeeping_dir} {cpus}"
+            value = f"{housekeeping_dir} {pinned}"
             if now is not None and same("cpuset-task", tid_target, now, value):
                 continue
             action = Action("cpuset-task", tid_target, value, fixes="task.placement", note=knob)
@@ -504,7 +528,8 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
 
 
 def make_plan(root: Root, targets: str | None = None, housekeeping: str | None = None,
-              profile: str = "throughput", shield: bool = True, rt_unthrottled: bool = False) -> Plan:  # fmt: skip
+              profile: str = "throughput", shield: bool = True, rt_unthrottled: bool = False,
+              ranks_per_gpu: int | None = None) -> Plan:  # fmt: skip
     if profile not in PROFILES:
         raise UsageError(f"invalid --profile {profile!r} (valid: {', '.join(PROFILES)})")
     topo = read_topology(root)
@@ -514,7 +539,13 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
     _cpu0_can_leave(root, target)
     boot, boot_notes = _boot(root, keep, target, profile)
     runtime, runtime_notes = _runtime(root, keep, target, profile, shield, rt_unthrottled)
-    return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes)
+    gpus = [d for d in read_devices(root) if d.kind == "gpu"]
+    ranks = rank_map(gpus, topo, target, ranks_per_gpu) if ranks_per_gpu else []
+    if gpus and not ranks:
+        runtime_notes.append(f"{len(gpus)} GPU(s) here: `tune plan --ranks-per-gpu N` gives each rank the target "
+                             "CPUs near its GPU, and the launcher's line (Slurm: --gpu-bind=closest, "
+                             "--cpu-bind)")  # fmt: skip
+    return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes, ranks)
 
 
 def tuned_profile(plan: Plan, host: str) -> str:
