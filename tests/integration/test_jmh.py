@@ -39,7 +39,7 @@ def test_a_real_jmh_run_iteration_by_iteration(cli: CliRunner, tmp_path: Path) -
                            timeout=120, check=False)  # fmt: skip
     assert built.returncode == 0, built.stderr
     assert (classes / "META-INF" / "BenchmarkList").is_file()  # JMH's annotation processor ran
-    java = ["java", "-cp", f"{classes}{os.pathsep}{path}", "org.openjdk.jmh.Main", "-f", "1", "-wi", "1", "-w", "200ms",
+    java = ["java", "-cp", f"{classes}{os.pathsep}{path}", "org.openjdk.jmh.Main", "-f", "1", "-wi", "1", "-w", "100ms",
             "-i", "3", "-r", "200ms", "qc.Spin"]  # fmt: skip
     r = cli("intruders", "--cpus", str(CPU), "--metric", "jmh", "--json", "--", *java, timeout=180)
     assert r.returncode == 0, r.stderr

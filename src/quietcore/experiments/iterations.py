@@ -90,19 +90,22 @@ def shown(row: dict[str, Any], runs: int) -> dict[str, Any]:
 
 
 def kruskal_permutation(values: np.ndarray, groups: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """Kruskal-Wallis H of values across groups, and its p by permutation."""
+    """Kruskal-Wallis H of values across groups, and its p by permutation:
+    all PERMUTATIONS relabellings at once, as one array (a loop of them took
+    0.7 s for 24 iterations)."""
     r, _ = ranks(values.astype(np.float64))
     labels = np.unique(groups, return_inverse=True)[1]
     k, n = int(labels.max()) + 1, len(values)
+    sizes = np.bincount(labels, minlength=k)
 
-    def h(lab: np.ndarray) -> float:
-        sums = np.bincount(lab, weights=r, minlength=k)
-        sizes = np.bincount(lab, minlength=k)
-        return float(12 / (n * (n + 1)) * np.sum(sums**2 / np.maximum(sizes, 1)) - 3 * (n + 1))
+    def h(lab: np.ndarray) -> np.ndarray:  # rows of labellings -> H of each
+        onehot = lab[..., None] == np.arange(k)
+        sums = np.einsum("...i,...ik->...k", np.broadcast_to(r, lab.shape), onehot)
+        return np.asarray(12 / (n * (n + 1)) * np.sum(sums**2 / np.maximum(sizes, 1), axis=-1) - 3 * (n + 1))
 
-    observed = h(labels)
-    rng = np.random.default_rng(seed)
-    beyond = sum(h(rng.permutation(labels)) >= observed - 1e-12 for _ in range(PERMUTATIONS))
+    observed = float(h(labels))
+    shuffled = np.random.default_rng(seed).permuted(np.broadcast_to(labels, (PERMUTATIONS, n)), axis=1)
+    beyond = int(np.sum(h(shuffled) >= observed - 1e-12))
     return observed, (beyond + 1) / (PERMUTATIONS + 1)
 
 
