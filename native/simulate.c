@@ -28,7 +28,7 @@
 
 static const char usage[] =
     "usage: quietcore-probe simulate --input FILE --work-ns G --iterations I [--collective C]\n"
-    "                                [--cost-ns C] [--threads T]\n"
+    "                                [--cost-ns C] [--threads T] [--noise-charge stretch|window]\n"
     "       quietcore-probe simulate --input FILE --work-ns G --iterations I --algorithm A\n"
     "                                [--latency-ns L] [--overhead-ns O] [--per-byte-ns G] [--bytes B]\n"
     "Replay a bulk-synchronous job over the ranks and noise timelines in FILE: with\n"
@@ -44,21 +44,25 @@ static const char usage[] =
     "  --overhead-ns O   round model: LogGP's o of each send and receive, 0-1e9 ns (default 200)\n"
     "  --per-byte-ns G   round model: LogGP's G, 0-1e6 ns a byte (default 0)\n"
     "  --bytes B         round model: each rank's message, 1-1e12 bytes (default 8)\n"
-    "  --threads T       1-1024 (default: the CPUs this process may use)\n";
+    "  --threads T       1-1024 (default: the CPUs this process may use)\n"
+    "  --noise-charge C  stretch (default): work runs until done, through every gap it meets;\n"
+    "                    window: the rest of a gap under way and the gaps that start within the\n"
+    "                    work's own length, as LogGOPSim charges them (the window is not stretched)\n";
 
 typedef struct {
     const char *input;
     double work, cost;
     uint64_t iterations, threads;
-    bool stencil, rounds;
+    bool stencil, rounds, window;
     rounds_opts r;
 } sim_opts;
 
 static const char *const collectives[] = {"allreduce", "barrier", "stencil", NULL};
+static const char *const charges[] = {"stretch", "window", NULL};
 
 static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
 {
-    int collective = 0, algorithm = -1;
+    int collective = 0, algorithm = -1, charge = 0;
     const probe_opt table[] = {
         {.name = "input", .type = OPT_TEXT, .out = &o->input, .missing = "a simulation input, as quietcore simulate writes it"},
         {.name = "work-ns", .type = OPT_DOUBLE, .out = &o->work, .dmin = 1, .dmax = 1e12, .missing = "1-1e12 ns"},
@@ -72,6 +76,7 @@ static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
         {.name = "overhead-ns", .type = OPT_DOUBLE, .out = &o->r.overhead, .dmin = 0, .dmax = 1e9},
         {.name = "per-byte-ns", .type = OPT_DOUBLE, .out = &o->r.per_byte, .dmin = 0, .dmax = 1e6},
         {.name = "bytes", .type = OPT_U64, .out = &o->r.bytes, .umin = 1, .umax = 1000000000000ull},
+        {.name = "noise-charge", .type = OPT_CHOICE, .out = &charge, .choices = charges},
         {0},
     };
     memset(o, 0, sizeof *o);
@@ -81,6 +86,8 @@ static int parse(probe_ctx *ctx, int argc, char **argv, sim_opts *o)
         return ctx->exit_code;
     o->stencil = collective == 2; /* allreduce and barrier are both global */
     o->rounds = algorithm >= 0;
+    o->window = charge == 1;
+    o->r.window = o->window;
     o->r.algorithm = algorithm;
     o->r.work = o->work;
     o->r.iterations = o->iterations;
@@ -199,8 +206,10 @@ uint64_t sim_first_after(const timeline *t, double x, uint64_t j)
 }
 
 /* The work, the rest of a gap under way, and every gap that starts before
- * the stretched end. */
-double sim_delayed(const timeline *t, double x, uint64_t j, double work)
+ * the stretched end (stretch); or, with `window`, every gap that starts
+ * before the work's own end, x + work: LogGOPSim's charge, in which a gap
+ * that starts in the delay the noise adds is not charged. */
+double sim_delayed(const timeline *t, double x, uint64_t j, double work, bool window)
 {
     const double *g = t->gap;
     const uint64_t n = t->n;
@@ -209,6 +218,16 @@ double sim_delayed(const timeline *t, double x, uint64_t j, double work)
         begin = g[2 * j] + g[2 * j + 1], j++;                       /* inside gap j */
     else if (g[2 * (n - 1)] + g[2 * (n - 1) + 1] - t->period > x) /* inside the last gap of the turn before */
         begin = g[2 * (n - 1)] + g[2 * (n - 1) + 1] - t->period;
+    if (window) {
+        double charged = begin - x, end = x + work;
+        for (;; j++) {
+            if (j == n)
+                j = 0, base += t->period;
+            if (base + g[2 * j] >= end)
+                return work + charged;
+            charged += g[2 * j + 1];
+        }
+    }
     double end = begin + work;
     for (;; j++) {
         if (j == n)
@@ -221,7 +240,8 @@ double sim_delayed(const timeline *t, double x, uint64_t j, double work)
 
 /* The longest time from a rank's place to its finish, over the ranks of one
  * timeline from sorted index lo to hi, their places shifted by `shift`. */
-static double longest(const timeline *t, const rankset *rs, double shift, uint64_t lo, uint64_t hi, double work)
+static double longest(const timeline *t, const rankset *rs, double shift, uint64_t lo, uint64_t hi, double work,
+                      bool window)
 {
     const double *g = t->gap;
     const uint64_t n = t->n;
@@ -251,7 +271,7 @@ static double longest(const timeline *t, const rankset *rs, double shift, uint64
             }
         double next = j < n ? g[2 * j] : g[0] + t->period;
         if (next - work <= x || x < tail) { /* a gap touches this rank's quantum */
-            double d = sim_delayed(t, x, j, work);
+            double d = sim_delayed(t, x, j, work, window);
             most = d > most ? d : most;
         }
     }
@@ -260,7 +280,8 @@ static double longest(const timeline *t, const rankset *rs, double shift, uint64
 
 /* One iteration of a global collective: every rank starts at `now`; the
  * latest finish. */
-static double iterate_global(const sim_input *in, const rankset *sets, double now, double work, int threads)
+static double iterate_global(const sim_input *in, const rankset *sets, double now, double work, int threads,
+                             bool window)
 {
     double most = work;
 #pragma omp parallel num_threads(threads) reduction(max : most)
@@ -271,7 +292,7 @@ static double iterate_global(const sim_input *in, const rankset *sets, double no
             const rankset *rs = &sets[t];
             uint64_t lo = rs->n * me / parts, hi = rs->n * (me + 1) / parts;
             if (lo < hi && tl->n) {
-                double d = longest(tl, rs, fmod(now, tl->period), lo, hi, work);
+                double d = longest(tl, rs, fmod(now, tl->period), lo, hi, work, window);
                 most = d > most ? d : most;
             }
         }
@@ -308,14 +329,15 @@ static rankset *ranksets(const sim_input *in)
 
 /* One iteration of a stencil: each rank from its own start time, its gap
  * found by binary search (O(log gaps) a rank; global collectives merge). */
-static void iterate_each(const sim_input *in, const double *start, double *done, double work, int threads)
+static void iterate_each(const sim_input *in, const double *start, double *done, double work, int threads,
+                         bool window)
 {
     const int64_t n = (int64_t)in->nranks;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t r = 0; r < n; r++) {
         const timeline *t = &in->tl[in->assign[r]];
         double x = fmod(start[r] + in->offset[r], t->period);
-        done[r] = start[r] + (t->n ? sim_delayed(t, x, sim_first_after(t, x, 0), work) : work);
+        done[r] = start[r] + (t->n ? sim_delayed(t, x, sim_first_after(t, x, 0), work, window) : work);
     }
 }
 
@@ -353,13 +375,13 @@ int simulate_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
      * less than what waking the others costs. */
     int threads = (int)(o.threads < 1 + in.nranks / 4096 ? o.threads : 1 + in.nranks / 4096);
     for (uint64_t i = 0; i < o.iterations && !o.stencil; i++) {
-        double latest = iterate_global(&in, sets, now, o.work, threads);
+        double latest = iterate_global(&in, sets, now, o.work, threads, o.window);
         if (latest > now + o.work * (1 + 1e-12))
             hit += 1; /* some rank was delayed: this iteration paid for noise */
         now = latest + o.cost;
     }
     for (uint64_t i = 0; i < o.iterations && o.stencil; i++) {
-        iterate_each(&in, start, done, o.work, threads);
+        iterate_each(&in, start, done, o.work, threads, o.window);
         for (int64_t r = 0; r < n; r++) { /* a rank goes when it and its two ring neighbours are done */
             double m = done[r], a = done[(r + n - 1) % n], b = done[(r + 1) % n];
             m = a > m ? a : m;

@@ -27,8 +27,9 @@ typedef struct {
 uint64_t sim_first_after(const timeline *t, double x, uint64_t j);
 
 /* Work of `work` ns started at place x in [0, period); j: the first gap of
- * the turn that ends after x (n when none does). How long after x it ends. */
-double sim_delayed(const timeline *t, double x, uint64_t j, double work);
+ * the turn that ends after x (n when none does). How long after x it ends:
+ * stretched through every gap it meets, or (window) charged LogGOPSim's way. */
+double sim_delayed(const timeline *t, double x, uint64_t j, double work, bool window);
 
 /* The collective algorithms of the round model, in `sim_algorithms` order. */
 enum { ALG_RECURSIVE_DOUBLING, ALG_DISSEMINATION, ALG_BINOMIAL, ALG_RING, ALG_NEIGHBOURS };
@@ -43,6 +44,7 @@ typedef struct {
     uint64_t bytes;   /* each rank's message (the ring sends bytes / P a round) */
     uint64_t iterations;
     int threads;
+    bool window; /* the noise charge: LogGOPSim's window, else stretch */
 } rounds_opts;
 
 /* Replay the job in the round model and write its result. */

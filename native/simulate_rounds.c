@@ -40,7 +40,8 @@ typedef struct {
 
 typedef struct {
     double *clear;
-    place *at; /* one cache line a look: its timeline, place and cursor side by side */
+    place *at;   /* one cache line a look: its timeline, place and cursor side by side */
+    bool window; /* the noise charge (sim_delayed's) */
 } places;
 
 /* Local place x of job time t for rank r, its turn and cursor moved on to it;
@@ -96,6 +97,33 @@ static double reach(const places *p, uint64_t r, double t, double w)
     if (next >= x + w && x >= tail && !(j < n && g[2 * j] <= x)) {
         p->clear[r] = t + (next - x);
         return t + w;
+    }
+    if (p->window) {
+        /* As sim_delayed's window: the rest of a gap under way and the gaps that start before x + w; the
+         * rank's place moves on past what was charged, and its cursor to the first gap ending after it. */
+        double charged = 0, base = 0;
+        if (j < n && g[2 * j] <= x)
+            charged = g[2 * j] + g[2 * j + 1] - x, j++;
+        else if (tail > x)
+            charged = tail - x;
+        for (;; j++) {
+            if (j == n)
+                j = 0, base += tl->period;
+            if (base + g[2 * j] >= x + w)
+                break;
+            charged += g[2 * j + 1];
+        }
+        double end = x + w + charged;
+        for (;; j++) {
+            if (j == n)
+                j = 0, base += tl->period;
+            if (base + g[2 * j] + g[2 * j + 1] > end)
+                break;
+        }
+        p->at[r].shift -= base;
+        p->at[r].cur = (uint32_t)j;
+        p->clear[r] = t + (base + g[2 * j] - x);
+        return t + (end - x);
     }
     /* As sim_delayed, keeping the gap it stops at. */
     double begin = x, base = 0;
@@ -387,7 +415,7 @@ int simulate_rounds(probe_ctx *ctx, const sim_input *in, const rounds_opts *o, j
     double *t = calloc(n, sizeof *t), *scratch = malloc(n * sizeof *scratch);
     double *clear = malloc(n * sizeof *clear);
     place *at = calloc(n, sizeof *at);
-    places pl = {clear, at};
+    places pl = {clear, at, o->window};
     if (!t || !scratch || !at || !clear) {
         probe_fail(ctx, EXIT_FAIL, "out of memory for %llu ranks", (unsigned long long)n);
         goto out;

@@ -33,6 +33,7 @@ QUICK = ("--iterations", "200", "--repeats", "2")
         (["--pattern", "100:10", "--collective", "alltoall"], "valid: allreduce, barrier, stencil"),
         (["--pattern", "100:10", "--phase", "half"], "invalid --phase 'half' (valid: random, common)"),
         (["--pattern", "100:10", "--model", "exact"], "invalid --model 'exact' (valid: rounds, fast)"),
+        (["--pattern", "100:10", "--noise-charge", "both"], "invalid --noise-charge 'both' (valid: stretch, window)"),
         (
             ["--pattern", "100:10", "--collective", "barrier", "--algorithm", "ring"],
             "invalid --algorithm 'ring' for --collective barrier (valid: dissemination, recursive-doubling)",
@@ -196,3 +197,28 @@ def test_a_recorded_trace_at_one_rank_gives_the_slowdown_survey_coupled_measured
     spread = 1.08  # the quantum's mean over its fastest with no noise at all, at most, on this VM
     assert 1 / 1.10 <= measured["slowdown"] / point["slowdown"] <= 1.10 * spread, (point, measured)
     assert point["slowdown"] > 1.02 and measured["slowdown"] > 1.02
+
+
+def test_an_imported_trace_is_simulated_with_either_charge(cli_main: CliRunner, tmp_path: Path) -> None:
+    """A trace from another tool (`results import --from trace`: no fact of its node, so no tick to hint and
+    no VM known) is simulated as a measured one; with --noise-charge window the study says it charged the
+    noise as LogGOPSim does, and costs no more than the default stretch (it charges a subset of the gaps)."""
+    where = tmp_path / "traces"
+    where.mkdir()
+    rng = __import__("numpy").random.default_rng(3)
+    starts = sorted(rng.uniform(0, 2e9, 400))
+    for cpu in (0, 1):
+        (where / f"other-rank0-cpu{cpu}.trace").write_text(
+            "\n".join(f"{s:.0f}\t{rng.uniform(5e3, 400e3):.0f}" for s in starts) + "\n"
+        )
+    env = {"QUIETCORE_DB": str(tmp_path / "r.db")}
+    assert cli_main("results", "import", "--from", "trace", str(where), env=env).returncode == 0
+    got = {}
+    for charge in ("stretch", "window"):
+        proc = cli_main("simulate", "--trace", "1", "--ranks", "64", "--granularity-us", "100", "--iterations", "50",
+                        "--repeats", "2", "--noise-charge", charge, "--json", env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        study = json.loads(proc.stdout)
+        assert study["noise_charge"] == charge and "session 1 (import)" in study["noise"]
+        got[charge] = study["curves"][0]["points"][0]["slowdown"]
+    assert 1 < got["window"] <= got["stretch"], got

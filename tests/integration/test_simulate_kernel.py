@@ -241,3 +241,81 @@ def test_the_round_model_keeps_the_laws_and_bounds_the_fast_model_from_above() -
 
 def periodic_tl(freq_hz: float, length_ns: float) -> Timeline:
     return Timeline(np.array([0.0]), np.array([length_ns]), 1e9 / freq_hz)
+
+
+def _walk(starts: list[float], lengths: list[float], period: float, t: float, work: float, charge: str) -> float:
+    """One rank's work of `work` from time t, by walking the gaps one by one (the timeline repeated):
+    stretch, it runs until done, waiting out every gap it meets; window, LogGOPSim's get_noise: the rest of a
+    gap under way at t, and the whole of every gap that starts in (t, t + work), the window not stretched."""
+    gaps = [(s + k * period, d) for k in range(int(t // period) - 1, int((t + 50 * work) // period) + 3)
+            for s, d in zip(starts, lengths, strict=True)]  # fmt: skip
+    if charge == "window":
+        charged = sum(max(s + d - t, 0.0) for s, d in gaps if s <= t)
+        charged += sum(d for s, d in gaps if t < s < t + work)
+        return t + work + charged
+    now, left = t, work
+    for s, d in gaps:
+        if s + d <= now:
+            continue
+        if s <= now:  # under way
+            now = s + d
+            continue
+        if now + left <= s:
+            break
+        left -= s - now
+        now = s + d
+    return now + left
+
+
+@pytest.mark.parametrize("charge", ["stretch", "window"])
+def test_one_rank_on_stalls_back_to_back_takes_what_the_walk_says(charge: str) -> None:
+    """A clustered trace, as a VM's host gives it: bursts of stalls back to back (a gap every 60-90 µs of
+    30-50 µs, 12 in a row) every few ms, and a long stall of 2 ms. One rank's 400 iterations of 100 µs, walked
+    gap by gap (_walk), must be what the numpy engine, the kernel's fast model and its round model (one
+    rank: no message) give, to rounding, for either charge; and the window charge must cost less where the
+    stalls cluster (it leaves out what starts in the delay)."""
+    rng = np.random.default_rng(37)
+    starts, lengths = [], []
+    at = 0.0
+    while at < 40e6:
+        at += rng.uniform(2e6, 5e6)
+        for _ in range(12):
+            starts.append(at)
+            lengths.append(rng.uniform(30e3, 50e3))
+            at += lengths[-1] + rng.uniform(10e3, 40e3)
+    starts.append(at + 1e6)
+    lengths.append(2e6)
+    period = at + 4e6
+    tl = Timeline(np.array(starts), np.array(lengths), period)
+    work, iterations, t = 100e3, 400, 1.5e6
+    walked = []
+    for _ in range(iterations):
+        t = _walk(starts, lengths, period, t, work, charge)
+        walked.append(t)
+    want = (walked[-1] - 1.5e6) / (iterations * work)
+    one, offset = np.zeros(1, dtype=np.int64), np.array([1.5e6])
+    assert run([tl], one, offset, work, iterations, "allreduce", FREE, charge=charge) == pytest.approx(want, rel=1e-9)
+    fast = replay([tl], one, offset, work, iterations, "allreduce", FREE, charge=charge)
+    assert fast["slowdown"] == pytest.approx(want, rel=1e-9)
+    by_rounds = replay([tl], one, offset, work, iterations, network=FREE, algorithm="recursive-doubling", charge=charge)
+    assert by_rounds["runtime_ns"] == pytest.approx(walked[-1] - 1.5e6, rel=1e-9)
+    if charge == "window":
+        stretched = run([tl], one, offset, work, iterations, "allreduce", FREE)
+        assert want < stretched, (want, stretched)
+
+
+@pytest.mark.parametrize("algorithm", ["recursive-doubling", "neighbours"])
+def test_the_window_charge_in_the_kernel_is_the_numpy_one_at_many_ranks(algorithm: str) -> None:
+    """The round model's kernel keeps a cursor per rank; with the window charge its place moves past what
+    was charged and its cursor to the first gap ending after it. At 13 and 64 ranks, random gaps, it must
+    replay what numpy recomputes from scratch at every step."""
+    rng = np.random.default_rng(8)
+    a = random_timeline(rng, 300, 1e7, 8e3)
+    b = Timeline(np.array([1e5, 9.0e6]), np.array([2e5, 1.05e6]), 1e7)
+    net = Network(800.0, 300.0, 2.0, 64)
+    for ranks in (13, 64):
+        assign = rng.integers(0, 2, ranks)
+        offsets = rng.uniform(0, 1e7, ranks)
+        want = rounds.run([a, b], assign, offsets, 20e3, 30, algorithm, net, charge="window")
+        got = replay([a, b], assign, offsets, 20e3, 30, network=net, algorithm=algorithm, charge="window")
+        assert got["runtime_ns"] == pytest.approx(want, rel=1e-9), ranks

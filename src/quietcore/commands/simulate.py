@@ -43,7 +43,7 @@ from quietcore.report.nodes import trace_text
 from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
 from quietcore.simulate import noise as noises
-from quietcore.simulate.engine import Network
+from quietcore.simulate.engine import CHARGES, Network
 from quietcore.simulate.rounds import FOR_COLLECTIVE
 from quietcore.simulate.study import Options, study
 from quietcore.store import db
@@ -79,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", metavar="SESSION",
                         help="L, o and G as a `survey` session measured them (instead of those options)")  # fmt: skip
     parser.add_argument("--iterations", metavar="N", default="1000", help="iterations per job (default 1000)")
+    parser.add_argument("--noise-charge", metavar="HOW", default="stretch",
+                        help="stretch (default): work runs through every gap it meets; window: as LogGOPSim charges "
+                             "it, the gaps that start in the work's own length")  # fmt: skip
     parser.add_argument("--repeats", metavar="K", default="3", help="seeds per point, for the interval (default 3)")
     parser.add_argument("--seed", metavar="S", default="1", help="the first seed (default 1)")
     parser.add_argument("--phase", default="random", help="random (default): each rank its own offset; common")
@@ -116,6 +119,8 @@ def options(args: argparse.Namespace, measured: dict[str, Any] | None = None) ->
         raise UsageError(f"invalid --focus {args.focus!r} (valid: one number of ranks)")
     if args.model not in MODELS:
         raise UsageError(f"invalid --model {args.model!r} (valid: {', '.join(MODELS)})")
+    if args.noise_charge not in CHARGES:
+        raise UsageError(f"invalid --noise-charge {args.noise_charge!r} (valid: {', '.join(CHARGES)})")
     valid = FOR_COLLECTIVE[args.collective]
     if args.algorithm is not None and args.model == "fast":
         raise UsageError("--algorithm goes with --model rounds (the fast model has no schedule)")
@@ -143,6 +148,7 @@ def options(args: argparse.Namespace, measured: dict[str, Any] | None = None) ->
         focus=focus[0],
         model=args.model,
         algorithm=args.algorithm or valid[0],
+        charge=args.noise_charge,
     )
 
 

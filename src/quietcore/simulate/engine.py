@@ -45,11 +45,12 @@ class Timeline:
     def total(self) -> float:
         return float(self._cum[-1])  # type: ignore[attr-defined]
 
-    def started_before(self, x: np.ndarray) -> np.ndarray:
+    def started_before(self, x: np.ndarray, side: str = "left") -> np.ndarray:
         """Total length of the gaps that start in [0, x), the timeline
-        repeated: G(x), so the gaps starting in [a, b) total G(b) - G(a)."""
+        repeated: G(x), so the gaps starting in [a, b) total G(b) - G(a);
+        side="right": those that start in [0, x]."""
         turns = np.floor(x / self.period)
-        i = np.searchsorted(self.starts, x - turns * self.period, side="left")
+        i = np.searchsorted(self.starts, x - turns * self.period, side="right" if side == "right" else "left")
         return np.asarray(turns * self.total + self._cum[i])  # type: ignore[attr-defined]
 
     def remaining(self, x: np.ndarray) -> np.ndarray:
@@ -79,8 +80,19 @@ def union(starts: np.ndarray, lengths: np.ndarray, period: float) -> Timeline:
     return Timeline(merged_s, merged_e - merged_s, period)
 
 
-def finish(timeline: Timeline, t: np.ndarray, work: float) -> np.ndarray:
-    """When work started at t (the ranks' own timeline times) ends."""
+CHARGES = ("stretch", "window")
+
+
+def finish(timeline: Timeline, t: np.ndarray, work: float, charge: str = "stretch") -> np.ndarray:
+    """When work started at t (the ranks' own timeline times) ends. `charge`:
+    stretch, the work runs until done through every gap it meets; window, as
+    LogGOPSim charges an operation [t, t + work]: the rest of a gap under way
+    at t, and every gap that starts inside that window, which is not
+    stretched by the noise it adds (a gap that starts in the delay is not
+    charged)."""
+    if charge == "window":
+        return np.asarray(t + work + timeline.remaining(t) + timeline.started_before(t + work)
+                          - timeline.started_before(t, side="right"))  # fmt: skip
     begin = t + timeline.remaining(t)
     base = timeline.started_before(begin)
     delay = np.zeros_like(t)
@@ -105,7 +117,7 @@ class Network:
 
 
 def run(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work: float, iterations: int,
-        collective: str = "allreduce", network: Network | None = None) -> float:  # fmt: skip
+        collective: str = "allreduce", network: Network | None = None, charge: str = "stretch") -> float:  # fmt: skip
     """The job's time for `iterations`, in ns, over its noiseless ideal:
     the slowdown. Rank r replays timelines[assign[r]] from offsets[r]."""
     if collective not in COLLECTIVES:
@@ -119,7 +131,7 @@ def run(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work
         for k, timeline in enumerate(timelines):
             mine = assign == k
             local = now[mine] + offsets[mine]
-            done[mine] = finish(timeline, local, work) - offsets[mine]
+            done[mine] = finish(timeline, local, work, charge) - offsets[mine]
         if collective == "stencil":
             now = np.maximum(np.maximum(np.roll(done, 1), np.roll(done, -1)), done) + cost
         else:

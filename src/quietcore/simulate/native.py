@@ -37,7 +37,7 @@ def write_input(path: Path, timelines: list[Timeline], assign: np.ndarray, offse
 
 def replay(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work_ns: float, iterations: int,
            collective: str = "allreduce", network: Network | None = None, threads: int | None = None,
-           algorithm: str | None = None) -> dict[str, Any]:  # fmt: skip
+           algorithm: str | None = None, charge: str = "stretch") -> dict[str, Any]:  # fmt: skip
     """The job in the native core: with an algorithm, the round model
     (rounds.run's); without, the fast model (engine.run's). Its result:
     runtime, noiseless runtime and slowdown, its own speed, and in the fast
@@ -59,6 +59,8 @@ def replay(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, w
         args = ["--input", name, "--work-ns", repr(float(work_ns)), "--iterations", str(iterations), *model]
         if threads:
             args += ["--threads", str(threads)]
+        if charge != "stretch":
+            args += ["--noise-charge", charge]
         steps = 1 + (rounds(algorithm, assign.size) if algorithm is not None else 0)
         expected = assign.size * iterations * steps / SLOWEST_RATE
         return run_probe("simulate", args, expected_s=expected).result

@@ -136,9 +136,10 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     spec, cpu = parse_trace(text)
     row = sessions.find_session(conn, spec)
     facts = row.facts
-    hz = facts["kernel"]["config"].get("CONFIG_HZ")
+    # an imported trace (`results import --from trace`) has no fact of its node: no tick to hint, no VM known
+    hz = ((facts.get("kernel") or {}).get("config") or {}).get("CONFIG_HZ")
     hints = (float(hz),) if hz and str(hz).isdigit() else ()
-    virtual = bool(facts["virtualization"]["virtualized"])
+    virtual = bool((facts.get("virtualization") or {}).get("virtualized"))
     labeller = _Labeller(virtual)
     traces, dropped, seen = [], 0, set()
     for run in sessions.runs_of(conn, row.id):

@@ -106,8 +106,8 @@ def message_bytes(algorithm: str, p: int, network: Network) -> int:
 
 
 def run(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work: float, iterations: int,
-        algorithm: str, network: Network, quiet: bool = False) -> float:  # fmt: skip
-    """The job's runtime in ns (quiet: without noise)."""
+        algorithm: str, network: Network, quiet: bool = False, charge: str = "stretch") -> float:  # fmt: skip
+    """The job's runtime in ns (quiet: without noise; charge: engine.finish's)."""
     p = assign.size
     extra = (message_bytes(algorithm, p, network) - 1) * network.per_byte_ns
     o, latency = network.overhead_ns, network.latency_ns
@@ -121,7 +121,7 @@ def run(timelines: list[Timeline], assign: np.ndarray, offsets: np.ndarray, work
         out = np.empty(at.size)
         for i, tl in enumerate(timelines):
             sel = assign[mine] == i
-            out[sel] = finish(tl, at[sel] + offsets[mine][sel], w) - offsets[mine][sel]
+            out[sel] = finish(tl, at[sel] + offsets[mine][sel], w, charge) - offsets[mine][sel]
         return out
 
     everyone = np.arange(p)

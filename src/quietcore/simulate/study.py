@@ -45,6 +45,7 @@ class Options:
     focus: int = 10_000  # where sources and what-ifs are shown
     model: str = "rounds"  # rounds: every message of the collective; fast: a noiseless cost after the slowest
     algorithm: str = "recursive-doubling"  # the round model's schedule of the collective
+    charge: str = "stretch"  # how noise is charged to work: stretch, or window (LogGOPSim's)
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,12 @@ def job(noise: Noise, timelines: list[Timeline], v: Variant, o: Options, n: int,
     assign, offsets = _offsets(noise, n, rng, v.common)
     network = v.network or o.network
     if (model or o.model) == "fast":
-        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network, threads)
+        got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network, threads,
+                     charge=o.charge)  # fmt: skip
         ideal = o.iterations * (work_ns + o.network.rounds(n, o.collective))
     else:
         got = replay(timelines, assign, offsets, work_ns, o.iterations, o.collective, network, threads,
-                     algorithm=o.algorithm)  # fmt: skip
+                     algorithm=o.algorithm, charge=o.charge)  # fmt: skip
         ideal = got["ideal_ns"] if v.network is None else _noiseless(o, n, work_ns)
     return {**got, "slowdown": got["runtime_ns"] / ideal}
 
@@ -190,7 +192,7 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
                                 "cost": cost, "share": cost / (base - 1) if base > 1 else None})  # fmt: skip
             else:
                 whatifs.append(row)
-    return {"model": o.model, "algorithm": o.algorithm if o.model == "rounds" else None,
+    return {"model": o.model, "algorithm": o.algorithm if o.model == "rounds" else None, "noise_charge": o.charge,
             "noise": noise.described, "net_noise": noise.fraction(), "sources": list(noise.sources),
             "lost_by_source": lost, "focus_ranks": focus, "curves": curves, "by_source": sources,
             "whatifs": whatifs, "notes": list(noise.notes)}  # fmt: skip

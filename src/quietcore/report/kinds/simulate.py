@@ -37,9 +37,11 @@ def heading(study: dict[str, Any], params: dict[str, Any]) -> str:
         net += f", G = {params['gap_per_byte_ns']:.3g} ns/B, {params['bytes']:,} B"
     if params.get("network"):
         net += f" (as survey session {params['network']} measured them)"
+    charge = ("; noise charged as LogGOPSim does (a window of the work's own length)"
+              if study.get("noise_charge") == "window" else "")  # fmt: skip
     return (
         f"{model}, {params['iterations']:,} iterations x {params['repeats']} seeds per point, {net}, phase "
-        f"{params['phase']}; noise: {study['noise']}, {study['net_noise'] * 100:.2f} % of the time lost"
+        f"{params['phase']}; noise: {study['noise']}, {study['net_noise'] * 100:.2f} % of the time lost{charge}"
     )
 
 
