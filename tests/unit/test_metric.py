@@ -106,11 +106,12 @@ def test_samples_with_intervals_and_steal() -> None:
     assert found["intervals_ns"] == [[0, 10**9], [10**9, 2 * 10**9], [2 * 10**9, 3 * 10**9]]
 
 
-def _run(values: list[float], hog: set[int], fork: int | None = 1) -> dict[str, object]:
+def _run(values: list[float], hog: set[int], fork: int | None = 1, cpu: int = 1) -> dict[str, object]:
     rows = [{"value": v, "unit": "ops/s", "fork": fork, "iteration": i + 1, "start_s": float(i),
              "end_s": float(i + 1), "steal_ms": 0.0,
              "intruders": {"stress-ng-cpu": 300.0 if i in hog else 2.0, "softirq TIMER": 0.1},
-             "threads": {"java": 900.0, "C2 CompilerThre": 20.0}} for i, v in enumerate(values)]  # fmt: skip
+             "threads": {"java": 900.0, "C2 CompilerThre": 20.0}, "cpus": {str(cpu): 920.0}}
+            for i, v in enumerate(values)]  # fmt: skip
     return {"samples": {"score": rows}}
 
 
@@ -136,7 +137,7 @@ def test_a_spread_nothing_traced_explains_is_not_claimed() -> None:
 
 def test_forks_that_differ_beyond_their_iterations() -> None:
     a = _run([300_000.0 + k for k in range(6)], set(), fork=1)
-    b = _run([250_000.0 + k for k in range(6)], set(range(6)), fork=2)
+    b = _run([250_000.0 + k for k in range(6)], set(range(6)), fork=2, cpu=3)
     c = _run([300_003.0 - k for k in range(6)], set(), fork=3)
     rows = a["samples"]["score"] + b["samples"]["score"] + c["samples"]["score"]  # type: ignore[index]
     out = explain_iterations("spin", [{"samples": {"score": rows}}],
@@ -144,6 +145,7 @@ def test_forks_that_differ_beyond_their_iterations() -> None:
     assert out is not None and out["forks"]["differ"] and out["forks"]["p"] < 0.01
     assert "fork 2's median 250,002 against 300,002 for the rest" in out["forks"]["sentence"]
     assert "its iterations had 300 ms of intruders" in out["forks"]["sentence"]
+    assert out["forks"]["sentence"].endswith("; it ran on CPU 3, the rest on 1")
     same = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=1)["samples"]["score"]  # type: ignore[index]
     again = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=2)["samples"]["score"]  # type: ignore[index]
     out = explain_iterations("spin", [{"samples": {"score": same + again}}],

@@ -233,6 +233,7 @@ class Slot:
     end: float
     intruders: dict[str, float] = field(default_factory=dict)  # ns
     threads: dict[str, float] = field(default_factory=dict)
+    cpus: dict[int, float] = field(default_factory=dict)  # where the workload ran in it, ns a CPU
 
 
 class Slots:
@@ -242,7 +243,7 @@ class Slots:
         self.slots = [Slot(a, b) for a, b in sorted(intervals)]
         self.starts = [s.start for s in self.slots]
 
-    def charge(self, start: float, end: float, name: str, workload: bool) -> None:
+    def charge(self, start: float, end: float, name: str, workload: bool, cpu: int = -1) -> None:
         k = max(bisect.bisect_right(self.starts, start) - 1, 0)
         while k < len(self.slots) and self.slots[k].start < end:
             slot = self.slots[k]
@@ -250,6 +251,8 @@ class Slots:
             if overlap > 0:
                 into = slot.threads if workload else slot.intruders
                 into[name] = into.get(name, 0.0) + overlap
+                if workload:
+                    slot.cpus[cpu] = slot.cpus.get(cpu, 0.0) + overlap
             k += 1
 
 
@@ -575,7 +578,7 @@ def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int],
     elif st.pid in mine:
         c.workload_ns += dt
         if slots is not None and slots.slots:
-            slots.charge(start, end, st.comm, workload=True)
+            slots.charge(start, end, st.comm, workload=True, cpu=c.cpu)
     else:
         c.use("task", st.comm, st.pid).ns += dt
         st.slice_ns += dt

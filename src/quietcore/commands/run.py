@@ -43,6 +43,7 @@ from quietcore.experiments.runner import check_levers, run_experiment
 from quietcore.options import int_in_range, positive_float
 from quietcore.report import text
 from quietcore.report.experiment import experiment_table, metric_line
+from quietcore.report.iterations import iterations_table
 from quietcore.report.kinds.experiment import spread_lines
 from quietcore.report.progress import progress_bar
 from quietcore.safe import markup
@@ -51,6 +52,10 @@ from quietcore.store import sessions
 
 NAME = "run"
 NAMES = (*BUILTIN, "custom")
+
+
+#: Cells whose iterations are tabled in the text (--metric); --json has every cell's.
+TABLES = 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -178,6 +183,11 @@ def run(args: argparse.Namespace) -> int:
         out.print(sentence)
     for sentence in spread_lines(analysis):
         out.print(markup(sentence))
+    shown = [s for s in analysis.get("spread", []) if s.get("slowest") and s["method"].startswith("over iterations")]
+    for s in shown[:TABLES]:  # a figure of its own (--metric): each cell's slowest and fastest iterations
+        out.print(iterations_table(s, f"{s['cell']}: its slowest and fastest iterations"))
+    if len(shown) > TABLES:
+        out.print(f"({len(shown) - TABLES} more cells' iterations in --json)")
     for warning in analysis["warnings"]:
         out.print(f"[yellow]warning:[/yellow] {markup(warning)}", markup=True)
     out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "

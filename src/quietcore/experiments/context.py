@@ -172,7 +172,8 @@ def slots_json(slots: list[intruders.Slot], top: int = TOP) -> list[dict[str, An
     def ms(d: dict[str, float]) -> dict[str, float]:
         return {k: round(v / 1e6, 3) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]}
 
-    return [{"intruders": ms(s.intruders), "threads": ms(s.threads)} for s in slots]
+    return [{"intruders": ms(s.intruders), "threads": ms(s.threads),
+             "cpus": {str(c): round(ns / 1e6, 3) for c, ns in sorted(s.cpus.items())}} for s in slots]  # fmt: skip
 
 
 def open_watch(intrusions: str) -> tuple[Watch, tracer.TraceSession | None]:

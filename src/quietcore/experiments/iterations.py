@@ -204,6 +204,18 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     return out
 
 
+def _where_ran(rows: list[dict[str, Any]], which: np.ndarray) -> str:
+    """The CPUs the workload ran on most in these iterations (the trace's account): "1", "2, 3"; "" unknown."""
+    total: dict[str, float] = {}
+    for i in np.flatnonzero(which):
+        for cpu, took in (rows[i].get("cpus") or {}).items():
+            total[cpu] = total.get(cpu, 0.0) + took
+    if not total:
+        return ""
+    most = max(total.values())
+    return ", ".join(sorted((c for c, t in total.items() if t >= 0.2 * most), key=int))
+
+
 def _own_threads(rows: list[dict[str, Any]]) -> tuple[str, list[str], np.ndarray] | None:
     """The workload's main thread (the one that ran most over all iterations), the others by time, and
     each iteration's time (ms) in those others: a JVM's JIT compiler and GC beside the benchmark."""
@@ -244,5 +256,8 @@ def _forks(rows: list[dict[str, Any]], v: np.ndarray, runs: int) -> dict[str, An
         sentence += (f": {name}'s median {figure(medians[odd])} against {figure(float(np.median(v[rest])))} for the "
                      f"rest; its iterations had {ms(taken[mine].mean())} ms of intruders and {ms(steal[mine].mean())} "
                      f"ms of steal each, the rest {ms(taken[rest].mean())} and {ms(steal[rest].mean())}")  # fmt: skip
+        ran_mine, ran_rest = _where_ran(rows, mine), _where_ran(rows, rest)
+        if ran_mine and ran_rest and ran_mine != ran_rest:
+            sentence += f"; it ran on CPU {ran_mine}, the rest on {ran_rest}"
     return {"h": h, "p": p, "forks": len(groups), "differ": differ, "odd": name, "medians": medians,
             "sentence": sentence}  # fmt: skip
