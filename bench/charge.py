@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
-from loggopsim import _second, goal, loggopsim, timeline_of  # noqa: E402  (the same job and LogGOPSim runner)
+from loggopsim import _second, goal, loggopsim, timeline_of, written  # noqa: E402  (its job, runner, verdict)
 
 from quietcore.simulate.engine import Network, Timeline  # noqa: E402
 from quietcore.simulate.native import replay  # noqa: E402
@@ -48,7 +47,6 @@ FIXTURES = HERE.parent / "tests" / "fixtures" / "loggopsim"
 TRACE = FIXTURES / "vm-cpu1-20s.trace.gz"
 SIZES, WORK_US = (16, 256, 1024), (100, 1000)
 ZERO = (0, 0, 0, 0)
-TOLERANCE = 0.15
 ITERATIONS, BYTES = 200, 8
 
 
@@ -134,11 +132,7 @@ def main() -> int:
            "job": {"iterations": ITERATIONS, "bytes": BYTES, "algorithm": "recursive-doubling", "network": "zero"},
            "trace": args.trace.name, "clusters_planted": args.plant_clusters, "gaps": int(tl.starts.size),
            "span_s": tl.period / 1e9, "points": points, "worst_window_difference": worst}  # fmt: skip
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    verdict = "PASS" if worst <= TOLERANCE else "MISS"
-    print(f"{verdict}: the window charge within {worst * 100:.1f} % of LogGOPSim at every one of {len(points)} points "
-          f"(target: {TOLERANCE * 100:.0f} %); written to {args.out}")  # fmt: skip
-    return 0 if verdict == "PASS" else 1
+    return written(doc, args.out, worst, "the window charge", len(points))
 
 
 if __name__ == "__main__":

@@ -208,10 +208,15 @@ def main() -> int:
         "points": points,
         "worst_relative_difference": worst,
     }
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return written(doc, args.out, worst, "the round model", len(points))
+
+
+def written(doc: dict[str, Any], out: Path, worst: float, what: str, points: int) -> int:
+    """The points to `out`, and the verdict against TOLERANCE: the bench's exit status."""
+    out.write_text(json.dumps(doc, indent=1) + "\n")
     verdict = "PASS" if worst <= TOLERANCE else "MISS"
-    print(f"{verdict}: the round model within {worst * 100:.1f} % of LogGOPSim at every one of {len(points)} points "
-          f"(target: {TOLERANCE * 100:.0f} %); written to {args.out}")  # fmt: skip
+    print(f"{verdict}: {what} within {worst * 100:.1f} % of LogGOPSim at every one of {points} points "
+          f"(target: {TOLERANCE * 100:.0f} %); written to {out}")  # fmt: skip
     return 0 if verdict == "PASS" else 1
 
 
