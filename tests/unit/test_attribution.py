@@ -144,3 +144,34 @@ def test_a_runs_analysis_spread_over_processes_is_the_one_done_in_turn(monkeypat
                             user_hz=100)  # fmt: skip
     assert spread == in_turn and seen == list(range(n))
     assert all(c["periodic"] for c in in_turn["cpus"])  # the 250 Hz train found on each
+
+
+def test_the_cpus_past_the_scouts_search_above_the_nodes_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SCOUTS CPUs, the others search only spectral peaks above the scouts' median strongest peak
+    that held no source (the node's background), reported as search_floor: a strong source of one CPU that
+    is not a scout (100 Hz x 150 µs on CPU 4 of 12) is still found there, and only there, and the analysis is
+    the same in turn and spread (the floor reaches the forked workers)."""
+    from quietcore.attribution import noise
+    from quietcore.runs.trace import CpuTrace, NoiseTrace
+
+    rng = np.random.default_rng(12)
+    cpus = []
+    for cpu in range(12):
+        starts = np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, 400)])
+        durations = np.concatenate([np.full(500, 16e3), rng.uniform(2e3, 300e3, 400)])
+        if cpu == 4:
+            starts = np.concatenate([starts, np.arange(3.3e6, 2e9, 10e6)])
+            durations = np.concatenate([durations, np.full(200, 150e3)])
+        order = np.argsort(starts)
+        cpus.append(CpuTrace(cpu, starts[order], durations[order], 0.0, 2e9, float(durations.sum()), 0, 0))
+    trace = NoiseTrace(tuple(cpus), 500.0)
+    scouts = sorted({round(i * 11 / (noise.SCOUTS - 1)) for i in range(noise.SCOUTS)})
+    assert 4 not in scouts
+    got = noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
+                        user_hz=100)  # fmt: skip
+    assert got["search_floor"] >= 0 and all(noise.FAILED not in c for c in got["cpus"])
+    hundred = [c["cpu"] for c in got["cpus"] if any(abs(p["frequency_hz"] - 100) < 0.1 for p in c["periodic"])]
+    assert hundred == [4], hundred
+    monkeypatch.setattr(noise, "PARALLEL_FROM", 10**6)
+    assert noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
+                         user_hz=100) == got  # fmt: skip

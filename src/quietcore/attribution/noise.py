@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -135,6 +136,8 @@ def analyze_cpu(
     user_hz: int,
     shared_hz: tuple[float, ...] = (),
     leaders: list[str | None] | None = None,
+    floor: float | None = None,
+    scout: bool = False,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
     at, tried first after the tick's (see analyze). `leaders`: each gap's traced
@@ -147,17 +150,12 @@ def analyze_cpu(
         if k is not None:
             del shared[k]
     hints += tuple(shared)
+    failed: list[float] = []
     found = (
-        periodic_members(
-            trace.start_ns,
-            trace.duration_ns,
-            trace.span_end_ns,
-            hints_hz=hints,
-            known_hz=tuple(dict.fromkeys(shared_hz)),
-        )
-        if trace.events
-        else []
-    )
+        periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints,
+                         known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None,
+                         threshold=max(THRESHOLD, floor or 0.0)) if trace.events else []
+    )  # fmt: skip
     sources = [s for s, _ in found]
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
     window = window_ns(before, after) or trace.measured_ns
@@ -196,7 +194,7 @@ def analyze_cpu(
         "event_ns": duration_summary(trace.duration_ns.tolist()),
         "periodic": periodic,
         "attribution": attribution.to_json(),
-    }
+    } | ({FAILED: max(failed, default=0.0)} if scout else {})
 
 
 def analyze(
@@ -225,15 +223,24 @@ def analyze(
     # search tried some twenty (the node's CPUs share most of their sources: the tick, the host's timer).
     n = len(trace.cpus)
     scouts = sorted({round(i * (n - 1) / (SCOUTS - 1)) for i in range(SCOUTS)})
-    done = dict(zip(scouts, _spread(trace, scouts, options, (), on_cpu), strict=True))
+    done = dict(zip(scouts, _spread(trace, scouts, options, (), on_cpu, scout=True), strict=True))
     shared = _shared_rates([done[k] for k in scouts])
+    # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
+    # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
+    # scouts' median (one odd CPU's leftovers, a planted 100 Hz train's at 250, would set it for all). The other
+    # CPUs search only peaks above it; a source the scouts have is tried first as a hint, whatever its peak.
+    floor = float(statistics.median(float(done[k].pop(FAILED)) for k in scouts))
     rest = [k for k in range(n) if k not in done]
-    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu), strict=True))
-    return {"cpus": [done[k] for k in range(n)]}
+    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor), strict=True))
+    return {"cpus": [done[k] for k in range(n)], "search_floor": floor}
 
 
 #: CPUs searched in full before the rest are searched with their sources' rates as hints.
 SCOUTS = 8
+#: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
+THRESHOLD = 25.0
+#: A scout's result carries, until analyze takes it, the strongest peak its search tried in vain.
+FAILED = "_failed_power"
 
 
 def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
@@ -262,7 +269,8 @@ _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mappin
 
 
 def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
-            on_cpu: Callable[[int], None] | None) -> list[dict[str, Any]]:  # fmt: skip
+            on_cpu: Callable[[int], None] | None, floor: float | None = None,
+            scout: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The analyses of trace.cpus[k] for k in `which`, in that order: with
     PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
     process each CPU here (forked, so the trace is shared, not copied)."""
@@ -275,10 +283,11 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
                 on_cpu(trace.cpus[k].cpu)
             cpu = trace.cpus[k]
             out.append(analyze_cpu(cpu, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                                   shared_hz=shared, leaders=leaders.get(cpu.cpu)))  # fmt: skip
+                                   shared_hz=shared, leaders=leaders.get(cpu.cpu), floor=floor,
+                                   scout=scout))  # fmt: skip
         return out
     global _SHARED
-    _SHARED = (trace, options, shared)
+    _SHARED = (trace, options, shared, floor, scout)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
             futures = [pool.submit(_analyze_nth, k) for k in which]
@@ -295,11 +304,12 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...]] | None = None
+_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], float | None, bool] | None = None
 
 
 def _analyze_nth(k: int) -> dict[str, Any]:
     assert _SHARED is not None
-    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared = _SHARED
+    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared, floor, scout = _SHARED
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                       shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu))  # fmt: skip
+                       shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor,
+                       scout=scout)  # fmt: skip

@@ -309,11 +309,12 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
     return float(np.partition(durations, len(durations) - min_events)[len(durations) - min_events])
 
 
-def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()) -> tuple[
-        PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
+                 failed: list[float] | None = None) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
-    harmonics of known_hz are passed over (see periodic_members)."""
+    harmonics of known_hz are tried as themselves alone (see periodic_members).
+    `failed`: the power of each peak tried in vain is added to it."""
     starts, durations = ev.starts[ev.remaining], ev.durations[ev.remaining]
     weights = np.minimum(durations, ev.cap)
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns)
@@ -343,6 +344,8 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
             best = _best_harmonic(ev, power, peak, lo, df, acf_period, fits)
         if ev.accepts(best):
             return best
+        if failed is not None:
+            failed.append(float(power[peak]))
         power[max(peak - width, 0) : peak + width + 1] = 0  # not this one: try the next peak
     return None
 
@@ -520,6 +523,7 @@ def periodic_members(
     threshold: float = 25.0,
     hints_hz: tuple[float, ...] = (),
     known_hz: tuple[float, ...] = (),
+    failed: list[float] | None = None,
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
@@ -532,7 +536,10 @@ def periodic_members(
     hints passes over their harmonics, where what the hints left of their
     trains (members jittered past the tolerance) stands as peaks that cost
     some twenty fits each and line up nothing new (on the GPU node's CPU 4,
-    the 1 kHz train's 1-4 kHz at 38-48, above the threshold of 25)."""
+    the 1 kHz train's 1-4 kHz at 38-48, above the threshold of 25).
+    `failed`: the power of every spectral peak the search tried in vain is
+    added to it (analyze's scouts: what of the node's spectrum holds no
+    source)."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -552,7 +559,7 @@ def periodic_members(
         if ev.enough_left:
             ev.take(_source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
-        source = _next_source(ev, threshold, known_hz)
+        source = _next_source(ev, threshold, known_hz, failed)
         if source is None:
             break
         ev.take(source, found, taken)
