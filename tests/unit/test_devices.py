@@ -184,3 +184,19 @@ def test_the_node_table_lists_the_devices() -> None:
         facts = collect_facts(root)
     assert devices_cell(facts["devices"]) == f"{H200} (nvidia, NUMA node unknown)"
     assert os.path.basename(str(GPU_ROOT)) == "gpu-node-h200.tar.gz"
+
+
+def test_persistence_is_on_where_the_daemon_runs_by_its_15_character_name(tmp_path: Path) -> None:
+    """The kernel keeps a task's name to 15 characters: nvidia-persistenced is "nvidia-persiste" in
+    /proc/PID/comm, and a root that runs it has persistence on, without asking nvidia-smi."""
+    from quietcore.facts.devices import persistence
+    from quietcore.facts.tasks import read_tasks
+    from tests.fixtures.make_roots import Tree, task
+
+    t = Tree.__new__(Tree)
+    t.base = tmp_path / "root"
+    task(t, 812, "nvidia-persiste", 0x400100, [0, 1])
+    root = Root(t.base)
+    assert persistence(root, read_tasks(root)) == (True, "nvidia-persistenced runs (pid 812)")
+    assert persistence(Root(tmp_path), []) == (None, "no nvidia-persistenced task, and nvidia-smi's answer not "
+                                                     "recorded")  # fmt: skip

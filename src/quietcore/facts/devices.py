@@ -23,6 +23,7 @@ from typing import Any
 
 from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.root import Root
+from quietcore.facts.tasks import Task
 
 PCI = "sys/bus/pci/devices"
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
@@ -169,10 +170,10 @@ def fingerprint_part(devices: list[Device]) -> list[dict[str, Any]]:
             for d in devices]  # fmt: skip
 
 
-def irq_threads(tasks: list[Any], vectors: list[int]) -> dict[int, list[Any]]:
+def irq_threads(tasks: list[Task], vectors: list[int]) -> dict[int, list[Task]]:
     """The threaded handlers of these vectors: kthreads named irq/N-name, by N."""
     wanted = set(vectors)
-    out: dict[int, list[Any]] = {}
+    out: dict[int, list[Task]] = {}
     for t in tasks:
         m = re.match(r"^irq/(\d+)-", t.comm)
         if m and t.kthread and int(m.group(1)) in wanted:
@@ -180,12 +181,16 @@ def irq_threads(tasks: list[Any], vectors: list[int]) -> dict[int, list[Any]]:
     return out
 
 
-def persistence(root: Root, tasks: list[Any]) -> tuple[bool | None, str]:
+PERSISTENCED = "nvidia-persistenced"
+COMM_MAX = 15  # the kernel keeps a task's name to 15 characters: the daemon's comm is "nvidia-persiste"
+
+
+def persistence(root: Root, tasks: list[Task]) -> tuple[bool | None, str]:
     """NVIDIA's persistence: on when nvidia-persistenced runs; else what a
     snapshot asked nvidia-smi as it was taken (optional evidence); else
     unknown. Off, the driver tears the GPU down when no client holds it
     and sets it up again for the next job, on the node's CPUs."""
-    daemon = next((t for t in tasks if t.comm == "nvidia-persistenc"), None)  # comm is 15 characters
+    daemon = next((t for t in tasks if t.comm == PERSISTENCED[:COMM_MAX]), None)
     if daemon is not None:
         return True, f"nvidia-persistenced runs (pid {daemon.pid})"
     smi = (root.manifest().get("live") or {}).get("nvidia_smi") or {}
