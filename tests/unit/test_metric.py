@@ -29,7 +29,8 @@ JMH = Path(__file__).parent.parent / "fixtures" / "jmh" / "two-forks.txt"
 def read(metrics: tuple[Metric, ...], lines: list[str], step_ns: int = 1_000_000_000) -> Reader:
     """The lines as if each arrived a step after the one before (steal: one tick a line)."""
     ticks = iter(range(1000))
-    r = Reader(metrics, 0, on_mark=lambda: next(ticks))
+    r = Reader(metrics, on_mark=lambda: next(ticks))
+    r.begin(at_ns=0)
     for k, line in enumerate(lines, 1):
         r.line(line, at_ns=k * step_ns)
     return r
@@ -98,7 +99,7 @@ def test_never_matched_quotes_the_pattern_and_the_last_lines() -> None:
 def test_samples_with_intervals_and_steal() -> None:
     m = parse_metric("x:x=(\\d+)")
     r = read((m, parse_metric("y:y=(\\d+)")), ["x=1", "x=3", "x=2"])
-    found = run_json(r.metrics, r, "mean", steal_scale=1e7)
+    found = run_json(r.metrics, r, "mean")
     assert found["metrics"]["x"]["value"] == 2 and found["missing_metrics"] == ["y"]
     rows = found["samples"]["x"]
     assert [(row["start_s"], row["end_s"]) for row in rows] == [(0, 1), (1, 2), (2, 3)]

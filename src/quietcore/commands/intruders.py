@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         Session(NAME, path, chosen, common.tags(args), common.live_root()) as session,
     ):
         started = sessions.now_iso()
-        output = metric.Reader(metrics_, 0, on_mark=lambda: steal_ticks(cpus)) if metrics_ else None
+        output = metric.Reader(metrics_, on_mark=lambda: steal_ticks(cpus)) if metrics_ else None
         watched, status = watch(cpus, duration, argv, not args.no_pin, above, buffer_kb, output,
                                 echo=2 if args.json else 1)  # fmt: skip
         if output is not None:
@@ -148,7 +148,7 @@ def _figures(metrics_: tuple[Metric, ...], output: metric.Reader, of: str, slots
     first = metrics_[0]
     if not output.samples[first.name]:
         return {"error": metric.never_matched(first, output.tail, output.errors)}
-    found = metric.run_json(metrics_, output, of, steal_scale=1e9 / os.sysconf("SC_CLK_TCK"))
+    found = metric.run_json(metrics_, output, of)
     found.pop("intervals_ns")
     for row, slot in zip(found["samples"][first.name], slots, strict=False):
         row.update(slot)
@@ -226,7 +226,7 @@ def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin:
     sample's interval is not accounted: its samples carry the steal alone)."""
     moved = step_aside(cpus)
     try:
-        proc = _start(argv, cpus if pin else None, output, echo) if argv else None
+        proc, pumping = _start(argv, cpus if pin else None, output, echo) if argv else (None, None)
         end = time.monotonic() + (duration or 0.0)
         sampler = sampled.Sampler(cpus, proc.pid if proc else None, own_threads())
         try:
@@ -243,14 +243,15 @@ def _sampled(cpus: frozenset[int], duration: float | None, argv: list[str], pin:
         for source, use in zip(cpu["sources"], found.cpus[cpu["cpu"]].ranked(), strict=True):
             source["fix"] = remedy.remedy(use).line(format_cpulist(cpus))
     if proc is not None:
-        _finish(proc)
+        _finish(proc, pumping)
     status = _status(proc.returncode) if proc is not None else 0
     return data | {"mode": "sampled", "misses": sampled.MISSES, "lost_events": 0}, status
 
 
 def _start(argv: list[str], cpus: frozenset[int] | None, output: metric.Reader | None = None,
-           echo: int = 1) -> subprocess.Popen[bytes]:  # fmt: skip
-    """The command, its output read into `output` (and written on to `echo`) when given."""
+           echo: int = 1) -> tuple[subprocess.Popen[bytes], threading.Thread | None]:  # fmt: skip
+    """The command, and the thread that reads its output into `output` (and writes it on to `echo`) when
+    given; _finish joins it."""
 
     def setup() -> None:
         if cpus:
@@ -259,23 +260,21 @@ def _start(argv: list[str], cpus: frozenset[int] | None, output: metric.Reader |
     out, err = (subprocess.PIPE, subprocess.STDOUT) if output is not None else (None, None)
     try:
         if output is not None:
-            output.started_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
-            output.marks = {output.started_ns: output.on_mark() if output.on_mark else None}
+            output.begin()
         proc: subprocess.Popen[bytes] = subprocess.Popen(argv, preexec_fn=setup, process_group=0, stdout=out,
                                                          stderr=err)  # fmt: skip
     except OSError as exc:
         raise CommandError(f"cannot start {argv[0]!r}: {exc}", exit_code=3) from exc
-    if output is not None:
-        assert proc.stdout is not None
-        pumping = threading.Thread(target=metric.pump, args=(proc.stdout.fileno(), output, echo), daemon=True)
-        pumping.start()
-        proc._quietcore_pump = pumping  # type: ignore[attr-defined]  # joined as it ends (_finish)
-    return proc
+    if output is None:
+        return proc, None
+    assert proc.stdout is not None
+    pumping = threading.Thread(target=metric.pump, args=(proc.stdout.fileno(), output, echo), daemon=True)
+    pumping.start()
+    return proc, pumping
 
 
-def _finish(proc: subprocess.Popen[bytes]) -> None:
+def _finish(proc: subprocess.Popen[bytes], pumping: threading.Thread | None) -> None:
     """The output read to its end (a grandchild holding the pipe gets a grace), and the pipe closed."""
-    pumping = getattr(proc, "_quietcore_pump", None)
     if pumping is not None:
         pumping.join(timeout=1.0)
     if proc.stdout is not None:
@@ -291,12 +290,12 @@ def _run(argv: list[str], cpus: frozenset[int] | None, output: metric.Reader | N
          echo: int = 1) -> tuple[int, int]:  # fmt: skip
     """The command in its own process group (Ctrl-C ends all it started);
     returns its exit status and pid."""
-    proc = _start(argv, cpus, output, echo)
+    proc, pumping = _start(argv, cpus, output, echo)
     try:
         proc.wait()
     except KeyboardInterrupt:
         end_group(proc)
         raise
     finally:
-        _finish(proc)
+        _finish(proc, pumping)
     return _status(proc.returncode), proc.pid

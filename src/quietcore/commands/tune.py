@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import re
 import socket
 import sqlite3
 import stat
@@ -146,37 +145,39 @@ def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
 def _device_rows(items: list[Item]) -> list[tuple[str, ...]]:
     """The plan's rows, a device's IRQs that go to the same CPUs as one row ("IRQs 42-49 (NVIDIA H200 at
     0000:00:06.0)": a node of 8 GPUs and 4 HCAs has some 100): --json lists each."""
-    rows: list[tuple[str, ...]] = []
+
+    def row(i: Item) -> tuple[str, ...]:
+        return (i.knob, i.current if i.current is not None else "-", i.planned,
+                "already so" if i.status == "already" else i.reason)  # fmt: skip
+
+    order: list[Item | tuple[str, str, str]] = []
     groups: dict[tuple[str, str, str], list[Item]] = {}
     for i in items:
-        m = re.match(r"^IRQ (\d+) \((.+ at [0-9a-f:.]+)\)$", i.knob)
-        if m and i.status != "refused":
-            key = (m.group(2), i.planned, i.status)
-            if key not in groups:
-                groups[key] = []
-                rows.append(("group", *key))
-            groups[key].append(i)
+        if i.device is None or i.status == "refused":
+            order.append(i)
             continue
-        rows.append((i.knob, i.current if i.current is not None else "-", i.planned,
-                     "already so" if i.status == "already" else i.reason))  # fmt: skip
+        key = (i.device, i.planned, i.status)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(i)
     out: list[tuple[str, ...]] = []
-    for row in rows:
-        if row[0] != "group":
-            out.append(row)
+    for entry in order:
+        if isinstance(entry, Item):
+            out.append(row(entry))
             continue
-        members = groups[(row[1], row[2], row[3])]
+        members = groups[entry]
         first = members[0]
         if len(members) == 1:
-            out.append((first.knob, first.current or "-", first.planned,
-                        "already so" if first.status == "already" else first.reason))  # fmt: skip
+            out.append(row(first))
             continue
-        numbers = frozenset(int(m.knob.split()[1]) for m in members)
-        threads = sum("with its thread" in m.reason for m in members)
+        threads = sum(m.threads for m in members)
         moved = f", with their {threads} threads (the kernel moves each with its IRQ)" if threads else ""
         why = "already so" if first.status == "already" else f"the device's IRQs to a housekeeping CPU near it{moved}"
         now = {m.current for m in members}
         shown = now.pop() if len(now) == 1 else "various"
-        out.append((f"IRQs {format_cpulist(numbers)} ({row[1]})", shown or "-", first.planned, why))
+        numbers = frozenset(m.irq for m in members if m.irq is not None)
+        out.append((f"IRQs {format_cpulist(numbers)} ({first.device})", shown or "-", first.planned, why))
     return out
 
 

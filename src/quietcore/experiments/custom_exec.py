@@ -162,8 +162,8 @@ def run_command(
 
     started = sessions.now_iso()
     before = _irq_totals(cpus)
-    output = metrics.Reader(cell.metrics, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW),
-                            on_mark=lambda: steal_ticks(cpus))  # fmt: skip
+    output = metrics.Reader(cell.metrics, on_mark=lambda: steal_ticks(cpus))
+    output.begin()
     t0 = time.perf_counter_ns()
     try:
         # its own process group, so that Ctrl-C, SIGTERM and --timeout end all it started; with --metric its
@@ -213,7 +213,7 @@ def run_command(
     }
     if cell.metrics:
         result["wall"] = wall_metric
-        result |= metrics.run_json(cell.metrics, output, cell.metric_of, steal_scale=1e9 / os.sysconf("SC_CLK_TCK"))
+        result |= metrics.run_json(cell.metrics, output, cell.metric_of)
     around = context(result)
     _per_sample(result, around, cell)
     envelope = {"format": "quietcore-exec", "command": "exec", "argv": list(cell.argv), "start": started,

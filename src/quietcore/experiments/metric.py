@@ -134,8 +134,8 @@ class Reader:
     host's steal then), and at the start."""
 
     metrics: tuple[Metric, ...]
-    started_ns: int  # CLOCK_MONOTONIC_RAW as the workload started
     on_mark: Callable[[], int | None] | None = None  # read at the start and at each interval's end (the steal)
+    started_ns: int = 0  # CLOCK_MONOTONIC_RAW as the workload started (begin)
     marks: dict[int, int | None] = field(default_factory=dict)  # on_mark's value at each such moment
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
@@ -151,6 +151,11 @@ class Reader:
         self._compiled = [(m, re.compile(m.pattern) if not m.jmh else None) for m in self.metrics]
         for m in self.metrics:
             self.samples.setdefault(m.name, [])
+
+    def begin(self, at_ns: int | None = None) -> None:
+        """The workload starts now (or at `at_ns`): its first interval's start, and the first mark."""
+        self.started_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) if at_ns is None else at_ns
+        self.marks = {}
         self._mark(self.started_ns)
 
     def _mark(self, at: int) -> None:
@@ -230,11 +235,12 @@ def never_matched(metric: Metric, tail: deque[str], errors: list[str]) -> str:
     return f"--metric {metric.spec()}: {what} matched no line of the output; its last {len(tail)} lines:\n{last}"
 
 
-def run_json(metrics: tuple[Metric, ...], output: Reader, of: str, steal_scale: float) -> dict[str, Any]:
+def run_json(metrics: tuple[Metric, ...], output: Reader, of: str) -> dict[str, Any]:
     """A run's figures: every metric's value and samples, each sample with its
-    interval (s from the start) and the host's steal in it (ms; `steal_scale`:
-    ns a steal tick); `intervals_ns`, the verdict metric's intervals in
-    CLOCK_MONOTONIC_RAW, for the trace's account of each."""
+    interval (s from the start) and the host's steal in it (ms: on_mark reads
+    /proc/stat's USER_HZ ticks); `intervals_ns`, the verdict metric's intervals
+    in CLOCK_MONOTONIC_RAW, for the trace's account of each."""
+    steal_scale = 1e9 / os.sysconf("SC_CLK_TCK")  # ns a tick
     figures, samples, missing = {}, {}, []
     for m in metrics:
         got = output.samples[m.name]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from quietcore import knobs
@@ -17,7 +18,7 @@ from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.cmdline import parse_cmdline
 from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist
-from quietcore.facts.devices import irq_threads, read_devices
+from quietcore.facts.devices import Device, irq_threads, read_devices
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
 from quietcore.facts.root import Root
@@ -44,6 +45,9 @@ class Item:
     action: Action | None  # None: nothing to do (already so) or refused
     refused: str | None = None  # why the kernel would ignore or refuse it
     raw: str | None = None  # the file's content now, as a revert writes it back
+    device: str | None = None  # a GPU's or NIC's IRQ: the device's name ("NVIDIA H200 at 0000:00:06.0")
+    irq: int | None = None  # its number
+    threads: int = 0  # its threaded handlers, which the kernel moves with it
 
     @property
     def status(self) -> str:
@@ -417,12 +421,11 @@ def _irqbalance(root: Root, target: frozenset[int]) -> tuple[list[Item], list[st
 
 
 def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: str, shield: bool,
-             rt_unthrottled: bool) -> tuple[list[Item], list[str]]:  # fmt: skip
+             rt_unthrottled: bool, found: list[Device]) -> tuple[list[Item], list[str]]:  # fmt: skip
 
     mask = format_cpumask(keep)
     items: list[Item] = []
     notes: list[str] = []
-    found = read_devices(root)
     owner = {n: d for d in found for n in d.vectors}  # an IRQ's device, where it is a GPU's or a NIC's
     threads = irq_threads(read_tasks(root), list(owner)) if owner else {}
     for irq in read_irqs(root):
@@ -439,12 +442,13 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         reason = (f"the device's IRQ to a housekeeping CPU near it{with_thread}{follows}" if device and near else
                   f"device IRQ off the targets{with_thread}{follows}")  # fmt: skip
         current = format_cpulist(irq.requested)
+        of = partial(Item, device=device.name if device else None, irq=irq.number, threads=len(mine))
         if irq.requested <= cpus:
-            items.append(Item(knob, current, format_cpulist(cpus), reason, None))
+            items.append(of(knob, current, format_cpulist(cpus), reason, None))
             continue
         action = Action("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", format_cpumask(cpus),
                         fixes="irq.affinity", note=knob + with_thread)  # fmt: skip
-        items.append(Item(knob, current, format_cpulist(cpus), reason, action, raw=format_cpumask(irq.requested)))
+        items.append(of(knob, current, format_cpulist(cpus), reason, action, raw=format_cpumask(irq.requested)))
     for d in found:
         if d.local_cpus is not None and not d.local_cpus & keep:
             notes.append(f"no housekeeping CPU is near {d.name} (CPUs {format_cpulist(d.local_cpus)}): its IRQs go "
@@ -538,8 +542,9 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
     keep, target = choose(topo, targets, housekeeping)
     _cpu0_can_leave(root, target)
     boot, boot_notes = _boot(root, keep, target, profile)
-    runtime, runtime_notes = _runtime(root, keep, target, profile, shield, rt_unthrottled)
-    gpus = [d for d in read_devices(root) if d.kind == "gpu"]
+    found = read_devices(root)
+    runtime, runtime_notes = _runtime(root, keep, target, profile, shield, rt_unthrottled, found)
+    gpus = [d for d in found if d.kind == "gpu"]
     ranks = rank_map(gpus, topo, target, ranks_per_gpu) if ranks_per_gpu else []
     if gpus and not ranks:
         runtime_notes.append(f"{len(gpus)} GPU(s) here: `tune plan --ranks-per-gpu N` gives each rank the target "
