@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.experiments.spread import CLAIM
+from quietcore.experiments.spread import CLAIM, slope_fit
 from quietcore.report.iterations import figure, ms
-from quietcore.stats.rank import ranks, theil_sen
+from quietcore.stats.percentiles import scaled_mad
+from quietcore.stats.rank import ranks
 
 METHOD = (
     "over iterations: the slow iterations' excess share of time taken by intruders and steal over their excess "
@@ -140,7 +141,7 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
         out["forks"] = forks
     traced = all("intruders" in r for r in rows)
     dev = short - np.median(short)
-    mad = 1.4826 * float(np.median(np.abs(dev)))
+    mad = scaled_mad(short)
     slow = dev > 3 * mad if mad > 0 and (dev > 3 * mad).any() else short > np.median(short)
     k = int(slow.sum())
     if k == 0:
@@ -182,13 +183,13 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     share = gain / excess if excess > 0 else None
     interval = None
     fits_model = False
-    if np.ptp(x) > 0:
-        slope, lo, hi = theil_sen(short, x, 0.95)
-        if all(np.isfinite(s) for s in (slope, lo, hi)):
-            out["slope"] = {"value": float(slope), "ci": [float(lo), float(hi)]}
-            fits_model = hi >= 0.5 and lo <= 2.0
-            if excess > 0:
-                interval = tuple(sorted((lo * gain / excess, hi * gain / excess)))
+    fit = slope_fit(short, x)  # runs' spread's Theil-Sen, with Sen's interval
+    if fit is not None:
+        slope, lo, hi = fit
+        out["slope"] = {"value": slope, "ci": [lo, hi]}
+        fits_model = hi >= 0.5 and lo <= 2.0
+        if excess > 0:
+            interval = tuple(sorted((lo * gain / excess, hi * gain / excess)))
     out.update({"share": share, "interval": interval, "slow_iterations": k})
     if share is not None and share >= CLAIM and fits_model:
         words += f": the time taken accounts for {share:.0%} of their shortfall"

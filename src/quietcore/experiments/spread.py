@@ -45,7 +45,7 @@ def _share(t: np.ndarray, x: np.ndarray, slope: float) -> float | None:
     return slope * float((x[slow] - mx).sum()) / excess if excess > 0 else None
 
 
-def _fit(t: np.ndarray, x: np.ndarray) -> tuple[float, float, float] | None:
+def slope_fit(t: np.ndarray, x: np.ndarray) -> tuple[float, float, float] | None:
     """Theil-Sen slope of run time on intruder time, with Sen's 95 %
     interval; None when the intruder time does not vary."""
     if np.ptp(x) <= 0:
@@ -115,7 +115,7 @@ def explain(
         out["covariates"] = covariates
         return out
     x = np.array([c["intrusions"]["ns"] / 1e9 for c in contexts])
-    fit = _fit(t, x)
+    fit = slope_fit(t, x)
     share = _share(t, x, fit[0]) if fit else None
     bounds = [b for b in (_share(t, x, fit[1]), _share(t, x, fit[2])) if b is not None] if fit else []
     interval = (min(bounds), max(bounds)) if len(bounds) == 2 else None

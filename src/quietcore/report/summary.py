@@ -33,6 +33,7 @@ from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
+from quietcore.stats.percentiles import scaled_mad
 from quietcore.stats.rank import mann_whitney
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
@@ -119,7 +120,7 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
         usual = [c for c in mine if c not in covered] or mine
         shares = np.array([_lost_share(by_cpu[c]) for c in usual])
         median = float(np.median(shares))
-        mad = float(np.median(np.abs(shares - median))) * 1.4826
+        mad = scaled_mad(shares)
         for c, share in zip(usual, shares.tolist(), strict=True):
             if c not in covered and share - median > max(MADS * mad, FLOOR):
                 out.setdefault(c, []).append(f"loses {share:.2%} of its time, its group's median {median:.2%}")

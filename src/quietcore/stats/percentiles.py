@@ -75,3 +75,11 @@ def histogram_quantile(buckets: Sequence[Sequence[float]], q: float) -> float:
             return float(lower + (upper - lower) * (target - seen) / count)
         seen += count
     return float(buckets[-1][1])
+
+
+def scaled_mad(values: Any) -> float:
+    """The median absolute deviation from the median, scaled to a normal
+    distribution's standard deviation (x 1.4826): a spread an odd value
+    cannot move."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.median(np.abs(v - np.median(v)))) * 1.4826
