@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(sentence)
     for sentence in spread_lines(analysis):
         out.print(markup(sentence))
-    shown = [s for s in analysis.get("spread", []) if s.get("slowest") and s["method"].startswith("over iterations")]
+    shown = [s for s in analysis.get("spread", []) if s.get("slowest") and s.get("over") == "iterations"]
     for s in shown[:TABLES]:  # a figure of its own (--metric): each cell's slowest and fastest iterations
         out.print(iterations_table(s, f"{s['cell']}: its slowest and fastest iterations"))
     if len(shown) > TABLES:

@@ -133,7 +133,8 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     higher = metric.get("better") == "higher"
     short = (med - v) / med if higher else (v - med) / med
     order = np.argsort(-short)
-    out: dict[str, Any] = {"cell": label, "method": RUNS_METHOD if whole else METHOD, "iterations": len(rows),
+    out: dict[str, Any] = {"cell": label, "method": RUNS_METHOD if whole else METHOD, "over": "runs" if whole else
+                           "iterations", "iterations": len(rows),
                            "slowest": [shown(rows[i], runs) for i in order[:SHOWN]],
                            "fastest": [shown(rows[i], runs) for i in order[::-1][:SHOWN]]}  # fmt: skip
     forks = None if whole else _forks(rows, v, runs)

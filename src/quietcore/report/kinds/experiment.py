@@ -26,7 +26,7 @@ def spread_lines(analysis: dict[str, Any]) -> list[str]:
     for s in analysis.get("spread", []):
         if s["method"] != method:
             method = s["method"]
-            lines.append(f"Why {'iterations' if method.startswith('over iterations') else 'runs'} differ ({method}):")
+            lines.append(f"Why {s.get('over', 'runs')} differ ({method}):")
         lines += [s[k] for k in ("sentence",) if s.get(k)]
         if s.get("forks"):
             lines.append(f"{s['cell']}: {s['forks']['sentence']}")
