@@ -19,6 +19,7 @@ from typing import Any
 from quietcore.attribution import intruders, tracer
 from quietcore.errors import CommandError
 from quietcore.facts.devices import irq_owners
+from quietcore.facts.procstat import parse_proc_stat
 from quietcore.facts.root import Root
 from quietcore.owner import own_threads, step_aside, step_back
 
@@ -28,17 +29,13 @@ STAT = Path("/proc/stat")
 
 
 def steal_ticks(cpus: frozenset[int]) -> int | None:
-    """The steal column of /proc/stat for these CPUs (every CPU, when none), in USER_HZ ticks."""
+    """The steal column of /proc/stat for these CPUs (every CPU, when none), in USER_HZ ticks
+    (facts.procstat's parse)."""
     try:
-        lines = STAT.read_text().splitlines()
-    except OSError:
+        times = parse_proc_stat(STAT.read_text())
+    except (OSError, ValueError):
         return None
-    total = 0
-    for line in lines:
-        name, *cols = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and (not cpus or int(name[3:]) in cpus) and len(cols) >= 8:
-            total += int(cols[7])
-    return total
+    return sum(t.ticks.get("steal", 0) for cpu, t in times.items() if not cpus or cpu in cpus)
 
 
 def _freq_khz(cpus: frozenset[int]) -> float | None:
