@@ -32,6 +32,21 @@ def test_enough_samples_give_tail_percentiles() -> None:
     assert summary["p999"] is None
 
 
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=1500))
+def test_summary_of_an_array_is_the_sorted_lists_to_the_bit(values: list[float]) -> None:
+    """duration_summary finds only the order statistics it needs (np.partition), from a list or an
+    array: the same numbers, exactly, as quantile() over the sorted list."""
+    import numpy as np
+
+    ordered = sorted(values)
+    expected = {"n": len(values), "max": ordered[-1] if ordered else None} | {
+        "p" + f"{q * 100:g}".replace(".", ""): quantile(ordered, q) if len(values) >= min_samples(q) else None
+        for q in (0.5, 0.9, 0.99, 0.999)
+    }
+    assert duration_summary(values) == expected
+    assert duration_summary(np.array(values)) == expected
+
+
 def test_empty_summary() -> None:
     assert duration_summary([]) == {"n": 0, "max": None, "p50": None, "p90": None, "p99": None, "p999": None}
 

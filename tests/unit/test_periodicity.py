@@ -247,6 +247,65 @@ def test_harmonics_of_a_known_rate_are_tried_as_themselves(monkeypatch: pytest.M
     assert len(fits) < searched_fits / 2, (len(fits), searched_fits)
 
 
+def test_a_known_rates_leftovers_cost_one_fit_and_a_slow_rate_has_no_harmonics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once one harmonic of a known rate held nothing, its weaker harmonics are taken as more of
+    the hints' leftovers: one fit past the hint, where each harmonic was one. A rate too slow for
+    its harmonics to stand apart (0.4 Hz: 12 bins apart in 30 s) spends none of its peaks."""
+    from quietcore.stats import periodicity
+
+    rng = np.random.default_rng(24)
+    host = train(1e6, 0.2e6, 300, rng)
+    far = rng.random(len(host)) < 0.1
+    host[far] += rng.choice([-1, 1], far.sum()) * rng.uniform(40e3, 60e3, far.sum())
+    durations = np.full(len(host), 8e3)
+    fits: list[float] = []
+    real = periodicity._source
+
+    def counted(ev: Any, period: float) -> Any:
+        fits.append(1e9 / period)
+        return real(ev, period)
+
+    monkeypatch.setattr(periodicity, "_source", counted)
+    found = find_periodic(host, durations, SPAN, hints_hz=(1000.0,), known_hz=(1000.0,))
+    assert [round(s.frequency_hz) for s in found] == [1000]
+    assert len(fits) == 2, fits  # the hint, and the strongest of its harmonics' peaks
+    df = 1 / 30
+    slow = [periodicity._harmonic_of((0.4,), k, df) for k in range(6, 150_000, 7)]
+    assert {h[1] for h in slow if h} == {0.0}  # a peak may be tried as itself, no harmonic is spent
+    assert periodicity._harmonic_of((0.4, 250.0), round(500 / df), df) == (3, 250.0)
+
+
+def test_a_train_beside_a_burst_of_long_stalls_is_found_in_the_folds_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real CPU's trace in a burst of host stalls (fifty of 4 ms in 2.5 s, 99.9 % of the weights'
+    squares), a 100 Hz x 200 µs train planted in it as test_cli_results' replay plants it on its CPU 17,
+    searched as that CPU was (the node's 250 Hz as hint and known rate, its search floor): in the
+    duration-weighted spectrum the train stands at 3.8 against 50.7, and it is found in the second
+    look, weighed by the square root of length; without that look it is not."""
+    import gzip
+
+    from quietcore.stats import periodicity
+
+    raw = gzip.decompress((FIXTURES / "noise" / "vm-burst-of-4ms-stalls-cpu1.trace.gz").read_bytes())
+    pairs = np.loadtxt(raw.decode().splitlines(), delimiter="\t", ndmin=2)
+    span = 2.5e9
+    pairs = pairs[pairs[:, 0] + pairs[:, 1] < span - 50e6]
+    extra = np.arange(3e6, span - 1e6, 10e6)
+    starts = np.concatenate([np.mod(pairs[:, 0] + 17 * 1_234_567.0, span - 50e6), extra])
+    durations = np.concatenate([pairs[:, 1], np.full(extra.size, 200e3)])
+    order = np.argsort(starts)
+    options: dict[str, Any] = {"hints_hz": (250.0,), "known_hz": (250.0,), "threshold": 50.7}
+
+    def planted(found: list[Any]) -> bool:
+        return any(abs(s.frequency_hz - 100) < 0.1 and abs(s.median_duration_ns - 200e3) < 1e3 and s.events == 250
+                   for s in found)  # fmt: skip
+
+    assert planted(find_periodic(starts[order], durations[order], span, **options))
+    monkeypatch.setattr(periodicity, "TAIL_SHARE", 1.01)  # no second look
+    assert not planted(find_periodic(starts[order], durations[order], span, **options))
+
+
 def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
     """_members finds each period's closest event among neighbours, which needs the starts in time
     order: periodic_members puts them so, and gives the members back as the caller's indices."""

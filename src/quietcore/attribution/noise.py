@@ -136,7 +136,7 @@ def analyze_cpu(
     user_hz: int,
     shared_hz: tuple[float, ...] = (),
     leaders: list[str | None] | None = None,
-    floor: float | None = None,
+    floor: tuple[float, float] | None = None,
     scout: bool = False,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
@@ -150,11 +150,12 @@ def analyze_cpu(
         if k is not None:
             del shared[k]
     hints += tuple(shared)
-    failed: list[float] = []
+    failed: tuple[list[float], list[float]] = ([], [])
     found = (
         periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints,
                          known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None,
-                         threshold=max(THRESHOLD, floor or 0.0)) if trace.events else []
+                         threshold=max(THRESHOLD, floor[0] if floor else 0.0),
+                         light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []
     )  # fmt: skip
     sources = [s for s, _ in found]
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
@@ -191,10 +192,10 @@ def analyze_cpu(
     distinct(periodic)
     return {
         "cpu": trace.cpu,
-        "event_ns": duration_summary(trace.duration_ns.tolist()),
+        "event_ns": duration_summary(trace.duration_ns),
         "periodic": periodic,
         "attribution": attribution.to_json(),
-    } | ({FAILED: max(failed, default=0.0)} if scout else {})
+    } | ({FAILED: [max(failed[0], default=0.0), max(failed[1], default=0.0)]} if scout else {})
 
 
 def analyze(
@@ -229,17 +230,21 @@ def analyze(
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
     # scouts' median (one odd CPU's leftovers, a planted 100 Hz train's at 250, would set it for all). The other
     # CPUs search only peaks above it; a source the scouts have is tried first as a hint, whatever its peak.
-    floor = float(statistics.median(float(done[k].pop(FAILED)) for k in scouts))
+    # One bar for each kind of spectrum (periodicity._next_source weighs a heavy-tailed CPU's gaps by the square
+    # root of their length, where peaks stand higher).
+    failed = [done[k].pop(FAILED) for k in scouts]
+    floor = (float(statistics.median(f[0] for f in failed)), float(statistics.median(f[1] for f in failed)))
     rest = [k for k in range(n) if k not in done]
     done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor), strict=True))
-    return {"cpus": [done[k] for k in range(n)], "search_floor": floor}
+    return {"cpus": [done[k] for k in range(n)], "search_floor": floor[0], "search_floor_light": floor[1]}
 
 
 #: CPUs searched in full before the rest are searched with their sources' rates as hints.
 SCOUTS = 8
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
-#: A scout's result carries, until analyze takes it, the strongest peak its search tried in vain.
+#: A scout's result carries, until analyze takes it, the strongest peak its search tried in vain in each kind of
+#: spectrum (periodicity.periodic_members' `failed`).
 FAILED = "_failed_power"
 
 
@@ -269,7 +274,7 @@ _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mappin
 
 
 def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
-            on_cpu: Callable[[int], None] | None, floor: float | None = None,
+            on_cpu: Callable[[int], None] | None, floor: tuple[float, float] | None = None,
             scout: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The analyses of trace.cpus[k] for k in `which`, in that order: with
     PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
@@ -304,7 +309,7 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], float | None, bool] | None = None
+_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], tuple[float, float] | None, bool] | None = None
 
 
 def _analyze_nth(k: int) -> dict[str, Any]:

@@ -32,7 +32,9 @@ def encode(starts_ns: Array, durations_ns: Array) -> bytes:
         raise ValueError("starts and durations differ in shape")
     # Byte shuffle: byte k of every value together, where deflate finds the alike high bytes as runs.
     plain = np.concatenate([starts, durations]).view(np.uint8).reshape(-1, 8).T.tobytes()
-    return _HEADER.pack(MAGIC, starts.size) + zlib.compress(plain, 6)
+    # Level 1: 2-3 % more bytes than level 6 on real traces, in less than half the time (an import of 384 CPUs
+    # spent 4 s here at 6).
+    return _HEADER.pack(MAGIC, starts.size) + zlib.compress(plain, 1)
 
 
 def decode(blob: bytes) -> tuple[Array, Array]:

@@ -40,15 +40,33 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
 
 
-def duration_summary(values: Sequence[float]) -> dict[str, float | int | None]:
+def duration_summary(values: Sequence[float] | npt.NDArray[Any]) -> dict[str, float | int | None]:
     """n, max and the reported percentiles; a percentile the sample is too
-    small for is None, so no report can print it as a number."""
-    ordered = sorted(values)
-    out: dict[str, float | int | None] = {"n": len(ordered), "max": ordered[-1] if ordered else None}
+    small for is None, so no report can print it as a number. Only the order
+    statistics the percentiles need are found (np.partition): a CPU's 80,000
+    gaps sorted as a list were a tenth of its analysis."""
+    a = np.asarray(values, dtype=np.float64)
+    n = len(a)
+    out: dict[str, float | int | None] = {"n": n, "max": float(a.max()) if n else None}
+    wanted = [q for q in REPORTED if n >= min_samples(q)]
+    ranks = sorted({r for q in wanted for r in _ranks(n, q)})
+    part = np.partition(a, ranks) if ranks else a
     for q in REPORTED:
         key = "p" + f"{q * 100:g}".replace(".", "")
-        out[key] = quantile(ordered, q) if len(ordered) >= min_samples(q) else None
+        if q in wanted:
+            lo, hi = _ranks(n, q)
+            h = (n - 1) * q
+            low = float(part[lo])
+            out[key] = low + (h - lo) * (float(part[hi]) - low)  # quantile()'s interpolation, to the bit
+        else:
+            out[key] = None
     return out
+
+
+def _ranks(n: int, q: float) -> tuple[int, int]:
+    """The two order statistics quantile() interpolates between."""
+    lo = math.floor((n - 1) * q)
+    return lo, min(lo + 1, n - 1)
 
 
 def tail(values: Sequence[float] | npt.NDArray[Any], q: float) -> float | None:
