@@ -306,6 +306,31 @@ def test_a_train_beside_a_burst_of_long_stalls_is_found_in_the_folds_weights(mon
     assert not planted(find_periodic(starts[order], durations[order], span, **options))
 
 
+def test_the_coarse_spectrum_restores_a_fast_trains_height_and_finds_it() -> None:
+    """A CPU past the scouts is searched in a spectrum of bins COARSE times as wide, its power divided
+    by what binning takes: a 4.4 kHz train among random gaps stands there as high as in the finest
+    bins (92 %; unrestored, 78 %), and is found past a search floor of 80."""
+    from quietcore.stats import periodicity
+
+    rng = np.random.default_rng(4)
+    span = 5e9
+    fast = train(1e9 / 4400, 0.07e6, 2000, rng)
+    noise = rng.uniform(0, span, 3000)
+    starts = np.concatenate([fast, noise])
+    durations = np.concatenate([np.full(len(fast), 4e3), rng.exponential(6e3, 3000)])
+    order = np.argsort(starts)
+    starts, durations = starts[order], durations[order]
+    fine, df = periodicity._spectrum(starts, durations, span, periodicity.MIN_BIN_NS)
+    coarse, df2 = periodicity._spectrum(starts, durations, span, periodicity.MIN_BIN_NS * periodicity.COARSE,
+                                        restore=True)  # fmt: skip
+    raw, _ = periodicity._spectrum(starts, durations, span, periodicity.MIN_BIN_NS * periodicity.COARSE)
+    k, k2 = round(4400 / df), round(4400 / df2)
+    top, top2 = fine[k - 2 : k + 3].max(), coarse[k2 - 2 : k2 + 3].max()
+    assert abs(top2 / top - 1) < 0.1 and raw[k2 - 2 : k2 + 3].max() < 0.82 * top, (top, top2)
+    found = find_periodic(starts, durations, span, known_hz=(250.0,), threshold=80.0)
+    assert [round(s.frequency_hz) for s in found] == [4400]
+
+
 def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
     """_members finds each period's closest event among neighbours, which needs the starts in time
     order: periodic_members puts them so, and gives the members back as the caller's indices."""

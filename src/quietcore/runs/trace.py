@@ -48,14 +48,18 @@ class NoiseTrace:
     threshold_ns: float
 
     @staticmethod
-    def from_result(result: Mapping[str, Any], stored: Mapping[int, bytes] | None = None) -> NoiseTrace | None:
+    def from_result(result: Mapping[str, Any], stored: Mapping[int, bytes] | None = None,
+                    arrays: Mapping[int, tuple[Array, Array]] | None = None) -> NoiseTrace | None:  # fmt: skip
         """The trace of a spin-mode noise result; None for other modes. A
-        CPU's events come from `stored` (runs.events blobs, as the store
-        keeps them) when it has the CPU, else from the result's pairs."""
+        CPU's events come from `arrays` (starts, durations) when it has the
+        CPU (what was just encoded: decode gives them back bit for bit), else
+        from `stored` (runs.events blobs, as the store keeps them), else from
+        the result's pairs."""
         if result.get("mode", "spin") != "spin" or "threshold" not in result:
             return None
-        stored = stored or {}
-        return NoiseTrace(tuple(_cpu(c, stored.get(int(c["cpu"]))) for c in result.get("cpus", [])),
+        stored, arrays = stored or {}, arrays or {}
+        return NoiseTrace(tuple(_cpu(c, stored.get(int(c["cpu"])), arrays.get(int(c["cpu"])))
+                                for c in result.get("cpus", [])),
                           float(result["threshold"]["ns"]))  # fmt: skip
 
     def cpu(self, number: int) -> CpuTrace:
@@ -73,8 +77,10 @@ class NoiseTrace:
         return max((c.span_end_ns for c in self.cpus), default=0.0)
 
 
-def _cpu(c: Mapping[str, Any], blob: bytes | None) -> CpuTrace:
-    if blob is not None:
+def _cpu(c: Mapping[str, Any], blob: bytes | None, arrays: tuple[Array, Array] | None = None) -> CpuTrace:
+    if arrays is not None:
+        starts, durations = arrays
+    elif blob is not None:
         try:
             starts, durations = decode(blob)
         except ValueError as exc:
