@@ -176,3 +176,13 @@ def test_the_cpus_past_the_scouts_search_above_the_nodes_background(monkeypatch:
     monkeypatch.setattr(noise, "PARALLEL_FROM", 10**6)
     assert noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
                          user_hz=100) == got  # fmt: skip
+
+
+def test_each_kind_of_spectrum_has_the_floor_of_the_scouts_that_searched_one() -> None:
+    """A scout that never searched a kind of spectrum says nothing of its background there: counted as
+    0, the GPU node's light floor fell to the threshold and its other CPUs tried some thirty peaks each."""
+    from quietcore.attribution.noise import _floors
+
+    assert _floors([None, 3.0, 5.0], [None, None, 10.0]) == (4.0, 10.0)
+    assert _floors([1.0, 2.0], [None, None]) == (1.5, 1.5)
+    assert _floors([None], [None]) == (0.0, 0.0)

@@ -195,7 +195,7 @@ def analyze_cpu(
         "event_ns": duration_summary(trace.duration_ns),
         "periodic": periodic,
         "attribution": attribution.to_json(),
-    } | ({FAILED: [max(failed[0], default=0.0), max(failed[1], default=0.0)]} if scout else {})
+    } | ({FAILED: [max(failed[0], default=None), max(failed[1], default=None)]} if scout else {})
 
 
 def analyze(
@@ -231,12 +231,23 @@ def analyze(
     # scouts' median (one odd CPU's leftovers, a planted 100 Hz train's at 250, would set it for all). The other
     # CPUs search only peaks above it; a source the scouts have is tried first as a hint, whatever its peak.
     # One bar for each kind of spectrum (periodicity._next_source weighs a heavy-tailed CPU's gaps by the square
-    # root of their length, where peaks stand higher).
+    # root of their length, where peaks stand higher), over the scouts that searched one of that kind: a scout
+    # that never did says nothing of its background (counted as 0, the GPU node's light bar fell to the
+    # threshold, and its CPUs past the scouts tried some thirty peaks each in vain).
     failed = [done[k].pop(FAILED) for k in scouts]
-    floor = (float(statistics.median(f[0] for f in failed)), float(statistics.median(f[1] for f in failed)))
+    floor = _floors([f[0] for f in failed], [f[1] for f in failed])
     rest = [k for k in range(n) if k not in done]
     done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor), strict=True))
     return {"cpus": [done[k] for k in range(n)], "search_floor": floor[0], "search_floor_light": floor[1]}
+
+
+def _floors(weighted: list[float | None], light: list[float | None]) -> tuple[float, float]:
+    """The scouts' median strongest peak tried in vain, in each kind of spectrum, among the scouts that
+    searched one of that kind; a kind no scout searched takes the other's (0 when neither was)."""
+    kinds = [float(statistics.median(v)) if (v := [x for x in kind if x is not None]) else None
+             for kind in (weighted, light)]  # fmt: skip
+    a, b = kinds
+    return (a if a is not None else b or 0.0), (b if b is not None else a or 0.0)
 
 
 #: CPUs searched in full before the rest are searched with their sources' rates as hints.
