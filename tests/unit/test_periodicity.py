@@ -331,6 +331,29 @@ def test_the_coarse_spectrum_restores_a_fast_trains_height_and_finds_it() -> Non
     assert [round(s.frequency_hz) for s in found] == [4400]
 
 
+def test_a_hint_at_half_a_sources_rate_gives_the_source_not_every_other_gap() -> None:
+    """The node's 50 Hz rate took every other gap of one CPU's 100 Hz x 200 µs train, which was then told
+    as two sources of half its gaps each (a suite run's 64-CPU replay): the rate's train is every other
+    gap of a faster one alike in length, so the faster is the source. Two 100 Hz trains 5 ms apart, of
+    270 and 50 µs, stay two at the node's rate: they part by length."""
+    rng = np.random.default_rng(9)
+    planted = train(10e6, 3e6, 2000, rng)
+    noise = rng.uniform(0, SPAN, 4000)
+    starts = np.concatenate([planted, noise])
+    durations = np.concatenate([np.full(len(planted), 200e3), rng.exponential(5e3, len(noise))])
+    order = np.argsort(starts)
+    found = find_periodic(starts[order], durations[order], SPAN, rates_hz=(50.0,))
+    (hundred,) = [s for s in found if s.median_duration_ns == pytest.approx(200e3)]
+    assert round(hundred.frequency_hz) == 100 and hundred.events >= 0.98 * len(planted)
+    timer, host = train(10e6, 2e6, 3000, rng), train(10e6, 7e6, 3000, rng)
+    starts = np.concatenate([timer, host, noise])
+    durations = np.concatenate([rng.normal(270e3, 10e3, len(timer)), rng.normal(50e3, 5e3, len(host)),
+                                rng.exponential(5e3, len(noise))])  # fmt: skip
+    order = np.argsort(starts)
+    found = find_periodic(starts[order], durations[order], SPAN, rates_hz=(100.0, 100.0))
+    assert sorted(round(s.frequency_hz) for s in found[:2]) == [100, 100], found
+
+
 def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
     """_members finds each period's closest event among neighbours, which needs the starts in time
     order: periodic_members puts them so, and gives the members back as the caller's indices."""

@@ -149,10 +149,9 @@ def analyze_cpu(
         k = next((i for i, f in enumerate(shared) if same_frequency(f, h)), None)
         if k is not None:
             del shared[k]
-    hints += tuple(shared)
     failed: tuple[list[float], list[float]] = ([], [])
     found = (
-        periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints,
+        periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints, rates_hz=tuple(shared),
                          known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None,
                          threshold=max(THRESHOLD, floor[0] if floor else 0.0),
                          light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []

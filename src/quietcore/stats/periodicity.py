@@ -45,6 +45,7 @@ SAMPLE_EVENTS = 50_000
 PHASE_STEPS = 4  # phase resolution: tol / PHASE_STEPS (see _window_phases)
 ACF_SMOOTH = 3  # bins each side summed into a lag of the autocorrelation
 ACF_BINS = 1 << 20  # the autocorrelation's train: coarser than the spectrum's in long runs
+FULL_COVERAGE = 0.9  # a train this full is the fundamental its peak's subharmonics are searched for
 MAX_MERGED = 4  # sources in step that one train may hold (see _unmerge)
 UNMERGE_FACTOR = 2.0  # median lengths this far apart are two sources (see _unmerge)
 MERGED_FACTOR = 4.0  # a member this many times the median length holds another source
@@ -333,8 +334,8 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
 
 
 def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
-                 failed: tuple[list[float], list[float]] | None = None,
-                 light_threshold: float | None = None) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                 failed: tuple[list[float], list[float]] | None = None, light_threshold: float | None = None,
+                 coarse: bool = False) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
     harmonics of known_hz are tried as themselves alone (see periodic_members).
@@ -355,7 +356,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     heavy = _tail_heavy(weights)
     bar = light_threshold if heavy and light_threshold is not None else threshold
     return _spectral_pass(ev, starts, np.sqrt(weights) if heavy else weights, weights, bar, known_hz,
-                          None if failed is None else failed[heavy])  # fmt: skip
+                          None if failed is None else failed[heavy], coarse)  # fmt: skip
 
 
 #: The longest this share of the events carrying this share of the weights' squares: the rest's sources
@@ -375,10 +376,12 @@ def _tail_heavy(weights: NDArray[np.float64]) -> bool:
 
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
                    acf_weights: NDArray[np.float64], threshold: float, known_hz: tuple[float, ...],
-                   failed: list[float] | None) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                   failed: list[float] | None,
+                   coarse: bool) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
-    weighed by `weights`; the autocorrelation weighs them by acf_weights."""
-    coarse = bool(known_hz) and COARSE > 1
+    weighed by `weights`, in bins COARSE times as wide when `coarse`; the
+    autocorrelation weighs them by acf_weights."""
+    coarse = coarse and COARSE > 1
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns * (COARSE if coarse else 1), restore=coarse)
     lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
     if lo >= hi or power[lo : hi + 1].max() < threshold:
@@ -461,7 +464,20 @@ def _best_harmonic(
     if acf := fits.get(-1):
         tried.append((acf_period, acf))
     events = int(sample.remaining.sum())
-    for div in range(1, MAX_DIVISOR + 1):
+    # A peak at the m-th harmonic of the autocorrelation's source, when that source fills its periods, is
+    # tried through the divisors of m alone: the subharmonics that are themselves harmonics of that source
+    # (its period may be a multiple of the true one: the autocorrelation sees no period under 3.2 ms, and
+    # gave 250 Hz for the GPU node's 1 kHz timer), and the peak itself (a source of its own rate is found).
+    # The others are no better fundamentals, and a source at one of them stands at its own peak, tried in
+    # turn. Scouts spent half their fits on them (the tick's 10th harmonic, 2.5 kHz, tried at 11 divisors
+    # where 4 hold the 250 Hz train's). A partial train is no such guide: two 100 Hz trains 5 ms apart
+    # gave a "200 Hz" of 66 % whose subharmonic held more.
+    divisors = list(range(1, MAX_DIVISOR + 1))
+    m = round(peak * df * acf_period / 1e9) if acf_period else 0
+    full = acf is not None and sample.accepts(acf) and acf[0].coverage >= FULL_COVERAGE
+    if full and m >= 1 and _harmonic_of((1e9 / acf_period,), peak, df):
+        divisors = [d for d in divisors if m % d == 0]
+    for div in divisors:
         index = round(peak / div)
         if index < lo:
             break
@@ -488,6 +504,48 @@ def _best_harmonic(
     if sample is ev:
         return best
     return _source(ev, best_period)
+
+
+def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
+    """The source at a hint's period, unless it is every k-th gap of a faster
+    source here: a train at k times the rate (k up to MAX_MERGED) that holds
+    most of its members, k times as many in all, and gaps alike in length
+    throughout, is that source. Seen: the node's 50 Hz hint took every other
+    gap of one CPU's 100 Hz x 200 µs train, which was then told as two
+    sources, "50 Hz" and "100 Hz", each of half its gaps. Two sources of the
+    hint's rate in step (a tick and a host's timer half a period apart) part
+    by length, and stay the hint's (as in _unmerge)."""
+    hinted = _source(ev, period)
+    if hinted is None or not ev.accepts(hinted):
+        return hinted
+    members = hinted[1]
+    left = np.flatnonzero(ev.remaining)
+    times = ev.starts[left]  # in time order (periodic_members sees to it)
+    tol = max(2 * ev.bin_ns, 0.02 * hinted[0].period_ns)
+    for k in range(MAX_MERGED, 1, -1):  # the fastest first: a 100 Hz train is also every other of a 200 Hz one's
+        # First, without a fit: a gap near a k-th of the period after most members, alike in length to them
+        # (one searchsorted; this VM's two 100 Hz trains 5 ms apart, 29 and 3 µs, cost a fit each CPU without).
+        after = ev.starts[members] + hinted[0].period_ns / k
+        right = np.clip(np.searchsorted(times, after), 0, len(times) - 1)
+        left_ = np.clip(right - 1, 0, len(times) - 1)
+        closest = np.where(np.abs(times[right] - after) < np.abs(times[left_] - after), right, left_)
+        near = closest[np.abs(times[closest] - after) <= tol]
+        if len(near) < 0.8 * len(members):
+            continue
+        n50, m50 = float(np.median(ev.durations[left[near]])), float(np.median(ev.durations[members]))
+        if max(n50, m50) >= UNMERGE_FACTOR * min(n50, m50):
+            continue
+        faster = _source(ev, period / k)
+        if faster is None or not ev.accepts(faster):
+            continue
+        idx = faster[1]
+        if np.isin(members, idx).sum() < 0.8 * len(members) or len(idx) < 0.8 * k * len(members):
+            continue
+        rest = np.setdiff1d(idx, members)
+        m50, o50 = float(np.median(ev.durations[members])), float(np.median(ev.durations[rest]))
+        if max(m50, o50) < UNMERGE_FACTOR * min(m50, o50):
+            return faster
+    return hinted
 
 
 def _unmerge(
@@ -599,6 +657,7 @@ def periodic_members(
     threshold: float = 25.0,
     light_threshold: float | None = None,
     hints_hz: tuple[float, ...] = (),
+    rates_hz: tuple[float, ...] = (),
     known_hz: tuple[float, ...] = (),
     failed: tuple[list[float], list[float]] | None = None,
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
@@ -607,7 +666,12 @@ def periodic_members(
     at least min_events events covering min_coverage of its periods.
     hints_hz are frequencies the evidence predicts (the tick at CONFIG_HZ):
     each is tested directly first, as a matched filter, since a source can
-    hide in a spectrum dominated by long random gaps. known_hz are rates a
+    hide in a spectrum dominated by long random gaps. rates_hz (the rates
+    other CPUs' sources run at) are tried next in the same way, save that a
+    train that is every k-th gap of a faster one alike in length here is
+    taken as that faster one (_hinted): the tick at CONFIG_HZ is not so
+    checked, as a guest's tick can fall on every 4th period of its host's
+    1 kHz timer, gaps alike (the GPU node's CPU 4). known_hz are rates a
     full search elsewhere settled (other CPUs of the node: as many trains at
     each as it found are among the hints): the spectral search after the
     hints passes over their harmonics, where what the hints left of their
@@ -634,11 +698,11 @@ def periodic_members(
                  _cap(durations[where], min_events))  # fmt: skip
     found: list[PeriodicSource] = []
     taken: list[NDArray[np.intp]] = []
-    for hz in hints_hz:
+    for hz, checked in [(hz, False) for hz in hints_hz] + [(hz, True) for hz in rates_hz]:
         if ev.enough_left:
-            ev.take(_source(ev, 1e9 / hz), found, taken)
+            ev.take(_hinted(ev, 1e9 / hz) if checked else _source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
-        source = _next_source(ev, threshold, known_hz, failed, light_threshold)
+        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=bool(known_hz))
         if source is None:
             break
         ev.take(source, found, taken)
