@@ -40,3 +40,25 @@ def test_no_events_is_a_blob_too() -> None:
 def test_a_damaged_or_forged_blob_is_refused(blob: bytes) -> None:
     with pytest.raises(ValueError, match="stored events"):
         decode(blob)
+
+
+def test_many_cpus_decode_in_threads_to_the_same_trace_and_a_damaged_one_is_named() -> None:
+    """From THREADS_FROM CPUs on, a trace's blobs are decoded in threads: the same arrays, in the
+    result's order; a damaged blob is a StoreError naming its CPU, as one by one."""
+    from quietcore.errors import StoreError
+    from quietcore.runs import trace as trace_module
+    from quietcore.runs.trace import NoiseTrace
+
+    rng = np.random.default_rng(3)
+    n = trace_module.THREADS_FROM + 3
+    arrays = {cpu: (np.sort(rng.uniform(0, 1e9, 200)), rng.uniform(1e3, 1e5, 200)) for cpu in range(n)}
+    result = {"mode": "spin", "threshold": {"ns": 500.0},
+              "cpus": [{"cpu": cpu, "measured_ns": 1e9} for cpu in range(n)]}  # fmt: skip
+    stored = {cpu: encode(*pair) for cpu, pair in arrays.items()}
+    got = NoiseTrace.from_result(result, stored)
+    assert got is not None and [c.cpu for c in got.cpus] == list(range(n))
+    for c in got.cpus:
+        assert np.array_equal(c.start_ns, arrays[c.cpu][0]) and np.array_equal(c.duration_ns, arrays[c.cpu][1])
+    stored[7] = b"QE1"
+    with pytest.raises(StoreError, match="CPU 7's stored events cannot be read"):
+        NoiseTrace.from_result(result, stored)
