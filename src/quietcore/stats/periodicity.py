@@ -360,9 +360,10 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     weighs them (seen: a host's burst of fifty 4 ms stalls in 2.5 s put a
     100 Hz x 200 µs train, 2 % of the CPU, at 3.8 against a threshold of 25;
     it stood at 84 so). Long events still weigh most there, so a train of
-    them still stands. Such a spectrum's peaks stand higher (the GPU node's
-    leftovers, 177 where the other kind's were 95), so it has its own bar,
-    light_threshold (threshold when None)."""
+    them still stands. Such a spectrum's peaks stand higher (the scouts'
+    strongest in vain on the GPU node's 64-CPU replay: a median of 365, where
+    the other kind's was 109), so it has its own bar, light_threshold
+    (threshold when None)."""
     starts, durations = ev.starts[ev.remaining], ev.durations[ev.remaining]
     weights = np.minimum(durations, ev.cap)
     heavy = _tail_heavy(weights)
