@@ -39,6 +39,7 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	-$(PYTHON) bench/simulate.py
 	-$(PYTHON) bench/rounds.py
 	-$(PYTHON) bench/tracing.py
+	-$(PYTHON) bench/reader.py
 	-$(PYTHON) bench/check.py
 	-$(PYTHON) bench/manycpu.py
 	$(PYTHON) bench/compare_peers.py
