@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -86,17 +85,6 @@ def reanalysed(run: Run, facts: dict[str, Any], source: dict[str, Any]) -> Run:
                stored=run.stored)  # fmt: skip
 
 
-def _encoded(gaps: list[CpuGaps]) -> dict[int, bytes]:
-    """Each CPU's events as the store keeps them, deflated in threads (zlib lets go of the GIL): 384 CPUs' took
-    1.8 s in one."""
-    workers = min(len(os.sched_getaffinity(0)), len(gaps))
-    if workers < 2:
-        return {g.cpu: events.encode(g.starts, g.durations) for g in gaps}
-    with ThreadPoolExecutor(workers) as pool:
-        return dict(zip((g.cpu for g in gaps), pool.map(lambda g: events.encode(g.starts, g.durations), gaps),
-                        strict=True))  # fmt: skip
-
-
 def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
                    on_cpu: Callable[[int], None] | None = None) -> list[tuple[str, int, Run]]:  # fmt: skip
     """Traces read from files (peers.traces) as noise runs, one a node and rank,
@@ -129,7 +117,7 @@ def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
                   "survey": {"host": host, "rank": rank}}  # fmt: skip
         run = Run("noise", params, started, now_iso(), envelope, json.dumps(envelope),
                   summary=summary_rows(result, {}),
-                  stored=_encoded(mine))  # fmt: skip
+                  stored=events.encode_many({g.cpu: (g.starts, g.durations) for g in mine}))  # fmt: skip
         # the arrays just encoded, not the blobs decoded again (0.7 s at 384 CPUs): encode is exact
         trace = NoiseTrace.from_result(result, arrays={g.cpu: (g.starts, g.durations) for g in mine})
         assert trace is not None

@@ -46,11 +46,11 @@ def test_many_cpus_decode_in_threads_to_the_same_trace_and_a_damaged_one_is_name
     """From THREADS_FROM CPUs on, a trace's blobs are decoded in threads: the same arrays, in the
     result's order; a damaged blob is a StoreError naming its CPU, as one by one."""
     from quietcore.errors import StoreError
-    from quietcore.runs import trace as trace_module
+    from quietcore.runs import events
     from quietcore.runs.trace import NoiseTrace
 
     rng = np.random.default_rng(3)
-    n = trace_module.THREADS_FROM + 3
+    n = events.THREADS_FROM + 3
     arrays = {cpu: (np.sort(rng.uniform(0, 1e9, 200)), rng.uniform(1e3, 1e5, 200)) for cpu in range(n)}
     result = {"mode": "spin", "threshold": {"ns": 500.0},
               "cpus": [{"cpu": cpu, "measured_ns": 1e9} for cpu in range(n)]}  # fmt: skip

@@ -6,9 +6,7 @@ this, never the envelope's lists of pairs."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quietcore.errors import StoreError
-from quietcore.runs.events import decode
+from quietcore.runs.events import DamagedEvents, decode_many
 
 Array = npt.NDArray[np.float64]
 
@@ -80,32 +78,12 @@ class NoiseTrace:
         return max((c.span_end_ns for c in self.cpus), default=0.0)
 
 
-#: Decode in threads from this many CPUs on (zlib lets go of the GIL: 384 CPUs' 27 million events took 1.5 s
-#: of a report in one).
-THREADS_FROM = 16
-
-
 def _decoded(blobs: Mapping[int, bytes]) -> dict[int, tuple[Array, Array]]:
-    """Each CPU's blob decoded; StoreError naming the first CPU whose blob is damaged."""
-
-    def one(item: tuple[int, bytes]) -> tuple[Array, Array] | ValueError:
-        try:
-            return decode(item[1])
-        except ValueError as exc:
-            return exc
-
-    workers = min(len(os.sched_getaffinity(0)), 8)
-    if len(blobs) < THREADS_FROM or workers < 2:
-        done = [one(item) for item in blobs.items()]
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            done = list(pool.map(one, blobs.items()))
-    out = {}
-    for cpu, got in zip(blobs, done, strict=True):
-        if isinstance(got, ValueError):
-            raise StoreError(f"CPU {cpu}'s stored events cannot be read ({got}): the database is damaged") from got
-        out[cpu] = got
-    return out
+    """Each CPU's blob decoded (runs.events.decode_many); StoreError naming the first CPU whose blob is damaged."""
+    try:
+        return decode_many(blobs)
+    except DamagedEvents as exc:
+        raise StoreError(f"CPU {exc.cpu}'s stored events cannot be read ({exc.why}): the database is damaged") from exc
 
 
 def _cpu(c: Mapping[str, Any], arrays: tuple[Array, Array] | None = None) -> CpuTrace:

@@ -27,24 +27,24 @@ def min_samples(q: float) -> int:
     return math.ceil(1 / (1 - q) - 1e-9)
 
 
-def quantile(sorted_values: Sequence[float], q: float) -> float:
+def quantile(sorted_values: Sequence[float] | npt.NDArray[Any], q: float) -> float:
     """Linear interpolation between order statistics (Hyndman & Fan 1996,
     definition 7, the default of R and numpy)."""
-    if not sorted_values:
+    if len(sorted_values) == 0:
         raise ValueError("quantile of no values")
     if not 0 <= q <= 1:
         raise ValueError(f"quantile must be in [0, 1], got {q}")
-    h = (len(sorted_values) - 1) * q
-    lo = math.floor(h)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
+    lo, hi = _ranks(len(sorted_values), q)
+    low, high = float(sorted_values[lo]), float(sorted_values[hi])
+    return low + ((len(sorted_values) - 1) * q - lo) * (high - low)
 
 
 def duration_summary(values: Sequence[float] | npt.NDArray[Any]) -> dict[str, float | int | None]:
     """n, max and the reported percentiles; a percentile the sample is too
     small for is None, so no report can print it as a number. Only the order
-    statistics the percentiles need are found (np.partition): a CPU's 80,000
-    gaps sorted as a list were a tenth of its analysis."""
+    statistics the percentiles need are found (np.partition): sorting a CPU's
+    80,000 gaps as a list took 9 ms of its 114 (cProfile, the GPU node's
+    replay)."""
     a = np.asarray(values, dtype=np.float64)
     n = len(a)
     out: dict[str, float | int | None] = {"n": n, "max": float(a.max()) if n else None}
@@ -52,14 +52,8 @@ def duration_summary(values: Sequence[float] | npt.NDArray[Any]) -> dict[str, fl
     ranks = sorted({r for q in wanted for r in _ranks(n, q)})
     part = np.partition(a, ranks) if ranks else a
     for q in REPORTED:
-        key = "p" + f"{q * 100:g}".replace(".", "")
-        if q in wanted:
-            lo, hi = _ranks(n, q)
-            h = (n - 1) * q
-            low = float(part[lo])
-            out[key] = low + (h - lo) * (float(part[hi]) - low)  # quantile()'s interpolation, to the bit
-        else:
-            out[key] = None
+        # quantile() over the partitioned array: the order statistics it reads are in place
+        out["p" + f"{q * 100:g}".replace(".", "")] = quantile(part, q) if q in wanted else None
     return out
 
 

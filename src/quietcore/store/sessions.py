@@ -109,7 +109,7 @@ def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
     cpus = run.result.get("cpus") if run.kind == "noise" else None
     if not isinstance(cpus, list) or not any(isinstance(c, dict) and c.get("events") for c in cpus):
         return run.text, stored
-    from quietcore.runs.events import encode  # numpy: see quietcore.lazy
+    from quietcore.runs.events import encode_many  # numpy: see quietcore.lazy
 
     try:
         trace = run.trace
@@ -117,8 +117,7 @@ def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
         return run.text, stored  # not pairs (an edited import): kept as given, refused where it is read
     if trace is None:
         return run.text, stored
-    for c in trace.cpus:
-        stored.setdefault(c.cpu, encode(c.start_ns, c.duration_ns))
+    stored = encode_many({c.cpu: (c.start_ns, c.duration_ns) for c in trace.cpus if c.cpu not in stored}) | stored
     kept = [{**c, "events": []} if isinstance(c, dict) and "events" in c else c for c in cpus]
     return json.dumps({**run.envelope, "result": {**run.result, "cpus": kept}}), stored
 
