@@ -199,9 +199,14 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
     wanted = planted["source"] | planted["loss"]
     named_group = any(line.startswith(cpus_named(planted["l3"])) for line in groups) and len(groups) == 1
     group = "named" if named_group else "MISSED: " + "; ".join(groups)
+    # the source's CPU named for its source, not only for the loss it adds (the GPU node's 384 CPUs once named
+    # CPU 96 for its loss alone: the train was not found)
+    sourced = {int(line.split()[1].rstrip(":")) for line in said
+               if ": outlier:" in line and "a periodic source its group lacks: 100 Hz x 200" in line}  # fmt: skip
     print(f"  planted: CPUs {sorted(wanted)} as outliers, named {sorted(odd)} "
-          f"({'PASS' if odd == wanted else 'MISS'}); the L3 group {sorted(planted['l3'])} as noisier, "
-          f"{group} ({'PASS' if named_group else 'MISS'})")  # fmt: skip
+          f"({'PASS' if odd == wanted else 'MISS'}), the source's CPUs {sorted(planted['source'])} for it "
+          f"{sorted(sourced)} ({'PASS' if sourced == planted['source'] else 'MISS'}); the L3 group "
+          f"{sorted(planted['l3'])} as noisier, {group} ({'PASS' if named_group else 'MISS'})")  # fmt: skip
     if n >= 384:  # 100 sessions of this size stored: list and show must stay instant
         need, free = 100 * db.stat().st_size, shutil.disk_usage(db.parent).free
         if need > 0.8 * free:  # the GPU node's 384 CPUs: 26 GB, past this machine's /dev/shm

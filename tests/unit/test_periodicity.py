@@ -354,6 +354,22 @@ def test_a_hint_at_half_a_sources_rate_gives_the_source_not_every_other_gap() ->
     assert sorted(round(s.frequency_hz) for s in found[:2]) == [100, 100], found
 
 
+def test_a_slow_known_rate_leaves_a_fast_trains_peaks_to_the_subharmonic_search() -> None:
+    """The GPU node's 384-CPU replay: its scouts settled 1 Hz and 0.7 Hz, and a CPU's own 100 Hz x
+    200 µs train, whose peaks at 400, 700 and 900 Hz are multiples of both, was tried there "as
+    themselves" alone and never found. A peak is a known rate's harmonic only up to the
+    MAX_DIVISOR-th, as far as the subharmonic search would reach the rate."""
+    rng = np.random.default_rng(11)
+    span = 30e9
+    own = np.arange(3e6, span, 10e6) + rng.normal(0, 1000, 3000)
+    noise = rng.uniform(0, span, 40_000)
+    starts = np.concatenate([own, noise])
+    durations = np.concatenate([np.full(len(own), 200e3), rng.exponential(8e3, len(noise))])
+    order = np.argsort(starts)
+    found = find_periodic(starts[order], durations[order], span, known_hz=(1000.0, 1.0), threshold=49.0)
+    assert any(round(s.frequency_hz) == 100 and s.events >= 2900 for s in found), found
+
+
 def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
     """_members finds each period's closest event among neighbours, which needs the starts in time
     order: periodic_members puts them so, and gives the members back as the caller's indices."""

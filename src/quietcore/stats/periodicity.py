@@ -446,12 +446,16 @@ def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int
     a 10 s run. The rate is 0.0 for a rate so slow that its harmonics' reaches
     cover more than a quarter of the spectrum (a 0.4 Hz train's, 12 bins apart
     in 30 s, make every other peak one): such a peak is tried as itself, but
-    it says nothing of the rate's other harmonics."""
+    it says nothing of the rate's other harmonics. A peak is a harmonic only up
+    to the MAX_DIVISOR-th, as far as the subharmonic search would reach the
+    rate itself: the GPU node's replay settled 1 Hz and 0.7 Hz, which made the
+    400 Hz peak of one CPU's own 100 Hz x 200 µs train a "harmonic", tried as
+    itself alone, and the train was never found."""
     width = 3 + int(peak // 20_000)
     resolved = [hz for hz in known_hz if hz / df >= 4 * (2 * width + 1)]
     for hz in resolved + [hz for hz in known_hz if hz > 0 and hz not in resolved]:
         m = round(peak * df / hz)
-        if m >= 1 and abs(peak - m * hz / df) <= width:
+        if m >= 1 and abs(peak - m * hz / df) <= width and m <= MAX_DIVISOR:
             return width, (hz if hz in resolved else 0.0)
     return None
 
@@ -482,9 +486,9 @@ def _best_harmonic(
     # (its period may be a multiple of the true one: the autocorrelation sees no period under 3.2 ms, and
     # gave 250 Hz for the GPU node's 1 kHz timer), and the peak itself (a source of its own rate is found).
     # The others are no better fundamentals, and a source at one of them stands at its own peak, tried in
-    # turn. Scouts spent half their fits on them (the tick's 10th harmonic, 2.5 kHz, tried at 11 divisors
-    # where 4 hold the 250 Hz train's). A partial train is no such guide: two 100 Hz trains 5 ms apart
-    # gave a "200 Hz" of 66 % whose subharmonic held more.
+    # turn. The scouts of this VM's 64-CPU replay fitted 762 times where they fitted 862 (the tick's 10th
+    # harmonic, 2.5 kHz, tried at 4 divisors where it was tried at 11). A partial train is no such guide:
+    # two 100 Hz trains 5 ms apart gave a "200 Hz" of 66 % whose subharmonic held more.
     divisors = list(range(1, MAX_DIVISOR + 1))
     m = round(peak * df * acf_period / 1e9) if acf_period else 0
     full = acf is not None and sample.accepts(acf) and acf[0].coverage >= FULL_COVERAGE
@@ -537,7 +541,8 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     tol = max(2 * ev.bin_ns, 0.02 * hinted[0].period_ns)
     for k in range(MAX_MERGED, 1, -1):  # the fastest first: a 100 Hz train is also every other of a 200 Hz one's
         # First, without a fit: a gap near a k-th of the period after most members, alike in length to them
-        # (one searchsorted; this VM's two 100 Hz trains 5 ms apart, 29 and 3 µs, cost a fit each CPU without).
+        # (one searchsorted; without it, this VM's two 100 Hz trains, of 29 and 3 µs, cost each CPU of its 64-CPU
+        # replay a fit more: 39 ms a CPU where it is 32).
         after = ev.starts[members] + hinted[0].period_ns / k
         right = np.clip(np.searchsorted(times, after), 0, len(times) - 1)
         left_ = np.clip(right - 1, 0, len(times) - 1)
