@@ -325,6 +325,15 @@ def _child(
         os._exit(code)
 
 
+def as_terminal_job() -> None:
+    """A Popen preexec_fn: the child takes SIGINT as a terminal's job does.
+    A job a non-interactive shell starts in the background (`pytest &`, a
+    CI runner's step) starts with SIGINT ignored, and Python keeps an
+    ignored SIGINT ignored: the Ctrl-C a test sends would never arrive, and
+    a run went on to its end (seen: `run thp --reps 50` past a 30 s wait)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def allowed_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import allowed_cpus
+from tests.conftest import allowed_cpus, as_terminal_job
 
 
 def _noise_probe_of(pid: int) -> bool:
@@ -48,10 +48,9 @@ def _probes_of(pid: int) -> list[str]:
 def test_interrupt_stores_partial_run(db_file: Path, how: str) -> None:
     env = {**os.environ, "QUIETCORE_DB": str(db_file)}
     cmd = [sys.executable, "-m", "quietcore", "lab", "--duration", "20"]
-    # Its own process group, as a shell job in a terminal would have.
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    # Its own process group, as a shell job in a terminal would have, and SIGINT as such a job takes it.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=as_terminal_job)  # fmt: skip
     try:
         deadline = time.monotonic() + 15
         while not _noise_probe_of(proc.pid) or not db_file.exists():

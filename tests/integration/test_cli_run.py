@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliRunner
+from tests.conftest import CliRunner, as_terminal_job
 from tests.integration.test_cli_interrupt import _probes_of
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -126,8 +126,9 @@ def test_interrupt_restores_thp_and_leaves_no_workload(
 ) -> None:
     env = {**os.environ, "QUIETCORE_DB": str(db_file)}
     cmd = [sys.executable, "-m", "quietcore", "run", "thp", "--quick", "--reps", "50"]
+    # Its own process group, as a shell job in a terminal would have, and SIGINT as such a job takes it.
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, preexec_fn=as_terminal_job)  # fmt: skip
     try:
         deadline = time.monotonic() + 20
         changed = False
