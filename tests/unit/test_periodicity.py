@@ -77,6 +77,28 @@ def test_dense_random_events_do_not_make_slow_sources() -> None:
     assert find_periodic(starts, rng.exponential(20e3, 1700), 2e9) == []
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_slow_grid_that_chance_fills_is_no_source_and_a_real_slow_train_is(seed: int) -> None:
+    # 1,200 random events a second for 30 s, alike in length as a spin loop's shortest gaps are: a 0.67 Hz
+    # grid's window (2 % of 1.5 s each side) holds 72 of them on average, so its every period is "filled". The
+    # old rule took that as a full train in 4 of these 5 seeds (20 of 20 periods, 0.5 ms of jitter).
+    rng = np.random.default_rng(seed)
+    span, n = 30e9, 36_000
+    starts, durations = np.sort(rng.uniform(0, span, n)), rng.lognormal(np.log(2000), 0.2, n)
+    assert find_periodic(starts, durations, span, hints_hz=(0.67, 2.0)) == []
+    # A timer of 40 µs every 2 s, 2 µs of jitter, on a quiet CPU (10 random events a second): tight on its
+    # line, and found. (Among 1,200 a second it is not, with or without the rule: its window, 2 % of the period
+    # each side, holds 96 events, and the fold's phase bins of 10 ms do not single it out.)
+    quiet = np.sort(rng.uniform(0, span, 300))
+    timer = np.arange(0.7e9, span, 2e9) + rng.normal(0, 2000, 15)
+    both = np.concatenate([quiet, timer])
+    order = np.argsort(both)
+    lengths = np.concatenate([rng.lognormal(np.log(2000), 0.2, 300), np.full(len(timer), 40e3)])[order]
+    (found,) = find_periodic(both[order], lengths, span, hints_hz=(0.5,))
+    assert found.frequency_hz == pytest.approx(0.5, rel=1e-3) and found.events == 15
+    assert found.median_duration_ns == 40e3
+
+
 def test_hinted_tick_hidden_by_long_random_gaps() -> None:
     rng = np.random.default_rng(6)
     tick = train(4e6, 1e6, 3000, rng)

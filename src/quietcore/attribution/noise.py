@@ -223,7 +223,15 @@ def analyze(
     # search tried some twenty (the node's CPUs share most of their sources: the tick, the host's timer).
     n = len(trace.cpus)
     scouts = sorted({round(i * (n - 1) / (SCOUTS - 1)) for i in range(SCOUTS)})
-    done = dict(zip(scouts, _spread(trace, scouts, options, (), on_cpu, scout=True), strict=True))
+    # In two waves: the first FIRST_SCOUTS search with no rate known; the others try theirs first, and search
+    # every peak past them above the threshold (no floor), as the first did. A scout's search was mostly the
+    # subharmonic search of what the node's shared trains leave (the tick's and the host's harmonics, each
+    # some twenty fits), which a known rate makes one fit.
+    first = scouts[:: max(len(scouts) // FIRST_SCOUTS, 1)][:FIRST_SCOUTS]
+    done = dict(zip(first, _spread(trace, first, options, (), on_cpu, scout=True), strict=True))
+    known = _shared_rates([done[k] for k in first])
+    later = [k for k in scouts if k not in done]
+    done.update(zip(later, _spread(trace, later, options, known, on_cpu, scout=True), strict=True))
     shared = _shared_rates([done[k] for k in scouts])
     # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
@@ -251,6 +259,8 @@ def _floors(weighted: list[float | None], light: list[float | None]) -> tuple[fl
 
 #: CPUs searched in full before the rest are searched with their sources' rates as hints.
 SCOUTS = 8
+#: Scouts searched with no rate known; the other scouts take theirs as hints.
+FIRST_SCOUTS = 2
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
 #: A scout's result carries, until analyze takes it, the strongest peak its search tried in vain in each kind of
@@ -291,7 +301,8 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
     process each CPU here (forked, so the trace is shared, not copied)."""
     before, after, config_hz, virtualized, user_hz, leaders = options
     workers = min(len(os.sched_getaffinity(0)), len(which))
-    if len(which) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
+    enough = len(which) >= (SCOUTS_PARALLEL_FROM if scout else PARALLEL_FROM)
+    if not enough or workers < 2 or "fork" not in mp.get_all_start_methods():
         out = []
         for k in which:
             if on_cpu:
@@ -318,6 +329,8 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
 
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
+#: The same for a wave of scouts: each takes a few hundred ms, where a pool starts in a few.
+SCOUTS_PARALLEL_FROM = 2
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
 _SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], tuple[float, float] | None, bool] | None = None
 

@@ -33,6 +33,10 @@ MIN_BIN_NS = 25_000.0
 # (at 5 kHz it keeps 81 %, where the finest bins keep 95 %). The aliases it lets into the searched band come
 # from 15-20 kHz and keep at most 9 % of their power. The FFT was half of such a CPU's analysis.
 COARSE = 2
+# Every CPU's spectrum takes those bins past this many fine bins (a 13 s run): a 30 s run's 1.2 million took 24 ms
+# an FFT here, its 600,000 coarse ones 6 ms (the array falls within the caches), and a scout's four passes took a
+# third of its time in them.
+COARSE_FROM_BINS = 1 << 19
 MIN_FREQ_HZ = 0.2
 MAX_FREQ_HZ = 5000.0  # ticks run at 100-1000 Hz; faster "periods" are bursts
 MAX_CANDIDATES = 8  # spectral peaks tried per source (with the autocorrelation's candidate besides)
@@ -45,7 +49,7 @@ WINDOW_PERIODS = 50  # phase is found afresh in each window of this many periods
 SAMPLE_EVENTS = 50_000
 PHASE_STEPS = 4  # phase resolution: tol / PHASE_STEPS (see _window_phases)
 ACF_SMOOTH = 3  # bins each side summed into a lag of the autocorrelation
-ACF_BINS = 1 << 20  # the autocorrelation's train: coarser than the spectrum's in long runs
+ACF_BINS = 1 << 19  # the autocorrelation's train: coarser than the spectrum's in long runs
 FULL_COVERAGE = 0.9  # a train this full is the fundamental its peak's subharmonics are searched for
 MAX_MERGED = 4  # sources in step that one train may hold (see _unmerge)
 UNMERGE_FACTOR = 2.0  # median lengths this far apart are two sources (see _unmerge)
@@ -262,10 +266,14 @@ def _fit(
 
 def _line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
     """Least squares of y = a * x + b, (a, b), about the means: np.polyfit's
-    line without its SVD, which was a fifth of a fit's time."""
+    line without its SVD, which was a fifth of a fit's time. Sums of products,
+    not np.dot: numpy's OpenBLAS runs a dot of many thousands in its threads,
+    which then spin for more (on the GPU node's 64-CPU replay they doubled the
+    analysis's CPU time, 51 ms a CPU past the scouts became 104), and on a
+    node being measured."""
     xm, ym = float(x.mean()), float(y.mean())
     dx = x - xm
-    slope = float(np.dot(dx, y - ym)) / float(np.dot(dx, dx))
+    slope = float((dx * (y - ym)).sum()) / float((dx * dx).sum())
     return slope, ym - slope * xm
 
 
@@ -281,10 +289,10 @@ def _refit(
     n_mean = np.bincount(w, weights=n, minlength=len(centers)) / safe
     t_mean = np.bincount(w, weights=t, minlength=len(centers)) / safe
     dn, dt = n - n_mean[w], t - t_mean[w]
-    spread = float(np.dot(dn, dn))
+    spread = float((dn * dn).sum())  # not np.dot: see _line
     if spread == 0:
         return period, centers
-    slope = float(np.dot(dn, dt)) / spread
+    slope = float((dn * dt).sum()) / spread
     if not 0.99 * period < slope < 1.01 * period:  # not this source any more: keep the first fit
         return period, centers
     return slope, np.where(count > 0, np.mod(t_mean - slope * n_mean, slope), centers)
@@ -649,6 +657,11 @@ def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     full = (
         len(idx) >= max(expected * (1 + by_chance) / 2, expected * by_chance + 5 * spread)
         and jitter <= 0.75 * tol / np.sqrt(3)  # and not spread evenly over the window
+        # Where chance fills every period (a slow train's window holds many events: at 0.67 Hz and 1,200
+        # events/s, 72 on average), a full train says nothing, and the binomial's spread is 0. Seen: a fresh
+        # 30 s run here gave "0.67 Hz, 21 of 20 periods" of 2 µs gaps, 2.9 ms of jitter; its 64-CPU replay's
+        # scouts each gave one or two such trains at 0.4-0.7 Hz, which every other CPU then tried as hints.
+        and expected * (1 - by_chance) >= 1
     )
     if not (tight or full):
         return None
@@ -720,7 +733,8 @@ def periodic_members(
         if ev.enough_left:
             ev.take(_hinted(ev, 1e9 / hz) if checked else _source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
-        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=bool(known_hz))
+        coarse = bool(known_hz) or span_ns / ev.bin_ns > COARSE_FROM_BINS
+        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse)
         if source is None:
             break
         ev.take(source, found, taken)
