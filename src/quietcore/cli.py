@@ -17,6 +17,7 @@ from quietcore._version import __version__
 from quietcore.commands import COMMANDS
 from quietcore.commands import load as load_command
 from quietcore.errors import QuietcoreError, UsageError
+from quietcore.heap import keep_freed_memory
 
 REQUIRED = "the following arguments are required: "
 
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         # module is: --help and --version need neither (quietcore.lazy).
         from quietcore.commands.common import recover_node
 
+        keep_freed_memory()  # an analysis's arrays reused, not faulted in afresh (see quietcore.heap)
         recover_node(args)
         code: int = args.run(args)
         return code

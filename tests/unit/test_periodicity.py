@@ -404,3 +404,31 @@ def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() 
     assert [s for s, _ in shuffled] == [s for s, _ in ordered]
     for (_, mine), (_, theirs) in zip(ordered, shuffled, strict=True):
         assert sorted(starts[shuffle][theirs]) == sorted(starts[mine])
+
+
+def test_a_peak_too_slow_to_hold_min_events_periods_is_not_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spectral peak slower than min_events periods in the run can be no source, nor can its
+    subharmonics: it is not tried (the GPU node's replay stood at 0.17-0.27 Hz over its floor on a
+    sixth of its CPUs, each tried with the autocorrelation's two FFTs and a fit)."""
+    from quietcore.stats import periodicity
+
+    rng = np.random.default_rng(33)
+    span = 30e9
+    # Random gaps, and a burst of them every 5 s (6 in 30 s, 0.2 Hz): their spectrum stands at 0.2 Hz.
+    starts = np.concatenate([rng.uniform(0, span, 3000), *(b + rng.uniform(0, 0.3e9, 400) for b in
+                                                            np.arange(1e9, span, 5e9))])  # fmt: skip
+    starts.sort()
+    durations = rng.lognormal(np.log(5e3), 0.3, len(starts))
+    power, df = periodicity._spectrum(starts, durations, span, 25e3)
+    slowest = int(np.ceil(9 / 30 / df))
+    assert power[int(0.2 / df) : slowest].max() > 10 * 25, "the bursts stand at 0.2 Hz"
+    tried: list[float] = []
+    real = periodicity._best_harmonic
+
+    def counted(ev: Any, power: Any, peak: int, *args: Any) -> Any:
+        tried.append(peak * df)
+        return real(ev, power, peak, *args)
+
+    monkeypatch.setattr(periodicity, "_best_harmonic", counted)
+    find_periodic(starts, durations, span)
+    assert all(f >= 0.3 - df for f in tried), tried

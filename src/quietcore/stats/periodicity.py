@@ -404,7 +404,11 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
     autocorrelation weighs them by acf_weights."""
     coarse = coarse and COARSE > 1
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns * (COARSE if coarse else 1), restore=coarse)
-    lo, hi = max(int(MIN_FREQ_HZ / df), 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
+    # No slower than a train holding min_events periods in the run: a peak there (the GPU node's replay stood at
+    # 0.17-0.27 Hz, 5-8 periods in 30 s, over the floor on a sixth of its CPUs) can be no source, nor can its
+    # subharmonics, and was tried with the autocorrelation (two FFTs) and a fit.
+    slowest = int(np.ceil((ev.min_events - 1) * 1e9 / ev.span_ns / df))
+    lo, hi = max(int(MIN_FREQ_HZ / df), slowest, 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
     if lo >= hi or power[lo : hi + 1].max() < threshold:
         return None  # no peak to try: the autocorrelation (two FFTs more) would go unused
     acf_period: float | None = None  # found when first needed: two FFTs
