@@ -432,3 +432,34 @@ def test_a_peak_too_slow_to_hold_min_events_periods_is_not_searched(monkeypatch:
     monkeypatch.setattr(periodicity, "_best_harmonic", counted)
     find_periodic(starts, durations, span)
     assert all(f >= 0.3 - df for f in tried), tried
+
+
+def test_a_peak_other_cpus_searched_in_vain_is_passed_over_unless_it_stands_twice_as_high() -> None:
+    """`futile`: peaks the node's scouts tried in vain, (power, Hz). A peak at one of those frequencies
+    is the node's background there, passed over; one at least FUTILE_FACTOR times as high is searched."""
+    from quietcore.stats import periodicity
+
+    rng = np.random.default_rng(8)
+    timer = train(1e9 / 300, 0.4e6, 300, rng)
+    noise = rng.uniform(0, SPAN, 3000)
+    starts = np.concatenate([timer, noise])
+    order = np.argsort(starts)
+    durations = np.concatenate([np.full(len(timer), 20e3), rng.exponential(5e3, len(noise))])[order]
+    starts = starts[order]
+    power, df = periodicity._spectrum(starts, np.minimum(durations, periodicity._cap(durations, 10)), SPAN, 25e3)
+
+    def comb(scale: float, shift_hz: float = 0.0) -> tuple[tuple[float, float], ...]:
+        # the train's every harmonic in the band, each at its own height over `scale`
+        return tuple((float(power[round(k * 300 / df) - 2 : round(k * 300 / df) + 3].max()) / scale, k * 300 + shift_hz)
+                     for k in range(1, 17))  # fmt: skip
+
+    assert comb(1)[0][0] > 100
+    assert [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN)] == [300]
+    # Its fundamental alone passed over: a harmonic's peak still finds it.
+    alone = comb(1.5)[:1]
+    assert [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN, futile=(alone, alone))] == [300]
+    # Every peak of its comb no more than 1.5 times as high as elsewhere: the node's background, not searched.
+    assert find_periodic(starts, durations, SPAN, futile=(comb(1.5), comb(1.5))) == []
+    # Twice as high or more, or 1 Hz away (5 bins in 5 s): searched, and found.
+    for futile in (comb(2.5), comb(1.5, shift_hz=1.0)):
+        assert [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN, futile=(futile, futile))] == [300]

@@ -19,7 +19,7 @@ from quietcore.runs.analysis import same_frequency, source_kind
 from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
-from quietcore.stats.periodicity import PeriodicSource, periodic_members
+from quietcore.stats.periodicity import PeriodicSource, Tried, periodic_members
 
 #: Softirqs the tick raises and runs in the same gap, at irq exit.
 TICK_SOFTIRQS = ("TIMER", "SCHED", "RCU")
@@ -137,6 +137,7 @@ def analyze_cpu(
     shared_hz: tuple[float, ...] = (),
     leaders: list[str | None] | None = None,
     floor: tuple[float, float] | None = None,
+    futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
     scout: bool = False,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
@@ -149,10 +150,10 @@ def analyze_cpu(
         k = next((i for i, f in enumerate(shared) if same_frequency(f, h)), None)
         if k is not None:
             del shared[k]
-    failed: tuple[list[float], list[float]] = ([], [])
+    failed: tuple[list[Tried], list[Tried]] = ([], [])
     found = (
         periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints, rates_hz=tuple(shared),
-                         known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None,
+                         known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None, futile=futile,
                          threshold=max(THRESHOLD, floor[0] if floor else 0.0),
                          light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []
     )  # fmt: skip
@@ -194,7 +195,7 @@ def analyze_cpu(
         "event_ns": duration_summary(trace.duration_ns),
         "periodic": periodic,
         "attribution": attribution.to_json(),
-    } | ({FAILED: [max(failed[0], default=None), max(failed[1], default=None)]} if scout else {})
+    } | ({FAILED: failed} if scout else {})
 
 
 def analyze(
@@ -242,9 +243,13 @@ def analyze(
     # that never did says nothing of its background (counted as 0, the GPU node's light bar fell to the
     # threshold, and its CPUs past the scouts tried some thirty peaks each in vain).
     failed = [done[k].pop(FAILED) for k in scouts]
-    floor = _floors([f[0] for f in failed], [f[1] for f in failed])
+    floor = _floors([max((p for p, _ in f[0]), default=None) for f in failed],
+                    [max((p for p, _ in f[1]), default=None) for f in failed])  # fmt: skip
+    # And each peak the scouts tried in vain: where the background stands past the floor on some CPUs (a
+    # leftover harmonic of a template's own), a CPU past the scouts passes over its peak there.
+    futile = (tuple(t for f in failed for t in f[0]), tuple(t for f in failed for t in f[1]))
     rest = [k for k in range(n) if k not in done]
-    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor), strict=True))
+    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor, futile=futile), strict=True))
     return {"cpus": [done[k] for k in range(n)], "search_floor": floor[0], "search_floor_light": floor[1]}
 
 
@@ -263,8 +268,8 @@ SCOUTS = 8
 FIRST_SCOUTS = 2
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
-#: A scout's result carries, until analyze takes it, the strongest peak its search tried in vain in each kind of
-#: spectrum (periodicity.periodic_members' `failed`).
+#: A scout's result carries, until analyze takes it, the peaks its search tried in vain in each kind of spectrum
+#: (periodicity.periodic_members' `failed`).
 FAILED = "_failed_power"
 
 
@@ -290,12 +295,13 @@ def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
     return tuple(rates[k] for k in order for _ in range(sorted(counts[k])[(len(counts[k]) - 1) // 2]))
 
 
+_Futile = tuple[tuple[Tried, ...], tuple[Tried, ...]]
 _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mapping[int, list[str | None]]]
 
 
 def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
             on_cpu: Callable[[int], None] | None, floor: tuple[float, float] | None = None,
-            scout: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+            scout: bool = False, futile: _Futile = ((), ())) -> list[dict[str, Any]]:  # fmt: skip
     """The analyses of trace.cpus[k] for k in `which`, in that order: with
     PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
     process each CPU here (forked, so the trace is shared, not copied)."""
@@ -310,10 +316,10 @@ def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tupl
             cpu = trace.cpus[k]
             out.append(analyze_cpu(cpu, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
                                    shared_hz=shared, leaders=leaders.get(cpu.cpu), floor=floor,
-                                   scout=scout))  # fmt: skip
+                                   futile=futile, scout=scout))  # fmt: skip
         return out
     global _SHARED
-    _SHARED = (trace, options, shared, floor, scout)
+    _SHARED = (trace, options, shared, floor, futile, scout)
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
             futures = [pool.submit(_analyze_nth, k) for k in which]
@@ -332,12 +338,12 @@ PARALLEL_FROM = 8
 #: The same for a wave of scouts: each takes a few hundred ms, where a pool starts in a few.
 SCOUTS_PARALLEL_FROM = 2
 #: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], tuple[float, float] | None, bool] | None = None
+_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], tuple[float, float] | None, _Futile, bool] | None = None
 
 
 def _analyze_nth(k: int) -> dict[str, Any]:
     assert _SHARED is not None
-    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared, floor, scout = _SHARED
+    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared, floor, futile, scout = _SHARED
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                       shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor,
+                       shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor, futile=futile,
                        scout=scout)  # fmt: skip

@@ -354,13 +354,16 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
 
 
 def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
-                 failed: tuple[list[float], list[float]] | None = None, light_threshold: float | None = None,
-                 coarse: bool = False) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                 failed: tuple[list[Tried], list[Tried]] | None = None, light_threshold: float | None = None,
+                 coarse: bool = False, futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ())
+                 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
     harmonics of known_hz are tried as themselves alone (see periodic_members).
-    `failed`: the power of each peak tried in vain is added to its first
-    list, or its second when the spectrum was the second kind below.
+    `failed`: each peak tried in vain, (power, Hz), is added to its first
+    list, or its second when the spectrum was the second kind below;
+    `futile`: such peaks of other CPUs, in the same two kinds (see
+    periodic_members).
 
     When a few long events are nearly all of the weights' squares, a source
     among the rest stands a fraction of its height in that spectrum, so the
@@ -377,7 +380,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     heavy = _tail_heavy(weights)
     bar = light_threshold if heavy and light_threshold is not None else threshold
     return _spectral_pass(ev, starts, np.sqrt(weights) if heavy else weights, weights, bar, known_hz,
-                          None if failed is None else failed[heavy], coarse)  # fmt: skip
+                          None if failed is None else failed[heavy], coarse, futile[heavy])  # fmt: skip
 
 
 #: The longest this share of the events carrying this share of the weights' squares: the rest's sources
@@ -397,8 +400,8 @@ def _tail_heavy(weights: NDArray[np.float64]) -> bool:
 
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
                    acf_weights: NDArray[np.float64], threshold: float, known_hz: tuple[float, ...],
-                   failed: list[float] | None,
-                   coarse: bool) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                   failed: list[Tried] | None, coarse: bool,
+                   futile: tuple[Tried, ...] = ()) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
     weighed by `weights`, in bins COARSE times as wide when `coarse`; the
     autocorrelation weighs them by acf_weights."""
@@ -421,6 +424,12 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
         if power[peak] < threshold:
             return None
         width = 2
+        if _futile(futile, peak, df, float(power[peak])):
+            # The node's background at this frequency: other CPUs searched a peak here, as high or nearly, in vain
+            # (seen: the 19th harmonic of the tick's leftovers, 4.75 kHz, over the floor on half the CPUs of this
+            # VM's 64-CPU replay, each searched through its subharmonics and the autocorrelation in vain).
+            power[max(peak - 3, 0) : peak + 4] = 0
+            continue
         if known := _harmonic_of(known_hz, peak, df):
             width, rate = known
             if rate and rate in spent:
@@ -445,9 +454,24 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
             return best
         tried += 1
         if failed is not None:
-            failed.append(float(power[peak]))
+            failed.append((float(power[peak]), peak * df))
         power[max(peak - width, 0) : peak + width + 1] = 0  # not this one: try the next peak
     return None
+
+
+#: A spectral peak tried in vain: its power and its frequency (Hz).
+Tried = tuple[float, float]
+#: A peak at a frequency other CPUs searched in vain is searched again only from this many times the power it
+#: stood at there: a source of its own would stand apart from that background.
+FUTILE_FACTOR = 2.0
+
+
+def _futile(futile: tuple[Tried, ...], peak: int, df: float, power: float) -> bool:
+    """Whether the peak is one another CPU searched in vain: within three bins
+    of it (a frequency from a spectrum of the same span), and under
+    FUTILE_FACTOR times the strongest such peak there."""
+    near = [p for p, hz in futile if abs(hz / df - peak) <= 3]
+    return bool(near) and power < FUTILE_FACTOR * max(near)
 
 
 def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int, float] | None:
@@ -694,7 +718,8 @@ def periodic_members(
     hints_hz: tuple[float, ...] = (),
     rates_hz: tuple[float, ...] = (),
     known_hz: tuple[float, ...] = (),
-    failed: tuple[list[float], list[float]] | None = None,
+    failed: tuple[list[Tried], list[Tried]] | None = None,
+    futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
@@ -713,11 +738,13 @@ def periodic_members(
     trains (members jittered past the tolerance) stands as peaks that cost
     some twenty fits each and line up nothing new (on the GPU node's CPU 4,
     the 1 kHz train's 1-4 kHz at 38-48, above the threshold of 25).
-    `failed`: the power of every spectral peak the search tried in vain is
+    `failed`: every spectral peak the search tried in vain, (power, Hz), is
     added to it, to its second list when the events were weighed by the
     square root of their length (see _next_source, whose bar there is
     light_threshold): analyze's scouts, what of the node's spectrum holds no
-    source."""
+    source. `futile`: such peaks of other CPUs, in the same two kinds; a
+    peak here at one of their frequencies, under FUTILE_FACTOR times as
+    high, is passed over as that background."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -738,7 +765,7 @@ def periodic_members(
             ev.take(_hinted(ev, 1e9 / hz) if checked else _source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
         coarse = bool(known_hz) or span_ns / ev.bin_ns > COARSE_FROM_BINS
-        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse)
+        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse, futile=futile)
         if source is None:
             break
         ev.take(source, found, taken)
