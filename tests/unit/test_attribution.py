@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -174,8 +176,52 @@ def test_the_cpus_past_the_scouts_search_above_the_nodes_background(monkeypatch:
     hundred = [c["cpu"] for c in got["cpus"] if any(abs(p["frequency_hz"] - 100) < 0.1 for p in c["periodic"])]
     assert hundred == [4], hundred
     monkeypatch.setattr(noise, "PARALLEL_FROM", 10**6)
+    monkeypatch.setattr(noise, "SCOUTS_PARALLEL_FROM", 10**6)
     assert noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
                          user_hz=100) == got  # fmt: skip
+
+
+def test_the_scouts_search_in_two_waves_and_the_rest_with_all_they_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first FIRST_SCOUTS scouts search with no rate known; the other scouts try the rates those found
+    first (a 100 Hz train only the first wave's CPU 0 has, and the 250 Hz all have), with no floor and no
+    background passed over; the CPUs past the scouts try every scout's rates, above the floor, passing
+    over the scouts' peaks tried in vain."""
+    from quietcore.attribution import noise
+    from quietcore.runs.trace import CpuTrace, NoiseTrace
+
+    rng = np.random.default_rng(3)
+    cpus = []
+    for cpu in range(12):
+        starts = np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, 300)])
+        durations = np.concatenate([np.full(500, 16e3), rng.uniform(2e3, 300e3, 300)])
+        if cpu == 0:
+            starts = np.concatenate([starts, np.arange(3.3e6, 2e9, 10e6)])
+            durations = np.concatenate([durations, np.full(200, 150e3)])
+        order = np.argsort(starts)
+        cpus.append(CpuTrace(cpu, starts[order], durations[order], 0.0, 2e9, float(durations.sum()), 0, 0))
+    trace = NoiseTrace(tuple(cpus), 500.0)
+    calls: list[tuple[int, tuple[float, ...], bool, bool, bool]] = []
+    real = noise.analyze_cpu
+
+    def seen(cpu: CpuTrace, *args: Any, **kw: Any) -> dict[str, Any]:
+        futile = kw.get("futile", ((), ()))
+        calls.append((cpu.cpu, tuple(round(f) for f in kw.get("shared_hz", ())), kw.get("scout", False),
+                      kw.get("floor") is not None, bool(futile[0] or futile[1])))  # fmt: skip
+        return real(cpu, *args, **kw)
+
+    monkeypatch.setattr(noise, "analyze_cpu", seen)
+    monkeypatch.setattr(noise, "PARALLEL_FROM", 10**6)
+    monkeypatch.setattr(noise, "SCOUTS_PARALLEL_FROM", 10**6)
+    noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True, user_hz=100)
+    scouts = sorted({round(i * 11 / (noise.SCOUTS - 1)) for i in range(noise.SCOUTS)})
+    first = [c for c in calls if c[0] in scouts][: noise.FIRST_SCOUTS]
+    later = [c for c in calls if c[0] in scouts][noise.FIRST_SCOUTS :]
+    rest = [c for c in calls if c[0] not in scouts]
+    assert [c[0] for c in first] == [0, scouts[len(scouts) // 2]]
+    assert all(c[1:] == ((), True, False, False) for c in first)
+    assert all(sorted(c[1]) == [100, 250] and c[2:] == (True, False, False) for c in later), later
+    assert len(rest) == 12 - len(scouts) and all(not c[2] and c[3] for c in rest)
+    assert all(100 in c[1] for c in rest)  # the first wave's 100 Hz, though the later scouts had none
 
 
 def test_each_kind_of_spectrum_has_the_floor_of_the_scouts_that_searched_one() -> None:

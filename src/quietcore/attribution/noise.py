@@ -225,9 +225,9 @@ def analyze(
     n = len(trace.cpus)
     scouts = sorted({round(i * (n - 1) / (SCOUTS - 1)) for i in range(SCOUTS)})
     # In two waves: the first FIRST_SCOUTS search with no rate known; the others try theirs first, and search
-    # every peak past them above the threshold (no floor), as the first did. A scout's search was mostly the
-    # subharmonic search of what the node's shared trains leave (the tick's and the host's harmonics, each
-    # some twenty fits), which a known rate makes one fit.
+    # every peak past them above the threshold (no floor), as the first did. What the shared trains leave at
+    # their harmonics is then one fit a peak, not a subharmonic search: a scout of the second wave cost 85 ms of
+    # this VM's 64-CPU replay and 175 ms of the GPU node's, one of the first 266 and 278 (bench/manycpu.py).
     first = scouts[:: max(len(scouts) // FIRST_SCOUTS, 1)][:FIRST_SCOUTS]
     done = dict(zip(first, _spread(trace, first, options, (), on_cpu, scout=True), strict=True))
     known = _shared_rates([done[k] for k in first])
