@@ -392,6 +392,22 @@ def test_a_slow_known_rate_leaves_a_fast_trains_peaks_to_the_subharmonic_search(
     assert any(round(s.frequency_hz) == 100 and s.events >= 2900 for s in found), found
 
 
+def test_a_sparse_combs_every_harmonic_is_its_own_and_a_dense_combs_only_the_first_sixteen() -> None:
+    """A match with a known rate whose harmonics lie far apart is no chance, at any harmonic: the tick's
+    leftovers at 4.75 kHz, its 19th, stood over the threshold on this VM's scouts and were searched
+    through sixteen subharmonics each. A rate whose harmonics lie close (1 Hz: 30 bins apart in 30 s,
+    each reaching 3 either side; 20 Hz: 600) counts only to the MAX_DIVISOR-th."""
+    from quietcore.stats import periodicity
+
+    df = 1 / 30  # at 4.7 kHz a harmonic reaches 10 bins either side (3, and one per 20,000 bins)
+    assert periodicity._harmonic_of((250.0,), round(4750 / df), df) == (10, 250.0)
+    assert periodicity._harmonic_of((250.0,), round(4750 / df) + 15, df) is None  # off the comb
+    assert periodicity._harmonic_of((1.0,), round(400 / df), df) is None
+    assert periodicity._harmonic_of((1.0,), round(16 / df), df) == (3, 1.0)
+    assert periodicity._harmonic_of((20.0,), round(400 / df), df) is None
+    assert periodicity._harmonic_of((100.0,), round(4700 / df), df) == (10, 100.0)
+
+
 def test_events_out_of_time_order_give_the_same_sources_and_their_own_indices() -> None:
     """_members finds each period's closest event among neighbours, which needs the starts in time
     order: periodic_members puts them so, and gives the members back as the caller's indices."""

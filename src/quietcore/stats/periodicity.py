@@ -482,18 +482,29 @@ def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int
     a 10 s run. The rate is 0.0 for a rate so slow that its harmonics' reaches
     cover more than a quarter of the spectrum (a 0.4 Hz train's, 12 bins apart
     in 30 s, make every other peak one): such a peak is tried as itself, but
-    it says nothing of the rate's other harmonics. A peak is a harmonic only up
-    to the MAX_DIVISOR-th, as far as the subharmonic search would reach the
-    rate itself: the GPU node's replay settled 1 Hz and 0.7 Hz, which made the
-    400 Hz peak of one CPU's own 100 Hz x 200 µs train a "harmonic", tried as
-    itself alone, and the train was never found."""
+    it says nothing of the rate's other harmonics. Where a rate's harmonics
+    lie close (their reaches over a SPARSE-th of the spectrum), a peak is one
+    only up to the MAX_DIVISOR-th, as far as the subharmonic search would
+    reach the rate itself: the GPU node's replay settled 1 Hz and 0.7 Hz,
+    which made the 400 Hz peak of one CPU's own 100 Hz x 200 µs train a
+    "harmonic", tried as itself alone, and the train was never found. A
+    sparse comb's match says something at any harmonic: the tick's leftovers
+    at 4.25-4.75 kHz (its 17th-19th) stood over the threshold on this VM's
+    scouts, and each was searched through sixteen subharmonics in vain."""
     width = 3 + int(peak // 20_000)
     resolved = [hz for hz in known_hz if hz / df >= 4 * (2 * width + 1)]
     for hz in resolved + [hz for hz in known_hz if hz > 0 and hz not in resolved]:
         m = round(peak * df / hz)
-        if m >= 1 and abs(peak - m * hz / df) <= width and m <= MAX_DIVISOR:
+        sparse = hz / df >= SPARSE * (2 * width + 1)
+        if m >= 1 and abs(peak - m * hz / df) <= width and (m <= MAX_DIVISOR or sparse):
             return width, (hz if hz in resolved else 0.0)
     return None
+
+
+#: A known rate whose harmonics' reaches cover at most this fraction's inverse of the spectrum (a 250 Hz rate's:
+#: 7 bins in 7,500 over 30 s) has every harmonic counted, not only the first MAX_DIVISOR: a peak lands on one by
+#: chance once in a hundred at most (a 1 Hz rate's, 7 bins in 30: one in four).
+SPARSE = 100
 
 
 def _best_harmonic(
