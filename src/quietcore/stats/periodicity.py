@@ -56,6 +56,10 @@ UNMERGE_FACTOR = 2.0  # median lengths this far apart are two sources (see _unme
 MERGED_FACTOR = 4.0  # a member this many times the median length holds another source
 
 
+#: A spectral peak tried in vain: its power and its frequency (Hz).
+Tried = tuple[float, float]
+
+
 @dataclass(frozen=True)
 class PeriodicSource:
     frequency_hz: float
@@ -428,7 +432,7 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
             # The node's background at this frequency: other CPUs searched a peak here, as high or nearly, in vain
             # (seen: the 19th harmonic of the tick's leftovers, 4.75 kHz, over the floor on half the CPUs of this
             # VM's 64-CPU replay, each searched through its subharmonics and the autocorrelation in vain).
-            power[max(peak - 3, 0) : peak + 4] = 0
+            power[max(peak - _reach(peak), 0) : peak + _reach(peak) + 1] = 0
             continue
         if known := _harmonic_of(known_hz, peak, df):
             width, rate = known
@@ -459,30 +463,34 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
     return None
 
 
-#: A spectral peak tried in vain: its power and its frequency (Hz).
-Tried = tuple[float, float]
 #: A peak at a frequency other CPUs searched in vain is searched again only from this many times the power it
 #: stood at there: a source of its own would stand apart from that background.
 FUTILE_FACTOR = 2.0
 
 
 def _futile(futile: tuple[Tried, ...], peak: int, df: float, power: float) -> bool:
-    """Whether the peak is one another CPU searched in vain: within three bins
-    of it (a frequency from a spectrum of the same span), and under
-    FUTILE_FACTOR times the strongest such peak there."""
-    near = [p for p, hz in futile if abs(hz / df - peak) <= 3]
+    """Whether the peak is one another CPU searched in vain: within its _reach
+    of it (a frequency from a spectrum of the same span, found to its bin),
+    and under FUTILE_FACTOR times the strongest such peak there."""
+    near = [p for p, hz in futile if abs(hz / df - peak) <= _reach(peak)]
     return bool(near) and power < FUTILE_FACTOR * max(near)
+
+
+def _reach(peak: int) -> int:
+    """How many bins either side of a spectral peak a frequency found elsewhere
+    may lie and still be the peak's: three, and one more per 20,000 bins of
+    its frequency, as a rate known to 1e-4 (1000.0 against 1000.1 Hz) puts its
+    5th harmonic half a bin off in a 10 s run."""
+    return 3 + int(peak // 20_000)
 
 
 def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int, float] | None:
     """When the peak is a harmonic of a known rate, how many bins either side
-    of it the harmonic reaches, and the rate (None when not): three bins, and
-    one more per 20,000 bins of the harmonic's frequency, as a rate known to
-    1e-4 (1000.0 against 1000.1 Hz) puts its 5th harmonic half a bin off in
-    a 10 s run. The rate is 0.0 for a rate so slow that its harmonics' reaches
-    cover more than a quarter of the spectrum (a 0.4 Hz train's, 12 bins apart
-    in 30 s, make every other peak one): such a peak is tried as itself, but
-    it says nothing of the rate's other harmonics. Where a rate's harmonics
+    of it the harmonic reaches (_reach), and the rate (None when not). The
+    rate is 0.0 for a rate so slow that its harmonics' reaches cover more
+    than a quarter of the spectrum (a 0.4 Hz train's, 12 bins apart in 30 s,
+    make every other peak one): such a peak is tried as itself, but it says
+    nothing of the rate's other harmonics. Where a rate's harmonics
     lie close (their reaches over a SPARSE-th of the spectrum), a peak is one
     only up to the MAX_DIVISOR-th, as far as the subharmonic search would
     reach the rate itself: the GPU node's replay settled 1 Hz and 0.7 Hz,
@@ -491,7 +499,7 @@ def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int
     sparse comb's match says something at any harmonic: the tick's leftovers
     at 4.25-4.75 kHz (its 17th-19th) stood over the threshold on this VM's
     scouts, and each was searched through sixteen subharmonics in vain."""
-    width = 3 + int(peak // 20_000)
+    width = _reach(peak)
     resolved = [hz for hz in known_hz if hz / df >= 4 * (2 * width + 1)]
     for hz in resolved + [hz for hz in known_hz if hz > 0 and hz not in resolved]:
         m = round(peak * df / hz)
@@ -585,7 +593,8 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     members = hinted[1]
     left = np.flatnonzero(ev.remaining)
     times = ev.starts[left]  # in time order (periodic_members sees to it)
-    tol = max(2 * ev.bin_ns, 0.02 * hinted[0].period_ns)
+    m50 = float(np.median(ev.durations[members]))  # the hinted train's typical length
+    tol = _tolerance(ev, hinted[0].period_ns)
     for k in range(MAX_MERGED, 1, -1):  # the fastest first: a 100 Hz train is also every other of a 200 Hz one's
         # First, without a fit: a gap near a k-th of the period after most members, alike in length to them
         # (one searchsorted; without it, this VM's two 100 Hz trains, of 29 and 3 µs, cost each CPU of its 64-CPU
@@ -597,7 +606,7 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
         near = closest[np.abs(times[closest] - after) <= tol]
         if len(near) < 0.8 * len(members):
             continue
-        n50, m50 = float(np.median(ev.durations[left[near]])), float(np.median(ev.durations[members]))
+        n50 = float(np.median(ev.durations[left[near]]))
         if max(n50, m50) >= UNMERGE_FACTOR * min(n50, m50):
             continue
         faster = _source(ev, period / k)
@@ -606,8 +615,7 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
         idx = faster[1]
         if np.isin(members, idx).sum() < 0.8 * len(members) or len(idx) < 0.8 * k * len(members):
             continue
-        rest = np.setdiff1d(idx, members)
-        m50, o50 = float(np.median(ev.durations[members])), float(np.median(ev.durations[rest]))
+        o50 = float(np.median(ev.durations[np.setdiff1d(idx, members)]))
         if max(m50, o50) < UNMERGE_FACTOR * min(m50, o50):
             return faster
     return hinted
@@ -666,9 +674,14 @@ def _score_bound(span_ns: float, period: float, events: int) -> float:
     return float(min(events, periods + max(1, round(periods / WINDOW_PERIODS)) + 2))
 
 
+def _tolerance(ev: _Events, period: float) -> float:
+    """How far from its line a train's member may lie: 2 % of the period, and at least two spectrum bins."""
+    return max(2 * ev.bin_ns, 0.02 * period)
+
+
 def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The source of this period among the remaining events, if one is there."""
-    tol = max(2 * ev.bin_ns, 0.02 * period)
+    tol = _tolerance(ev, period)
     members, period, center, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol, ev.span_ns)
     idx = np.flatnonzero(ev.remaining)[members]
     if len(idx):
