@@ -7,6 +7,7 @@ import pytest
 
 from quietcore.attribution.counters import CounterSnapshot, attribute
 from quietcore.facts.procstat import CpuTimes
+from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.bootstrap import bootstrap_ci, median_ci
 
 
@@ -148,25 +149,29 @@ def test_a_runs_analysis_spread_over_processes_is_the_one_done_in_turn(monkeypat
     assert all(c["periodic"] for c in in_turn["cpus"])  # the 250 Hz train found on each
 
 
+def _twelve_cpus(rng: np.random.Generator, random: int, own: int) -> NoiseTrace:
+    """12 CPUs of 2 s, each with a 250 Hz x 16 µs tick (phase-shifted a CPU) and `random` gaps of
+    2-300 µs; CPU `own` has its own 100 Hz x 150 µs train besides."""
+    cpus = []
+    for cpu in range(12):
+        starts = np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, random)])
+        durations = np.concatenate([np.full(500, 16e3), rng.uniform(2e3, 300e3, random)])
+        if cpu == own:
+            starts = np.concatenate([starts, np.arange(3.3e6, 2e9, 10e6)])
+            durations = np.concatenate([durations, np.full(200, 150e3)])
+        order = np.argsort(starts)
+        cpus.append(CpuTrace(cpu, starts[order], durations[order], 0.0, 2e9, float(durations.sum()), 0, 0))
+    return NoiseTrace(tuple(cpus), 500.0)
+
+
 def test_the_cpus_past_the_scouts_search_above_the_nodes_background(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above SCOUTS CPUs, the others search only spectral peaks above the scouts' median strongest peak
     that held no source (the node's background), reported as search_floor: a strong source of one CPU that
     is not a scout (100 Hz x 150 µs on CPU 4 of 12) is still found there, and only there, and the analysis is
     the same in turn and spread (the floor reaches the forked workers)."""
     from quietcore.attribution import noise
-    from quietcore.runs.trace import CpuTrace, NoiseTrace
 
-    rng = np.random.default_rng(12)
-    cpus = []
-    for cpu in range(12):
-        starts = np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, 400)])
-        durations = np.concatenate([np.full(500, 16e3), rng.uniform(2e3, 300e3, 400)])
-        if cpu == 4:
-            starts = np.concatenate([starts, np.arange(3.3e6, 2e9, 10e6)])
-            durations = np.concatenate([durations, np.full(200, 150e3)])
-        order = np.argsort(starts)
-        cpus.append(CpuTrace(cpu, starts[order], durations[order], 0.0, 2e9, float(durations.sum()), 0, 0))
-    trace = NoiseTrace(tuple(cpus), 500.0)
+    trace = _twelve_cpus(np.random.default_rng(12), random=400, own=4)
     scouts = sorted({round(i * 11 / (noise.SCOUTS - 1)) for i in range(noise.SCOUTS)})
     assert 4 not in scouts
     got = noise.analyze(trace, snap(0, 0, 0, 0, 0), snap(500, 0, 0, 0, 0), config_hz=250, virtualized=True,
@@ -187,19 +192,8 @@ def test_the_scouts_search_in_two_waves_and_the_rest_with_all_they_found(monkeyp
     background passed over; the CPUs past the scouts try every scout's rates, above the floor, passing
     over the scouts' peaks tried in vain."""
     from quietcore.attribution import noise
-    from quietcore.runs.trace import CpuTrace, NoiseTrace
 
-    rng = np.random.default_rng(3)
-    cpus = []
-    for cpu in range(12):
-        starts = np.concatenate([np.arange(1e5 * cpu, 2e9, 4e6), rng.uniform(0, 2e9, 300)])
-        durations = np.concatenate([np.full(500, 16e3), rng.uniform(2e3, 300e3, 300)])
-        if cpu == 0:
-            starts = np.concatenate([starts, np.arange(3.3e6, 2e9, 10e6)])
-            durations = np.concatenate([durations, np.full(200, 150e3)])
-        order = np.argsort(starts)
-        cpus.append(CpuTrace(cpu, starts[order], durations[order], 0.0, 2e9, float(durations.sum()), 0, 0))
-    trace = NoiseTrace(tuple(cpus), 500.0)
+    trace = _twelve_cpus(np.random.default_rng(3), random=300, own=0)
     calls: list[tuple[int, tuple[float, ...], bool, bool, bool]] = []
     real = noise.analyze_cpu
 
