@@ -102,6 +102,8 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
     # CPUs; 0.7 % here at 2), counted from its own thread's CPU time
     reader = data["reader"]
     assert CPU not in reader["cpus"] and reader["cpu_ms"] > 0 and reader["share_of_one"] < 0.05, reader
+    # each CPU's buffer read raw, a page at a time, and told as text after the run
+    assert reader["read"] == "per-CPU raw pages" and reader["told_ms"] > 0, reader
     # THEN it is named by pid, with the time the kernel says it ran (the trace counts it net of interrupts;
     # the kernel's account, unlike the trace, leaves out what the host stole, which /proc/stat counts in
     # 10 ms steps: one more step is allowed when there was any)

@@ -89,3 +89,34 @@ def test_lost_events_per_cpu_buffer_from_its_stats(tmp_path: Path) -> None:
         "warning: the kernel lost 165 trace events (CPU 3: 125, CPU 12: 40) (its buffer was full between "
         "reads): the figures are short by what they held; give --buffer-kb more"
     ]
+
+
+def test_a_stream_reads_each_cpu_raw_and_the_merged_text_where_it_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live: the same session streamed twice, raw pages then (the page header
+    made unknown) the merged trace_pipe; each gives marks, the clock, and
+    interrupts, and says how it read."""
+    ok, why = tracer.usable()
+    if not ok or os.geteuid() != 0:
+        pytest.skip(f"needs root and tracefs: {why or 'not root'}")
+    import subprocess
+
+    from quietcore.attribution import rawtrace
+
+    got = {}
+    with tracer.TraceSession(None) as session:
+        for read in ("per-CPU raw pages", "merged text"):
+            if read == "merged text":
+                monkeypatch.setattr(rawtrace, "layout", lambda events_dir: None)
+            session.skip()
+            session.mark()
+            with tracer.Stream(session) as stream:
+                subprocess.run(["sh", "-c", "for i in $(seq 20); do /bin/true; done; sleep 0.3"], check=True)
+            session.mark()
+            text = stream.text()
+            assert stream.cost()["read"] == read
+            to_ns, (lo, hi) = tracer.marked_clock(text, session.clock)
+            spans = intervals(text, to_ns)
+            got[read] = {s.cpu for s in spans if s.name in ("local_timer", "reschedule", "call_function_single")
+                         or s.name.startswith(("softirq", "irq "))}  # fmt: skip
+            assert hi - lo > 0.3e9 and got[read] <= set(tracer._online()), got
+            assert got[read], f"no interrupt told from the {read}"

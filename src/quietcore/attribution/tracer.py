@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quietcore.attribution import rawtrace
 from quietcore.attribution.instances import MOUNTS, PREFIX, close, mounted, remove_stale
 from quietcore.attribution.traceline import LINE
 
@@ -78,6 +79,11 @@ class TraceSession:
     mounted_here: bool = False
     instance: Path | None = None
     errors: list[str] = field(default_factory=list)
+    #: the events' formats, read once for the session's runs, and how each is told (rawtrace)
+    teller: rawtrace.Teller | None = None
+    #: task names by pid, kept for the session's runs
+    comms: rawtrace.Comms | None = None
+    opened: list[rawtrace.CpuBuffers] = field(default_factory=list)
 
     def __enter__(self) -> TraceSession:
         try:
@@ -153,6 +159,47 @@ class TraceSession:
             os.close(fd)
         return b"".join(chunks).decode(errors="replace")
 
+    def buffers(self) -> rawtrace.CpuBuffers | None:
+        """Each traced CPU's buffer, open to be read raw, a page at a time;
+        None where this kernel's page header is not the one known here (the
+        merged text is read then)."""
+        assert self.instance is not None
+        data_at = rawtrace.layout(self.instance / "events")
+        if data_at is None:
+            return None
+        cpus = sorted(self.cpus) if self.cpus is not None else _online()
+        try:
+            page = int((self.instance / "buffer_subbuf_size_kb").read_text()) * 1024
+        except (OSError, ValueError):  # before sub-buffers could be sized (6.8), a sub-buffer is a page
+            page = os.sysconf("SC_PAGE_SIZE")
+        files = {cpu: self.instance / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw" for cpu in cpus}
+        buffers = rawtrace.CpuBuffers(files, page, data_at, self.buffer_kb * 1024)
+        self.opened.append(buffers)  # closed with the session at the latest: an open file keeps the instance
+        return buffers
+
+    def tell(self, buffers: rawtrace.CpuBuffers) -> str:
+        """What `buffers` read, as the kernel's text (rawtrace.tell)."""
+        assert self.instance is not None
+        if self.comms is None:
+            self.comms = rawtrace.Comms(self.instance.parent.parent / "saved_cmdlines")
+        self.comms.fresh = False
+        if self.teller is None:
+            self.teller = rawtrace.Teller(rawtrace.formats(self.instance / "events", self.events), _SYMBOLS)
+        return rawtrace.tell(buffers.pages, self.teller, self.clock == "x86-tsc", self.comms, buffers.data_at)
+
+    def skip(self) -> None:
+        """Empty the buffers of what came since the last read (between two
+        runs), without formatting it: raw where it can be."""
+        buffers = self.buffers()
+        if buffers is None:
+            self.drain()
+            return
+        try:
+            buffers.drain()
+        finally:
+            buffers.close()
+            self.opened.remove(buffers)
+
     def lost(self) -> int:
         """Events the kernel could not keep (a full buffer overwrites the
         oldest, or drops the newest), summed over the CPUs."""
@@ -173,7 +220,10 @@ class TraceSession:
         return {cpu: n for cpu, n in sorted(out.items()) if n}
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        # Undo in reverse, whatever happened: events off, instance gone, unmount.
+        # Undo in reverse, whatever happened: buffers closed, events off, instance gone, unmount.
+        for buffers in self.opened:
+            buffers.close()
+        self.opened.clear()
         if self.instance is not None and self.instance.exists():
             close(self.instance, tuple(self.events), self.triggers)
         if self.mounted_here:
@@ -181,20 +231,32 @@ class TraceSession:
 
 
 class Stream:
-    """The trace read as it is written: a thread drains trace_pipe every
+    """The trace read as it is written: a thread drains the buffers every
     `every_s`, so the kernel's buffers need to hold only that long's
-    events, whatever the run's length. The thread keeps off `away` (the
-    measured CPUs), where it has somewhere else to run."""
+    events, whatever the run's length. It reads each CPU's buffer raw, a
+    page at a time, and the text is told after the run (rawtrace); where
+    the kernel's pages are not known here, it reads the merged trace_pipe.
+    The thread keeps off `away` (the measured CPUs), where it has somewhere
+    else to run."""
 
-    def __init__(self, session: TraceSession, away: frozenset[int] = frozenset(), every_s: float = 0.05) -> None:
-        self.session, self.away, self.every_s = session, away, every_s
+    def __init__(self, session: TraceSession, away: frozenset[int] = frozenset(), every_s: float = 0.05,
+                 raw: bool = True) -> None:  # fmt: skip
+        self.session, self.away, self.every_s, self.raw = session, away, every_s, raw
         self.chunks: list[str] = []
+        self.buffers: rawtrace.CpuBuffers | None = None
         self.tid = 0  # the reader's thread id, quietcore's own in the trace
         # what reading cost: the reader's CPU time over its time, and where it ran (at 384 CPUs it reads 384
-        # buffers every 50 ms, on the housekeeping CPUs: it should take a few % of one)
-        self.cpu_ns, self.wall_ns, self.where = 0, 0, frozenset[int]()
+        # buffers every 50 ms, on the housekeeping CPUs: it should take a few % of one); then what telling the
+        # raw pages as text took, after the run
+        self.cpu_ns, self.wall_ns, self.where, self.told_ns = 0, 0, frozenset[int](), 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
+
+    def _drain(self, everything: bool = True) -> None:
+        if self.buffers is not None:
+            self.buffers.drain(everything)
+        else:
+            self.chunks.append(self.session.drain())
 
     def _read(self) -> None:
         self.tid = threading.get_native_id()
@@ -204,27 +266,76 @@ class Stream:
             os.sched_setaffinity(0, elsewhere)
         self.where = frozenset(os.sched_getaffinity(0))
         while not self._stop.wait(self.every_s):
-            self.chunks.append(self.session.drain())
+            self._drain(everything=False)
         self.cpu_ns, self.wall_ns = time.thread_time_ns(), time.monotonic_ns() - started
 
     def cost(self) -> dict[str, Any]:
-        """The reader's own cost, once it has stopped: ms of CPU, as a share of one CPU, and where."""
+        """The reader's own cost, once it has stopped: ms of CPU, as a share
+        of one CPU, and where; how it read; and the ms of CPU that telling
+        the pages as text took after the run."""
         share = self.cpu_ns / self.wall_ns if self.wall_ns else 0.0
-        return {"cpu_ms": self.cpu_ns / 1e6, "share_of_one": share, "cpus": sorted(self.where)}
+        read = "per-CPU raw pages" if self.told_ns or self.buffers is not None else "merged text"
+        return {"cpu_ms": self.cpu_ns / 1e6, "share_of_one": share, "cpus": sorted(self.where), "read": read,
+                "told_ms": self.told_ns / 1e6}  # fmt: skip
 
     def __enter__(self) -> Stream:
-        self.chunks.append(self.session.drain())  # the first mark, before a small buffer can lose it
+        try:
+            self.buffers = self.session.buffers() if self.raw else None
+        except OSError:  # per-CPU files that would not open (too many open files): the merged text, then
+            self.buffers = None
+        self._drain()  # the first mark, before a small buffer can lose it
         self._thread.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
         self._thread.join()
+        if kind is not None:
+            self.close()
+
+    def close(self) -> None:
+        """Stopped, its pages dropped and its files closed: a run that ended
+        without its text (interrupted)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.buffers is not None:
+            self.buffers.close()
+            if self.buffers in self.session.opened:
+                self.session.opened.remove(self.buffers)
+            self.buffers = None
 
     def text(self) -> str:
         """Everything read, and what is left in the buffers now."""
-        self.chunks.append(self.session.drain())
-        return "".join(self.chunks)
+        self._drain()
+        if self.buffers is None:
+            return "".join(self.chunks)
+        buffers, self.buffers = self.buffers, None
+        buffers.close()
+        if buffers in self.session.opened:
+            self.session.opened.remove(buffers)
+        started = time.thread_time_ns()
+        text = self.session.tell(buffers)
+        self.told_ns = time.thread_time_ns() - started
+        return text
+
+
+def _online() -> list[int]:
+    """The online CPUs (their per_cpu buffers are the ones written)."""
+    try:
+        text = Path("/sys/devices/system/cpu/online").read_text().strip()
+    except OSError:
+        return sorted(os.sched_getaffinity(0))
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+#: kernel symbols, loaded once a process and only if a pointer is told
+_SYMBOLS = rawtrace.Symbols()
 
 
 def _mask(cpus: frozenset[int]) -> str:

@@ -67,7 +67,7 @@ class Watch:
         """After a run, whatever happened: the trace's reader stopped, and
         quietcore's threads back where they were."""
         if self._stream is not None:
-            self._stream.__exit__(None, None, None)
+            self._stream.close()
             self._stream = None
         step_back(self._moved)
         self._moved = {}
@@ -84,7 +84,7 @@ class Watch:
         freq = _freq_khz(cpus)
         self._freq = [freq] if freq is not None else []
         if self.trace is not None:
-            self.trace.drain()  # what came between runs
+            self.trace.skip()  # what came between runs
             self._lost = self.trace.lost()  # counted since the instance began: a run's are the difference
             self.trace.mark()
             self._stream = tracer.Stream(self.trace, cpus).__enter__()

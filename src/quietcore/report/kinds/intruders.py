@@ -179,8 +179,10 @@ def notes(analysis: dict[str, Any]) -> list[str]:
                    "figures are short by what they held; give --buffer-kb more")  # fmt: skip
     reader = analysis.get("reader")
     if reader:
+        told = (f"; it read each CPU's buffer raw, and telling the pages as text took {reader['told_ms']:,.0f} ms "
+                "after the run" if reader.get("read") == "per-CPU raw pages" else "")  # fmt: skip
         out.append(f"quietcore's trace reader took {reader['cpu_ms']:,.1f} ms of CPU ({reader['share_of_one']:.1%} of "
-                   f"one), on {cpus_phrase(frozenset(reader['cpus']))}")  # fmt: skip
+                   f"one), on {cpus_phrase(frozenset(reader['cpus']))}{told}")  # fmt: skip
     if analysis.get("workload_migrations"):
         out.append(f"the workload's tasks moved between CPUs {analysis['workload_migrations']:,} times")
     return out
