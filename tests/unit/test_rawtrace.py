@@ -208,3 +208,13 @@ def test_a_quiet_buffer_is_read_once_a_second_and_a_filling_one_each_drain(
         os.close(busy)
         os.close(quiet)
         buffers.close()
+
+
+def test_a_record_shorter_than_its_format_prints_what_it_holds() -> None:
+    fmt = rawtrace.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
+    rec = bytearray(28)  # comm and pid, no prio nor target_cpu
+    struct.pack_into("<HBBi", rec, 0, fmt.id, 0, 0, 42)
+    rec[8:24] = b"kworker/1:1".ljust(16, b"\0")
+    struct.pack_into("<i", rec, 24, 77)
+    body = rawtrace.Teller({fmt.id: fmt}, rawtrace.Symbols(FIXTURE / "kallsyms")).body(fmt, bytes(rec))
+    assert body == "comm=kworker/1:1 pid=77 prio=? target_cpu=?"

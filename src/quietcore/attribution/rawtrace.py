@@ -204,31 +204,104 @@ Part = Callable[[bytes], str]
 Value = Callable[[bytes], "int | str | None"]
 
 
+#: a field printed as read: it, its %-spec, what makes its text (None: the value itself)
+_Plain = tuple[Field, str, Callable[[object], object] | None]
+
+
 class Teller:
     """Records to the text tracefs prints for them, by their formats: each
-    format is turned once into a list of parts, one a literal or argument."""
+    format is turned once into a Python %-template and what fills it. A
+    plain field (a number, a char[N]) comes from one unpacking of the
+    record's fields; any other argument has a function of its own."""
 
     def __init__(self, formats: dict[int, Format], symbols: Symbols) -> None:
         self.formats, self.symbols = formats, symbols
-        self._plans: dict[int, list[Part]] = {}
+        self._plans: dict[int, Part] = {}
 
     def body(self, fmt: Format, rec: bytes) -> str:
         """The part after `event: `."""
         plan = self._plans.get(fmt.id)
         if plan is None:
             plan = self._plans[fmt.id] = self._plan(fmt)
-        return "".join([part(rec) for part in plan])
+        return plan(rec)
 
-    def _plan(self, fmt: Format) -> list[Part]:
-        plan: list[Part] = []
+    def _plan(self, fmt: Format) -> Part:
+        template: list[str] = []
+        slots: list[tuple[Field | None, Callable[[object], object] | None, Part | None]] = []
         at, args = 0, iter(fmt.args)
         for m in _CONVERSION.finditer(fmt.fmt):
-            plan.append(_constant(fmt.fmt[at : m.start()] + ("%" if m["conv"] == "%" else "")))
+            template.append(fmt.fmt[at : m.start()].replace("%", "%%"))
+            at = m.end()
+            if m["conv"] == "%":
+                template.append("%%")
+                continue
+            arg = next(args, "")
+            plain = self._plain(fmt, m, arg)
+            if plain is None:
+                template.append("%s")
+                slots.append((None, None, self._part(m, _value(fmt, arg))))
+            else:
+                field, spec, convert = plain
+                template.append(spec)
+                slots.append((field, convert, None))
+        template.append(fmt.fmt[at:].replace("%", "%%"))
+        text = "".join(template)
+        fields = sorted({f for f, _, _ in slots if f is not None}, key=lambda f: f.offset)
+        if not fields:
+            parts = [p for _, _, p in slots if p is not None]
+            return lambda rec: text % tuple([p(rec) for p in parts])
+        code, end = "<", 0
+        for f in fields:
+            code += ("x" * (f.offset - end)) + (f"{f.size}s" if f.kind == "chars" else _INTS[(f.size, f.signed)][1])
+            end = f.offset + f.size
+        unpack = struct.Struct(code).unpack_from
+        index = {f: i for i, f in enumerate(fields)}
+        fill = [_fill(index[field] if field is not None else -1, convert, part) for field, convert, part in slots]
+        slow = self._slow(fmt)
+
+        def told(rec: bytes) -> str:
+            try:
+                v = unpack(rec)
+            except struct.error:  # a record shorter than its format: each argument as it can be read
+                return slow(rec)
+            return text % tuple([f(v, rec) for f in fill])
+
+        return told
+
+    def _plain(self, fmt: Format, m: re.Match[str], arg: str) -> _Plain | None:
+        """A field printed as it is read: (it, its %-spec, what makes its text); None for any other argument."""
+        field = re.fullmatch(r"REC->(\w+)", re.sub(r"^\((?:\w+\s+)*\w+\s*\**\)\s*", "", arg.strip()))
+        f = fmt.fields.get(field.group(1)) if field else None
+        if f is None:
+            return None
+        conv, width = m["conv"], m["width"]
+        if f.kind == "chars" and conv == "s" and not width:
+            return f, "%s", _chars
+        if f.kind != "int" or (f.size, f.signed) not in _INTS:
+            return None
+        pad = ("0" if "0" in m["flags"] else "") + width
+        if conv in "di" or (conv == "u" and not f.signed):
+            return f, f"%{pad}d", None
+        if conv == "x" and not f.signed:
+            return f, f"%{pad}x", None
+        if conv == "p" and not f.signed and f.size == 8:
+            if not m["ext"]:
+                return f, "%016x", None
+            name, offset = self.symbols.name, m["ext"] != "s"
+            return f, "%s", lambda v: name(v, offset) if isinstance(v, int) else "?"
+        return None
+
+    def _slow(self, fmt: Format) -> Part:
+        """Every argument read on its own: for a record shorter than its format."""
+        parts: list[Part] = []
+        at, args = 0, iter(fmt.args)
+        for m in _CONVERSION.finditer(fmt.fmt):
+            parts.append(_constant(fmt.fmt[at : m.start()] + ("%" if m["conv"] == "%" else "")))
             at = m.end()
             if m["conv"] != "%":
-                plan.append(self._part(m, _value(fmt, next(args, ""))))
-        plan.append(_constant(fmt.fmt[at:]))
-        return [p for p in plan if p is not _EMPTY]
+                parts.append(self._part(m, _value(fmt, next(args, ""))))
+        parts.append(_constant(fmt.fmt[at:]))
+        return lambda rec: "".join([p(rec) for p in parts])
 
     def _part(self, m: re.Match[str], value: Value) -> Part:
         conv, width = m["conv"], int(m["width"] or 0)
@@ -247,6 +320,23 @@ class Teller:
             return text.rjust(width, pad) if width else text
 
         return told
+
+
+Fill = Callable[[tuple[object, ...], bytes], object]
+
+
+def _fill(i: int, convert: Callable[[object], object] | None, part: Part | None) -> Fill:
+    """One slot of a template: from the unpacked fields (the i-th, as it is
+    or made text by `convert`), or from the record by a `part` of its own."""
+    if part is not None:
+        return lambda v, rec: part(rec)
+    if convert is None:
+        return lambda v, rec: v[i]
+    return lambda v, rec: convert(v[i])
+
+
+def _chars(value: object) -> str:
+    return _text(value) if isinstance(value, bytes) else "?"
 
 
 _MASK64 = (1 << 64) - 1
