@@ -1,4 +1,5 @@
-"""The raw per-CPU reader's decoding (rawtrace): pages and formats captured
+"""The raw per-CPU reader (rawtrace) and its telling as text (telling,
+eventformat): pages and formats captured
 on this VM (kernel 6.18, x86-tsc) from one tracefs instance, read raw, and
 the kernel's own text of the same events from a second instance traced at
 the same time (tests/fixtures/rawtrace). Every event, field and stack frame
@@ -17,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from quietcore.attribution import rawtrace
+from quietcore.attribution import eventformat, rawtrace, telling
 from quietcore.attribution.traceline import LINE
 from quietcore.attribution.tracer import intervals
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "rawtrace"
 
 
-def _formats() -> dict[int, rawtrace.Format]:
+def _formats() -> dict[int, eventformat.Format]:
     out = {}
     for text in json.loads((FIXTURE / "formats.json").read_text()).values():
-        fmt = rawtrace.parse_format(text)
+        fmt = eventformat.parse_format(text)
         out[fmt.id] = fmt
     return out
 
@@ -41,8 +42,8 @@ def _pages() -> dict[int, list[bytes]]:
 
 
 def _told() -> str:
-    teller = rawtrace.Teller(_formats(), rawtrace.Symbols(FIXTURE / "kallsyms"))
-    return rawtrace.tell(_pages(), teller, True, lambda pid: None)
+    teller = telling.Teller(_formats(), telling.Symbols(FIXTURE / "kallsyms"))
+    return telling.tell(_pages(), teller, True, lambda pid: None)
 
 
 def _by_cpu(text: str) -> dict[str, list[tuple[str, ...]]]:
@@ -136,14 +137,14 @@ def test_a_truncated_page_ends_without_reading_past_it() -> None:
 
 def test_a_name_with_a_newline_cannot_make_a_line() -> None:
     """A task names itself with any bytes but NUL: the told line stays one line."""
-    fmt = rawtrace.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
+    fmt = eventformat.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
     rec = bytearray(36)
     struct.pack_into("<HBBi", rec, 0, fmt.id, 0, 0, 42)
     rec[8:24] = b"evil\n  x-1 [0]".ljust(16, b"\0")
     struct.pack_into("<iii", rec, 24, 43, 120, 1)
     page = _page([struct.pack("<I", (9 << 5) | 9) + bytes(rec)])
-    teller = rawtrace.Teller({fmt.id: fmt}, rawtrace.Symbols(FIXTURE / "kallsyms"))
-    text = rawtrace.tell({0: [page]}, teller, True, {42: "also\nbad"}.get)
+    teller = telling.Teller({fmt.id: fmt}, telling.Symbols(FIXTURE / "kallsyms"))
+    text = telling.tell({0: [page]}, teller, True, {42: "also\nbad"}.get)
     assert text.count("\n") == 1
     assert "comm=evil?  x-1 [0] pid=43 prio=120 target_cpu=001" in text and "also?bad-42" in text
 
@@ -154,16 +155,16 @@ def test_a_name_with_a_newline_cannot_make_a_line() -> None:
     (bytes([5]), "05"),
 ])  # fmt: skip
 def test_cpumasks_print_as_the_kernels_hex_bitmap(data: bytes, printed: str) -> None:
-    assert rawtrace._bitmap(data) == printed
+    assert eventformat._bitmap(data) == printed
 
 
 def test_an_argument_of_a_shape_not_known_prints_a_question_mark() -> None:
-    fmt = rawtrace.parse_format(
+    fmt = eventformat.parse_format(
         "name: made\nID: 900\nformat:\n\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;\n\n"
         'print fmt: "a=%d b=%s c=%03d", REC->a, some_helper(REC->a), (int) REC->a\n'
     )
     rec = struct.pack("<HBBii", 900, 0, 0, 1, 7)
-    assert rawtrace.Teller({900: fmt}, rawtrace.Symbols(FIXTURE / "kallsyms")).body(fmt, rec) == "a=7 b=? c=007"
+    assert telling.Teller({900: fmt}, telling.Symbols(FIXTURE / "kallsyms")).body(fmt, rec) == "a=7 b=? c=007"
 
 
 def test_a_header_page_of_another_layout_is_not_read_raw(tmp_path: Path) -> None:
@@ -211,10 +212,10 @@ def test_a_quiet_buffer_is_read_once_a_second_and_a_filling_one_each_drain(
 
 
 def test_a_record_shorter_than_its_format_prints_what_it_holds() -> None:
-    fmt = rawtrace.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
+    fmt = eventformat.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
     rec = bytearray(28)  # comm and pid, no prio nor target_cpu
     struct.pack_into("<HBBi", rec, 0, fmt.id, 0, 0, 42)
     rec[8:24] = b"kworker/1:1".ljust(16, b"\0")
     struct.pack_into("<i", rec, 24, 77)
-    body = rawtrace.Teller({fmt.id: fmt}, rawtrace.Symbols(FIXTURE / "kallsyms")).body(fmt, bytes(rec))
+    body = telling.Teller({fmt.id: fmt}, telling.Symbols(FIXTURE / "kallsyms")).body(fmt, bytes(rec))
     assert body == "comm=kworker/1:1 pid=77 prio=? target_cpu=?"

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from quietcore.attribution import rawtrace
+from quietcore.attribution import eventformat, rawtrace, telling
 from quietcore.attribution.instances import MOUNTS, PREFIX, close, mounted, remove_stale
 from quietcore.attribution.traceline import LINE
 
@@ -80,9 +80,9 @@ class TraceSession:
     instance: Path | None = None
     errors: list[str] = field(default_factory=list)
     #: the events' formats, read once for the session's runs, and how each is told (rawtrace)
-    teller: rawtrace.Teller | None = None
+    teller: telling.Teller | None = None
     #: task names by pid, kept for the session's runs
-    comms: rawtrace.Comms | None = None
+    comms: telling.Comms | None = None
     opened: list[rawtrace.CpuBuffers] = field(default_factory=list)
 
     def __enter__(self) -> TraceSession:
@@ -178,14 +178,14 @@ class TraceSession:
         return buffers
 
     def tell(self, buffers: rawtrace.CpuBuffers) -> str:
-        """What `buffers` read, as the kernel's text (rawtrace.tell)."""
+        """What `buffers` read, as the kernel's text (attribution.telling)."""
         assert self.instance is not None
         if self.comms is None:
-            self.comms = rawtrace.Comms(self.instance.parent.parent / "saved_cmdlines")
+            self.comms = telling.Comms(self.instance.parent.parent / "saved_cmdlines")
         self.comms.fresh = False
         if self.teller is None:
-            self.teller = rawtrace.Teller(rawtrace.formats(self.instance / "events", self.events), _SYMBOLS)
-        return rawtrace.tell(buffers.pages, self.teller, self.clock == "x86-tsc", self.comms, buffers.data_at)
+            self.teller = telling.Teller(eventformat.formats(self.instance / "events", self.events), _SYMBOLS)
+        return telling.tell(buffers.pages, self.teller, self.clock == "x86-tsc", self.comms, buffers.data_at)
 
     def skip(self) -> None:
         """Empty the buffers of what came since the last read (between two
@@ -335,7 +335,7 @@ def _online() -> list[int]:
 
 
 #: kernel symbols, loaded once a process and only if a pointer is told
-_SYMBOLS = rawtrace.Symbols()
+_SYMBOLS = telling.Symbols()
 
 
 def _mask(cpus: frozenset[int]) -> str:
