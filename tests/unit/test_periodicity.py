@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from quietcore.stats import periodicity
 from quietcore.stats.periodicity import find_periodic
 
 SPAN = 5e9
@@ -479,3 +480,14 @@ def test_a_peak_other_cpus_searched_in_vain_is_passed_over_unless_it_stands_twic
     # Twice as high or more, or 1 Hz away (5 bins in 5 s): searched, and found.
     for futile in (comb(2.5), comb(1.5, shift_hz=1.0)):
         assert [round(s.frequency_hz) for s in find_periodic(starts, durations, SPAN, futile=(futile, futile))] == [300]
+
+
+@pytest.mark.parametrize("size", [75, 40_000])  # a radix sort of the groups up to 2^15 of them, a stable one past
+def test_group_medians_are_each_groups_median(size: int) -> None:
+    rng = np.random.default_rng(size)
+    groups = np.sort(rng.integers(0, size, 20_000))
+    values = np.round(rng.normal(0, 1e4, 20_000), -2)  # ties, as residuals in whole ns give them
+    got = periodicity._group_medians(values, groups, size)
+    for g in np.unique(groups)[:: max(1, len(np.unique(groups)) // 200)]:
+        assert got[g] == np.median(values[groups == g])
+    assert np.all(got[np.setdiff1d(np.arange(size), groups)] == 0)

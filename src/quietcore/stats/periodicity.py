@@ -90,7 +90,10 @@ def _spectrum(
     # spectrum more finely, and move the peaks the search steps between.
     nbins = next_fast_len(int(span_ns // bin_ns) + 1)
     bin_ns = span_ns / (nbins - 1)
-    train = np.bincount(np.minimum(starts // bin_ns, nbins - 1).astype(np.int64), weights=weights, minlength=nbins)
+    # np.floor of a quotient, not //: numpy's floor division of floats is exact by fmod, and 19 times slower
+    # (0.5 ms for 41,000 starts here, where a CPU past the scouts spends 30 ms in all)
+    train = np.bincount(np.minimum(np.floor(starts / bin_ns), nbins - 1).astype(np.int64), weights=weights,
+                        minlength=nbins)  # fmt: skip
     train -= train.mean()
     norm = float(np.sum(weights**2)) or 1.0
     power = np.abs(np.fft.rfft(train)) ** 2 / norm  # numpy 2's FFT: scipy's speed here (4M bins: 70 ms)
@@ -132,7 +135,7 @@ def _acf_period(starts: NDArray[np.float64], durations: NDArray[np.float64], spa
     last = min(int(min(1e9 / MIN_FREQ_HZ, span_ns / 10) / bin_ns), nbins // 2)
     if last <= first:
         return 0.0
-    train = np.bincount(np.minimum(starts // bin_ns, nbins - 1).astype(np.int64), weights=np.sqrt(durations),
+    train = np.bincount(np.minimum(np.floor(starts / bin_ns), nbins - 1).astype(np.int64), weights=np.sqrt(durations),
                         minlength=nbins)  # fmt: skip
     train -= train.mean()
     acf = np.fft.irfft(np.abs(np.fft.rfft(train)) ** 2, n=nbins)[: last + ACF_SMOOTH + 1]
@@ -219,8 +222,12 @@ def _members(
 
 
 def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size: int) -> NDArray[np.float64]:
-    """np.median of values per group (0 for an empty group), by one sort."""
-    order = np.lexsort((values, groups))
+    """np.median of values per group (0 for an empty group), by sorting:
+    the values, then their groups (stable), a radix sort where the groups
+    fit 16 bits (a third of np.lexsort's time on a fit's 7,500 members)."""
+    order = np.argsort(values)
+    by = groups[order]
+    order = order[np.argsort(by.astype(np.int16) if size <= 1 << 15 else by, kind="stable")]
     v, g = values[order], groups[order]
     counts = np.bincount(g, minlength=size)
     offsets = np.cumsum(counts) - counts
@@ -255,7 +262,7 @@ def _fit(
         period, center = _line(n[members], starts[members])
     windows = max(1, round(span / (WINDOW_PERIODS * period)))
     # an event on the span's end (rounding) is the last window's
-    w = np.minimum(starts // (span / windows), windows - 1).astype(np.int64)
+    w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
     local = _window_phases(starts, strength, period, tol, w)
     members, residual = _members(starts, period, local[w], tol, w)
     if members.any():  # centre each window's phase on its members, then take them again
