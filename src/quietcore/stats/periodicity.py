@@ -14,7 +14,7 @@ threshold on peak power guards against the many frequencies searched."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -187,7 +187,9 @@ def _window_phases(
     counts = np.bincount(w * bins + b, weights=strength, minlength=rows * bins).reshape(rows, bins)
     stretch = counts.copy()
     for k in range(1, PHASE_STEPS):  # circular: a stretch may wrap past the period's end
-        stretch += np.roll(counts, -k, axis=1)
+        # np.roll(counts, -k, axis=1) added in two slices, the same sums without a copy
+        stretch[:, : bins - k] += counts[:, k:]
+        stretch[:, bins - k :] += counts[:, :k]
     phases: NDArray[np.float64] = (stretch.argmax(axis=1) + PHASE_STEPS / 2) * width % period
     return phases
 
@@ -321,6 +323,16 @@ class _Events:
     min_events: int
     min_coverage: float
     cap: float = float("inf")  # the longest an event weighs in the spectrum (see _cap)
+    #: the remaining events' indices, starts and durations, kept until a source takes some: a scout tries some
+    #: ninety candidate periods over the same events, each once gathered them anew (a tenth of a scout's time)
+    _live: tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]] | None = field(default=None, repr=False)
+
+    def live(self) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
+        """The remaining events: their indices, starts and durations."""
+        if self._live is None:
+            left = np.flatnonzero(self.remaining)
+            self._live = left, self.starts[left], self.durations[left]
+        return self._live
 
     def accepts(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None) -> bool:
         return found is not None and found[0].events >= self.min_events and found[0].coverage >= self.min_coverage
@@ -332,15 +344,16 @@ class _Events:
             into.append(found[0])
             members.append(found[1])
             self.remaining[found[1]] = False
+            self._live = None
 
     @property
     def enough_left(self) -> bool:
-        return int(self.remaining.sum()) >= self.min_events
+        return len(self.live()[0]) >= self.min_events
 
     def head(self, events: int) -> _Events:
         """The remaining events of the run's first stretch holding `events`
         of them, as a search of its own (the whole search when it has fewer)."""
-        left = np.flatnonzero(self.remaining)
+        left = self.live()[0]
         if len(left) <= events:
             return self
         end = float(self.starts[left[events]])
@@ -386,7 +399,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     strongest in vain on the GPU node's 64-CPU replay: a median of 365, where
     the other kind's was 109), so it has its own bar, light_threshold
     (threshold when None)."""
-    starts, durations = ev.starts[ev.remaining], ev.durations[ev.remaining]
+    _, starts, durations = ev.live()
     weights = np.minimum(durations, ev.cap)
     heavy = _tail_heavy(weights)
     bar = light_threshold if heavy and light_threshold is not None else threshold
@@ -542,7 +555,7 @@ def _best_harmonic(
         fits[-1] = _source(sample, acf_period)
     if acf := fits.get(-1):
         tried.append((acf_period, acf))
-    events = int(sample.remaining.sum())
+    events = len(sample.live()[0])
     # A peak at the m-th harmonic of the autocorrelation's source, when that source fills its periods, is
     # tried through the divisors of m alone: the subharmonics that are themselves harmonics of that source
     # (its period may be a multiple of the true one: the autocorrelation sees no period under 3.2 ms, and
@@ -598,8 +611,7 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     if hinted is None or not ev.accepts(hinted):
         return hinted
     members = hinted[1]
-    left = np.flatnonzero(ev.remaining)
-    times = ev.starts[left]  # in time order (periodic_members sees to it)
+    left, times, _ = ev.live()  # in time order (periodic_members sees to it)
     m50 = float(np.median(ev.durations[members]))  # the hinted train's typical length
     tol = _tolerance(ev, hinted[0].period_ns)
     for k in range(MAX_MERGED, 1, -1):  # the fastest first: a 100 Hz train is also every other of a 200 Hz one's
@@ -689,8 +701,9 @@ def _tolerance(ev: _Events, period: float) -> float:
 def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The source of this period among the remaining events, if one is there."""
     tol = _tolerance(ev, period)
-    members, period, center, jitter = _fit(ev.starts[ev.remaining], ev.durations[ev.remaining], period, tol, ev.span_ns)
-    idx = np.flatnonzero(ev.remaining)[members]
+    left, starts, durations = ev.live()
+    members, period, center, jitter = _fit(starts, durations, period, tol, ev.span_ns)
+    idx = left[members]
     if len(idx):
         # A gap many times this source's typical one is another source's that
         # began on this one's moment (a 10 ms timer every other tick, a host
@@ -706,7 +719,7 @@ def _source(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
     # Or it fills far more of its periods than chance would (a fraction
     # 1 - exp(-2 r tol) of them), when the host makes even the tick sloppy
     # (seen: 25 µs of jitter in a full 250 Hz train at 1,600 events/s).
-    rate = ev.remaining.sum() / ev.span_ns
+    rate = len(left) / ev.span_ns
     chance = min(tol, 1 / (2 * rate)) if rate else tol
     if not len(idx) or not expected:
         return None
