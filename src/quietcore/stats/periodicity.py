@@ -224,17 +224,28 @@ def _members(
 
 
 def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size: int) -> NDArray[np.float64]:
-    """np.median of values per group (0 for an empty group), by sorting:
-    the values, then their groups (stable), a radix sort where the groups
-    fit 16 bits (a third of np.lexsort's time on a fit's 7,500 members)."""
-    order = np.argsort(values)
-    by = groups[order]
-    order = order[np.argsort(by.astype(np.int16) if size <= 1 << 15 else by, kind="stable")]
-    v, g = values[order], groups[order]
-    counts = np.bincount(g, minlength=size)
+    """np.median of values per group (0 for an empty group). A fit's groups
+    are its windows, of at most a member a period: each group a row of a
+    grid padded with +inf, every row sorted at once (a third of the time of
+    two argsorts, the values' then the groups', on the GPU node's 1 kHz
+    train's 30,000 members in 600 windows); where the rows would be unlike
+    in length, by those two sorts."""
+    counts = np.bincount(groups, minlength=size)
     offsets = np.cumsum(counts) - counts
+    width = max(int(counts.max(initial=0)), 1)
     out = np.zeros(size)
     has = counts > 0
+    if size * width <= 4 * len(values) + 1024:
+        grid = np.full((size, width), np.inf)
+        grid[groups, np.arange(len(values)) - offsets[groups]] = values
+        grid.sort(axis=1)
+        rows, c = np.flatnonzero(has), counts[has]
+        out[has] = (grid[rows, (c - 1) // 2] + grid[rows, c // 2]) / 2
+        return out
+    order = np.argsort(values)
+    by = groups[order]
+    order = order[np.argsort(by.astype(np.int16) if size <= 1 << 15 else by, kind="stable")]  # radix where it fits
+    v = values[order]
     out[has] = (v[offsets[has] + (counts[has] - 1) // 2] + v[offsets[has] + counts[has] // 2]) / 2
     return out
 
