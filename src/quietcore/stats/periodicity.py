@@ -270,9 +270,11 @@ def _fit(
         if before is not None and np.array_equal(members, before):
             break  # the same members give the same line: the fit has settled
         before = members
-        if members.sum() < 3 or np.ptp(n[members]) == 0:
+        on = np.flatnonzero(members)  # gathered once for the test and the line
+        n_on = n[on]
+        if len(on) < 3 or np.ptp(n_on) == 0:
             break  # too few periods to fit a line through
-        period, center = _line(n[members], starts[members])
+        period, center = _line(n_on, starts[on])
     windows = max(1, round(span / (WINDOW_PERIODS * period)))
     # an event on the span's end (rounding) is the last window's
     w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
