@@ -215,3 +215,27 @@ def test_the_durations_figure_at_64_cpus_draws_without_a_collapsed_layout(tmp_pa
     assert banded is not None
     said = [t.get_text() for t in banded.axes[0].texts]
     assert said == ["socket 0", "socket 1", "socket 0", "socket 1"] and len(banded.axes[0].lines) == 3
+
+
+def test_slices_by_searching_their_edges_are_numpys() -> None:
+    """The heatmap's sums and the timeline's maxima, found by searching each
+    slice's edges among ascending starts, are what np.histogram and a search
+    of each start among the edges give: starts before, on and past the
+    edges, ties, none at all, and starts out of order (numpy's way then)."""
+    rng = np.random.default_rng(3)
+    edges = np.linspace(0, 3e9, 101)
+    for trial in range(300):
+        n = int(rng.integers(0, 2000))
+        start = np.sort(rng.uniform(-5e6, 3.1e9, n))
+        if trial % 3 == 0:
+            start = np.round(start, -7)  # ties, and starts on the edges
+        if trial % 7 == 0:
+            start = rng.permutation(start)
+        weight = rng.exponential(5e3, n)
+        assert np.allclose(figures.slice_sums(start, weight, edges),
+                           np.histogram(start, bins=edges, weights=weight)[0], rtol=1e-12, atol=1e-6)  # fmt: skip
+        inside = (start >= 0) & (start < 3e9)
+        at, value = start[inside], weight[inside]
+        expected = np.zeros(100)
+        np.maximum.at(expected, np.clip(np.searchsorted(edges, at, side="right") - 1, 0, 99), value)
+        assert np.array_equal(figures.slice_max(at, value, edges), expected)

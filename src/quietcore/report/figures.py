@@ -11,6 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
+from numpy.typing import NDArray
 
 from quietcore.report.account import Account
 from quietcore.report.experiment import SCALE
@@ -146,6 +147,43 @@ def _timeline_marks(trace: NoiseTrace, limits: list[tuple[float, float]], window
     return fig
 
 
+Floats = NDArray[np.float64]
+
+
+def slice_max(at: Floats, values: Floats, edges: Floats) -> Floats:
+    """The largest value in each slice, edge <= at < next edge (0 where none),
+    of points inside the edges. Where they ascend, as the probe writes them,
+    each slice's first point is found by searching its edges among the
+    points (501 searches), where searching each point among the edges took
+    0.64 ms a CPU of 70,000 gaps, half of a 384-CPU report's figures."""
+    row = np.zeros(len(edges) - 1)
+    if not at.size:
+        return row
+    if np.all(at[1:] >= at[:-1]):
+        bounds = np.searchsorted(at, edges[:-1], side="left")
+        full = np.flatnonzero(np.diff(np.r_[bounds, at.size]) > 0)
+        row[full] = np.maximum.reduceat(values, bounds[full])
+    else:  # ufunc.at: 10 times slower at 70,000 gaps a CPU
+        col = np.clip(np.searchsorted(edges, at, side="right") - 1, 0, len(row) - 1)
+        np.maximum.at(row, col, values)
+    return row
+
+
+def slice_sums(at: Floats, weights: Floats, edges: Floats) -> Floats:
+    """np.histogram(at, edges, weights=weights)[0]: the last slice closed, points
+    outside left out. Where the points ascend, by searching the edges among
+    them (np.histogram sorted each CPU's 70,000 starts again: 0.65 ms a CPU);
+    the sums are in the points' order, so they may differ from numpy's in
+    the last bits."""
+    if not (at.size and np.all(at[1:] >= at[:-1])):
+        return np.histogram(at, bins=edges, weights=weights)[0].astype(np.float64)
+    bounds = np.r_[np.searchsorted(at, edges[:-1], side="left"), np.searchsorted(at, edges[-1], side="right")]
+    out = np.zeros(len(edges) - 1)
+    full = np.flatnonzero(np.diff(bounds) > 0)
+    out[full] = np.add.reduceat(weights[: bounds[-1]], bounds[full])  # nothing past the last edge
+    return out
+
+
 def _timeline_binned(
     trace: NoiseTrace, limits: list[tuple[float, float]], window_ms: float | None, total: int
 ) -> Figure:
@@ -156,14 +194,7 @@ def _timeline_binned(
     for i, c in enumerate(trace.cpus):
         start_ms = c.start_ns / 1e6
         inside = (start_ms >= lo) & (start_ms < hi)
-        col = np.clip(np.searchsorted(edges, start_ms[inside], side="right") - 1, 0, SLICES - 1)
-        row = np.zeros(SLICES)
-        durations = c.duration_ns[inside] / 1e3
-        if col.size and np.all(col[1:] >= col[:-1]):  # starts ascending, as the probe writes them: a slice a run
-            first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
-            row[col[first]] = np.maximum.reduceat(durations, first)
-        else:  # ufunc.at: 10 times slower at 70,000 gaps a CPU
-            np.maximum.at(row, col, durations)
+        row = slice_max(start_ms[inside], c.duration_ns[inside] / 1e3, edges)
         worst[i] = np.where(row > 0, row, np.nan)  # no gap: left blank (available)
     fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.55, 1.9))
     cmap = matplotlib.colormaps["inferno_r"].with_extremes(bad="#d8e6d0")  # a slice with no gap: available
@@ -279,7 +310,7 @@ def noise_heatmap(trace: NoiseTrace, bins: int = 100,
     grid = np.zeros((len(trace.cpus), bins))
     for i, c in enumerate(trace.cpus):
         if c.events:
-            grid[i], _ = np.histogram(c.start_ns, bins=edges, weights=c.duration_ns)
+            grid[i] = slice_sums(c.start_ns, c.duration_ns, edges)
     slice_ms = end / bins / 1e6
     fig, ax = _figure(7.5, _rows_height(len(trace.cpus), 0.45, 1.8))
     image = ax.imshow(grid / 1e3, aspect="auto", cmap="magma_r", interpolation="nearest",
