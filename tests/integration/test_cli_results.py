@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from quietcore.facts.cpulist import parse_cpulist
+from quietcore.report.summary import SOURCE_FLOOR
 from tests.conftest import CliRunner, allowed_cpus
 from tests.fixtures.make_roots import topology_root
 
@@ -276,10 +277,24 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     assert not [line for line in said if "a noisier" in line], "two odd CPUs are not an odd socket or L3 group"
     assert any("a periodic source its group lacks: 100 Hz x 200.0 µs" in line for line in outliers), outliers
     assert any(line.startswith("CPU 40: outlier: loses ") for line in outliers)
-    # the sources the CPUs share, a line each for all of them (CPU 40's gaps doubled may stand apart)
+    # the sources the CPUs share: the rate most of them have (CPU 40's gaps doubled may stand apart) is found on
+    # 62 CPUs or more, and is a line of its own where it takes 0.1 % of a CPU or more, else counted in the line
+    # of such sources. (A CI run once had no such line; its screen was cut in the message, so it is whole now.)
     shared = [parse_cpulist(line.split(":")[0].removeprefix("CPUs ")) for line in said
               if line.startswith("CPUs ") and ": periodic source at " in line]  # fmt: skip
-    assert shared and max(len(cpus) for cpus in shared) >= 62, said
+    slight = [line for line in said if re.match(r"\d+ more periodic sources? that CPUs share, each under", line)]
+    stored = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]["analysis"]["cpus"]
+    found = [(c["cpu"], p) for c in stored for p in c["periodic"]]
+    rate = max({round(p["frequency_hz"]) for _, p in found}, key=lambda hz: sum(
+        1 for _, p in found if round(p["frequency_hz"]) == hz))  # fmt: skip
+    on = [(cpu, p) for cpu, p in found if round(p["frequency_hz"]) == rate]
+    assert len({cpu for cpu, _ in on}) >= 62, (rate, sorted({cpu for cpu, _ in on}))
+    duty = float(np.median([p["events"] * p["median_duration_ns"] * p["frequency_hz"] / 1e9 / p["expected"]
+                            for _, p in on]))  # fmt: skip
+    if duty >= SOURCE_FLOOR:
+        assert shared and max(len(cpus) for cpus in shared) >= 62, "\n".join(said)
+    else:
+        assert slight, "\n".join(said)
     one = cli("results", "show", "2", "--cpu", "17")
     assert one.returncode == 0 and "CPU 17: where" in one.stdout and "CPU 16:" not in one.stdout
     every = cli("results", "show", "2", "--per-cpu")
