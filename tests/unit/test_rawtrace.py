@@ -186,6 +186,8 @@ def test_a_quiet_buffer_is_read_once_a_second_and_a_filling_one_each_drain(
     for cpu in (0, 1):
         (tmp_path / "per_cpu" / f"cpu{cpu}").mkdir(parents=True)
         os.mkfifo(tmp_path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw")
+    assert rawtrace.CpuBuffers({}, 4096, buffer_bytes=1 << 20).longest == 0.25  # a burst's bound, 1 MB a second
+    monkeypatch.setattr(rawtrace, "BURST_BYTES_S", 1)  # no burst to fear: the rates and the second alone
     clock = [100.0]
     monkeypatch.setattr(rawtrace.time, "monotonic", lambda: clock[0])
     files = {cpu: tmp_path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw" for cpu in (0, 1)}

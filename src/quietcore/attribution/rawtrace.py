@@ -71,15 +71,21 @@ def events(page: bytes, data_at: int = 16) -> Iterator[tuple[int, int, int]]:
 
 #: a buffer is read once it may be this full, by the rate it filled at before
 FILL = 0.25
-#: and at least this often, however slowly it fills
+#: and at least this often, however slowly it filled
 EVERY_S = 1.0
+#: nor later than a burst at this many bytes a second (25,000 events) would fill FILL of it: a CPU quiet so far
+#: can start a workload (its fork and exec, its faults) at once (a CI run of `run tickless`, its 1 MB buffers read
+#: once a second when quiet, lost events: the likely cause, not reproduced); 1 MB buffers are read every 0.25 s at
+#: least, 8 MB ones every second
+BURST_BYTES_S = 1 << 20
 
 
 class CpuBuffers:
     """An instance's per-CPU buffers, open for the whole run: each drain
     reads the pages of the buffers that may hold a quarter of their size by
     now (by the rate each filled at), and every buffer at least once a
-    second, without blocking; nothing is decoded while the run goes on. At
+    second or as soon as a burst could fill a quarter of it, without
+    blocking; nothing is decoded while the run goes on. At
     384 CPUs a read of an empty buffer costs the reader 1.4 µs here: read
     every 50 ms, the buffers of quiet CPUs would take 1 % of a CPU."""
 
@@ -87,6 +93,7 @@ class CpuBuffers:
         """`files`: each CPU's trace_pipe_raw."""
         cpus = sorted(files)
         self.page_size, self.data_at, self.buffer_bytes = page_size, data_at, buffer_bytes
+        self.longest = min(EVERY_S, FILL * buffer_bytes / BURST_BYTES_S)  # the longest a buffer waits
         self.pages: dict[int, list[bytes]] = {cpu: [] for cpu in cpus}
         self.reads = 0  # read calls, for the reader's own account
         self._read_at = dict.fromkeys(cpus, time.monotonic())
@@ -104,7 +111,7 @@ class CpuBuffers:
         got, now = 0, time.monotonic()
         for cpu, fd in self.fds.items():
             since = now - self._read_at[cpu]
-            if not everything and since < EVERY_S and since * self._rate[cpu] < FILL * self.buffer_bytes:
+            if not everything and since < self.longest and since * self._rate[cpu] < FILL * self.buffer_bytes:
                 continue
             kept, here = self.pages[cpu], 0
             while True:
