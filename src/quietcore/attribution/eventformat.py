@@ -96,10 +96,15 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
+def uncast(arg: str) -> str:
+    """An argument without its cast: `(void *)REC->ip`, `(unsigned long long) REC->now`."""
+    return re.sub(r"^\((?:\w+\s+)*\w+\s*\**\)\s*", "", arg.strip())
+
+
 def value_of(fmt: Format, arg: str) -> Value:
     """The argument's value, from a record: the C expression's shapes the
     enabled events use; any other gives None, printed `?`."""
-    arg = re.sub(r"^\((?:\w+\s+)*\w+\s*\**\)\s*", "", arg.strip())  # a cast: (void *), (unsigned long long)
+    arg = uncast(arg)
     field = re.fullmatch(r"REC->(\w+)", arg)
     if field:
         return reader(fmt.fields.get(field.group(1)))

@@ -24,6 +24,7 @@ from quietcore.attribution.eventformat import (
     read_field,
     reader,
     text_of,
+    uncast,
     value_of,
 )
 from quietcore.attribution.rawtrace import events
@@ -145,7 +146,7 @@ class Teller:
 
     def _plain(self, fmt: Format, m: re.Match[str], arg: str) -> _Plain | None:
         """A field printed as it is read: (it, its %-spec, what makes its text); None for any other argument."""
-        field = re.fullmatch(r"REC->(\w+)", re.sub(r"^\((?:\w+\s+)*\w+\s*\**\)\s*", "", arg.strip()))
+        field = re.fullmatch(r"REC->(\w+)", uncast(arg))
         f = fmt.fields.get(field.group(1)) if field else None
         if f is None:
             return None

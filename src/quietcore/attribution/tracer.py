@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from quietcore.attribution import eventformat, rawtrace, telling
 from quietcore.attribution.instances import MOUNTS, PREFIX, close, mounted, remove_stale
 from quietcore.attribution.traceline import LINE
+from quietcore.facts.cpulist import parse_cpulist
 
 #: (event, the part of its name the interval is called by)
 EVENTS = (
@@ -249,6 +250,7 @@ class Stream:
         # buffers every 50 ms, on the housekeeping CPUs: it should take a few % of one); then what telling the
         # raw pages as text took, after the run
         self.cpu_ns, self.wall_ns, self.where, self.told_ns = 0, 0, frozenset[int](), 0
+        self.read = "merged text"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
 
@@ -274,8 +276,7 @@ class Stream:
         of one CPU, and where; how it read; and the ms of CPU that telling
         the pages as text took after the run."""
         share = self.cpu_ns / self.wall_ns if self.wall_ns else 0.0
-        read = "per-CPU raw pages" if self.told_ns or self.buffers is not None else "merged text"
-        return {"cpu_ms": self.cpu_ns / 1e6, "share_of_one": share, "cpus": sorted(self.where), "read": read,
+        return {"cpu_ms": self.cpu_ns / 1e6, "share_of_one": share, "cpus": sorted(self.where), "read": self.read,
                 "told_ms": self.told_ns / 1e6}  # fmt: skip
 
     def __enter__(self) -> Stream:
@@ -283,6 +284,7 @@ class Stream:
             self.buffers = self.session.buffers() if self.raw else None
         except OSError:  # per-CPU files that would not open (too many open files): the merged text, then
             self.buffers = None
+        self.read = "per-CPU raw pages" if self.buffers is not None else "merged text"  # as it was opened
         self._drain()  # the first mark, before a small buffer can lose it
         self._thread.start()
         return self
@@ -323,15 +325,9 @@ class Stream:
 def _online() -> list[int]:
     """The online CPUs (their per_cpu buffers are the ones written)."""
     try:
-        text = Path("/sys/devices/system/cpu/online").read_text().strip()
-    except OSError:
+        return sorted(parse_cpulist(Path("/sys/devices/system/cpu/online").read_text()))
+    except (OSError, ValueError):
         return sorted(os.sched_getaffinity(0))
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 #: kernel symbols, loaded once a process and only if a pointer is told
