@@ -414,15 +414,19 @@ def test_explain_above_bad_input(cli_main: CliRunner, db_file: Path, args: list[
 
 #: One thread spins on the watched CPU; another, on the other CPU, maps and
 #: unmaps memory of the same process: each unmap flushes the spinner's TLB
-#: with an IPI.
+#: with an IPI. The spinner hashes, which runs without the GIL: a spinning
+#: Python loop held it, the unmapper waited for it, and while the spinner in
+#: turn waited its CPU idled, lazy, and was sent no flush (22-104 of ~400
+#: unmaps were; hashing, 437-448).
 UNMAPPER = """
-import mmap, os, sys, threading, time
+import hashlib, mmap, os, sys, threading, time
 watched, other = int(sys.argv[1]), int(sys.argv[2])
 stop = time.monotonic() + 1.0
 def spin():
     os.sched_setaffinity(0, {watched})
+    block = bytes(1 << 22)
     while time.monotonic() < stop:
-        pass
+        hashlib.sha256(block)
 def unmap():
     os.sched_setaffinity(0, {other})
     while time.monotonic() < stop:
