@@ -223,3 +223,22 @@ def test_many_cpus_are_one_table_each_source_with_the_cpus_it_hit(found: Trace) 
     assert rows["intruder (300)"] == "5" and rows["kworker/N"] == "0-11" and rows["flush_tlb_func"] == "0-11"
     assert "CPUs 0-11: 12.000 ms traced in all" in said and "kworker/3:1" not in said
     assert "queued by stress (200) on CPU 0 x12" in said  # each CPU's way it came, summed
+
+
+def test_an_ipi_sent_to_a_cpumask_reaches_the_cpus_its_hex_words_name() -> None:
+    # The kernel prints __get_cpumask as 32-bit hex words, highest first: CPUs 1 and 33 of 64
+    # bits here. The fields' pattern cut it at the comma, and "00000002" read as a list was CPU 0.
+    lines = [
+        "  stress-200 [000] d..2. 1000.000100: ipi_send_cpumask: cpumask=00000002,00000002 "
+        "callsite=native_smp_send_reschedule+0x1/0x2 callback=0x0",
+        "  work-100   [001] d.h1. 1000.000110: reschedule_entry: vector=253",
+        "  work-100   [001] d.h1. 1000.000112: reschedule_exit: vector=253",
+        "  work-102   [033] d.h1. 1000.000120: reschedule_entry: vector=253",
+        "  work-102   [033] d.h1. 1000.000125: reschedule_exit: vector=253",
+    ]
+    found = account(lines, frozenset({0, 1, 33}), to_ns, workload=(100, 102), window=(T0, T0 + us(500)))
+    sent = "sent by stress (200) on CPU 0 (native_smp_send_reschedule)"
+    for cpu in (1, 33):
+        (use,) = [u for u in found.cpus[cpu].uses.values() if u.name == "reschedule"]
+        assert dict(use.came) == {sent: 1}, (cpu, use.came)
+    assert not [u for u in found.cpus[0].uses.values() if u.name == "reschedule"]

@@ -84,15 +84,22 @@ def _symbol(text: str) -> str:
     return text.split("+", 1)[0]
 
 
-def _cpulist(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            if lo.isdigit() and hi.isdigit():
-                out.extend(range(int(lo), int(hi) + 1))
-        elif part.isdigit():
-            out.append(int(part))
+#: An IPI's targets as the kernel prints them (`__get_cpumask`, `%*pb`): 32-bit
+#: words in hex, the highest first, comma-separated ("00000000,00000002" is
+#: CPU 1), which the fields' pattern would cut at the first comma.
+_CPUMASK = re.compile(r"\bcpumask=([0-9a-fA-F]+(?:,[0-9a-fA-F]{8})*)(?=\s|$)")
+
+
+def _cpumask(rest: str) -> list[int]:
+    """The CPUs an `ipi_send_cpumask` record names, none where it names none readable."""
+    m = _CPUMASK.search(rest)
+    if m is None:
+        return []
+    bits, out = int(m[1].replace(",", ""), 16), []
+    while bits:  # set bits only: a mask of 384 CPUs names a few
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
     return out
 
 
@@ -531,7 +538,7 @@ def account(
             f = dict(_FIELD.findall(rest))
             if f.get("callback", "") not in ("0x0", "0"):
                 continue  # a function call: csd_queue_cpu names it and its csd
-            targets = [int(f["cpu"])] if f.get("cpu", "").isdigit() else _cpulist(f.get("cpumask", ""))
+            targets = [int(f["cpu"])] if f.get("cpu", "").isdigit() else _cpumask(rest)
             sender, inside = who(cpu, st)
             for target in targets:
                 if target in watched and target != cpu:
