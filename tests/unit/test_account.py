@@ -162,3 +162,29 @@ def test_a_source_shared_by_cpus_is_one_line_whatever_each_cpus_counted_rate() -
     (line,) = periodic_lines([cpu(0, 239, 16.2), cpu(2, 238, 5.3), cpu(4, 241, 7.0)], {})
     assert line.startswith("CPUs 0,2,4: periodic source at 250.00 Hz: the scheduler tick, CONFIG_HZ=250 "
                            "(LOC 238-241/s), 5.3-16.2 µs each (median 7.0)")  # fmt: skip
+
+
+def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_outlier() -> None:
+    """A fork-loaded replay of 64 identical CPUs found a source on 17 of them, and the screen
+    named 17 outliers for it: a finding CPUs share is one line, saying how many they are."""
+    from quietcore.report.summary import Group, outliers, periodic_lines
+
+    def cpu(n: int, *sources: tuple[float, float]) -> CpuAnalysis:
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": hz, "events": 1000, "expected": 1000, "median_duration_ns": us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": 0.5, "name": None} for hz, us in sources]})  # fmt: skip
+
+    tick = (250.0, 8.0)
+    shared, own = {3, 5, 7}, 11
+    analyses = [cpu(n, tick, *([(100.0, 150.0)] if n in shared else []), *([(30.0, 900.0)] if n == own else []))
+                for n in range(20)]  # fmt: skip
+    # every CPU loses 2 % of its time: no loss sets one apart, only its sources can
+    rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": 2e7} for n in range(20)]
+    odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(20)))])
+    assert list(odd) == [own] and odd[own] == ["a periodic source its group lacks: 30 Hz x 900.0 µs, 50% of its lost time"]
+    lines = periodic_lines(analyses, odd)
+    (some,) = [line for line in lines if line.startswith("CPUs 3,5,7: ")]
+    assert some.startswith("CPUs 3,5,7: periodic source at 100.00 Hz, 150.0 µs each") and some.endswith(
+        "; on 3 of the 20 CPUs"), some  # fmt: skip
+    (every,) = [line for line in lines if line.startswith("CPUs 0-19: ")]
+    assert "of the 20 CPUs" not in every and not [line for line in lines if "CPU 11" in line]

@@ -6,9 +6,11 @@ Groups: the isolated (isolcpus, nohz_full) CPUs and the others, as the
 node's facts have them (one group where nothing is isolated). An outlier:
 a CPU whose lost share stands over its group's median by more than six
 median absolute deviations (scaled to a normal's sigma) and half a percent
-of the CPU, or one with a periodic source, of 0.1 % of the CPU or more, that fewer
-than half of its group's CPUs have (the same frequency, lengths within
-SAME_SOURCE of each other, as the shared sources' lines take them). The
+of the CPU, or one with a periodic source, of half a percent of the CPU or
+more, that no other CPU of its group has (the same frequency, lengths within
+SAME_SOURCE of each other, as the shared sources' lines take them). A
+source some of a group's CPUs share is their line, saying how many of the
+run's CPUs they are: 17 CPUs of 64 with a source were 17 outliers. The
 per-CPU table stays whole up to FULL_UP_TO CPUs; above, a row per group
 (min / median / max) and the outliers' own rows.
 
@@ -148,7 +150,7 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 having = int(np.unique(owner[alike]).size)
                 if c in home and int(np.isin(np.unique(owner[alike]), list(home[c])).sum()) >= len(home[c]) / 2:
                     continue  # its group apart has it too
-                if having < len(mine) / 2:
+                if having == 1:  # on more CPUs it is a finding they share: their line, not an outlier each
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"a periodic source its group lacks: {_sources(p)}{share}")
     return out
@@ -214,8 +216,10 @@ def apart_groups(rows: Sequence[Mapping[str, Any]],
 def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]],
                    accounts: Mapping[int, Account] | None = None) -> list[str]:  # fmt: skip
     """A line per periodic source two CPUs or more share: the CPUs, its name, its
-    length's range and median, and its share of those CPUs' lost time: the tick's
-    as their accounts give it (one figure with the table), another's the median."""
+    length's range and median, its share of those CPUs' lost time (the tick's as
+    their accounts give it, one figure with the table; another's the median), and
+    how many of the run's CPUs they are where not all."""
+    total = len({a.cpu for a in analyses})
     found: list[tuple[Periodic, list[tuple[int, Periodic]]]] = []
     for a in analyses:
         for p in a.periodic:
@@ -236,7 +240,8 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             continue
         lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
         shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
-        cpus = cpus_phrase(frozenset(c for c, _ in members))
+        having = frozenset(c for c, _ in members)
+        cpus = cpus_phrase(having)
         rates = sorted({m for _, p in members for m in _RATE.findall(p.name or "")},
                        key=lambda r: float(r[:-2].replace(",", "")))  # fmt: skip
         span = (rates[0] if len(rates) == 1 else f"{rates[0][:-2]}-{rates[-1]}") if rates else ""
@@ -253,7 +258,8 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             share = f", {spent:.0%} of those CPUs' lost time (the tick's row in their account)"
         low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
         each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
-        lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}")
+        some = f"; on {len(having)} of the {total} CPUs" if len(having) < total else ""
+        lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}{some}")
     if slight:
         lines.append(f"{slight} more periodic source{'s' if slight > 1 else ''} that CPUs share, each under "
                      f"{SOURCE_FLOOR:.1%} of a CPU (--per-cpu or --cpu N names them)")  # fmt: skip
