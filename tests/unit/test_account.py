@@ -181,7 +181,8 @@ def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_out
     # every CPU loses 2 % of its time: no loss sets one apart, only its sources can
     rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": 2e7} for n in range(20)]
     odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(20)))])
-    assert list(odd) == [own] and odd[own] == ["a periodic source its group lacks: 30 Hz x 900.0 µs, 50% of its lost time"]
+    assert list(odd) == [own]
+    assert odd[own] == ["a periodic source its group lacks: 30 Hz x 900.0 µs, 50% of its lost time"]
     lines = periodic_lines(analyses, odd)
     (some,) = [line for line in lines if line.startswith("CPUs 3,5,7: ")]
     assert some.startswith("CPUs 3,5,7: periodic source at 100.00 Hz, 150.0 µs each") and some.endswith(
