@@ -176,19 +176,20 @@ class Measurer:
         trace_text, clock = "", ""
         # The counters are read right around the probe, inside the tracer's session: its setup and reading
         # took 1.4 s of a 2 s run here, the CPU idle meanwhile, and LOC counted over the 3.4 s read 188/s
-        # for a 250 Hz tick, which was then named the host's.
+        # for a 250 Hz tick, which was then named the host's. The threads are looked at outside the counters'
+        # window (a look reads every task's stat: 5 ms here, more on a node of thousands of tasks).
         if trace_ok and options.mode == "spin":
             # To explain a gap, the senders and wakers on the other CPUs too.
             where = None if explain_above_ns is not None else options.cpus
             events = tuple(dict.fromkeys(tracer.EVENTS + intruders.EVENTS)) if explain_above_ns else tracer.EVENTS
             stacks = intruders.stack_triggers(options.cpus) if explain_above_ns is not None else {}
             with tracer.TraceSession(where, events, triggers=stacks) as session:
-                before, seen = counters.snapshot(self.root), busy.look()
+                seen, before = busy.look(), counters.snapshot(self.root)
                 probe = run_noise(options, on_tick)
                 after, now = counters.snapshot(self.root), busy.look()
                 trace_text, clock = session.read(), session.clock
         else:
-            before, seen = counters.snapshot(self.root), busy.look()
+            seen, before = busy.look(), counters.snapshot(self.root)
             probe = run_noise(options, on_tick)
             after, now = counters.snapshot(self.root), busy.look()
         user_hz = os.sysconf("SC_CLK_TCK")
