@@ -15,7 +15,9 @@ The page and event layouts are the ring buffer's (kernel/trace/ring_buffer.c,
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import struct
 import time as time
 from collections.abc import Iterator
@@ -75,8 +77,8 @@ FILL = 0.25
 EVERY_S = 1.0
 #: nor later than a burst at this many bytes a second (25,000 events) would fill FILL of it: a CPU quiet so far
 #: can start a workload (its fork and exec, its faults) at once (a CI run of `run tickless`, its 1 MB buffers read
-#: once a second when quiet, lost events: the likely cause, not reproduced); 1 MB buffers are read every 0.25 s at
-#: least, 8 MB ones every second
+#: once a second when quiet, lost events); 1 MB buffers are read every 0.25 s at least, 8 MB ones every second.
+#: A faster burst wakes the reader: the instance's buffer_percent (TraceSession) is FILL, and `due` polls for it.
 BURST_BYTES_S = 1 << 20
 
 
@@ -89,29 +91,67 @@ class CpuBuffers:
     384 CPUs a read of an empty buffer costs the reader 1.4 µs here: read
     every 50 ms, the buffers of quiet CPUs would take 1 % of a CPU."""
 
-    def __init__(self, files: dict[int, Path], page_size: int, data_at: int = 16, buffer_bytes: int = 0) -> None:
-        """`files`: each CPU's trace_pipe_raw."""
+    def __init__(self, files: dict[int, Path], page_size: int, data_at: int = 16, buffer_bytes: int = 0,
+                 woken: bool = False) -> None:  # fmt: skip
+        """`files`: each CPU's trace_pipe_raw. `woken`: the kernel wakes a
+        reader in `due` once a buffer is FILL full (its instance's
+        buffer_percent is set), so a buffer waits for that or EVERY_S, not
+        for its rate or a burst's bound: at 384 CPUs, a poll of every
+        buffer each 50 ms was 0.4 % of a CPU."""
         cpus = sorted(files)
-        self.page_size, self.data_at, self.buffer_bytes = page_size, data_at, buffer_bytes
-        self.longest = min(EVERY_S, FILL * buffer_bytes / BURST_BYTES_S)  # the longest a buffer waits
+        self.page_size, self.data_at, self.buffer_bytes, self.woken = page_size, data_at, buffer_bytes, woken
+        # the longest a buffer waits
+        self.longest = EVERY_S if woken else min(EVERY_S, FILL * buffer_bytes / BURST_BYTES_S)
         self.pages: dict[int, list[bytes]] = {cpu: [] for cpu in cpus}
         self.reads = 0  # read calls, for the reader's own account
         self._read_at = dict.fromkeys(cpus, time.monotonic())
         self._rate = dict.fromkeys(cpus, 0.0)  # bytes a second, as last seen
         self.fds: dict[int, int] = {}
+        self._poll = select.poll()
+        self._cpu_of: dict[int, int] = {}
+        self._woken = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wake(): a reader waiting in due() stops waiting
+        self._poll.register(self._woken[0], select.POLLIN)
         try:
             for cpu in cpus:
                 self.fds[cpu] = os.open(files[cpu], os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+                self._poll.register(self.fds[cpu], select.POLLIN)
+                self._cpu_of[self.fds[cpu]] = cpu
         except OSError:
             self.close()
             raise
 
-    def drain(self, everything: bool = True) -> int:
-        """Bytes read: every page of each buffer due (`everything`: of all)."""
+    def due(self, timeout_s: float) -> frozenset[int]:
+        """Wait up to `timeout_s` for a buffer the kernel says is past its
+        instance's buffer_percent (a burst between two reads), and return
+        those CPUs (none at the timeout). With buffer_percent 0 the kernel
+        says so of any buffer not empty: a reader would spin, so the session
+        sets it (TraceSession)."""
+        try:
+            ready = self._poll.poll(max(timeout_s, 0.0) * 1000)
+        except InterruptedError:
+            return frozenset()
+        return frozenset(self._cpu_of[fd] for fd, happened in ready if happened & select.POLLIN and fd in self._cpu_of)
+
+    def next_wait(self, every_s: float) -> float:
+        """How long the reader may wait in `due` before a drain: `every_s`,
+        or, where the kernel wakes it (`woken`), until a buffer's EVERY_S is up."""
+        if not self.woken or not self._read_at:
+            return every_s
+        return max(min(self._read_at.values()) + self.longest - time.monotonic(), 0.0)
+
+    def wake(self) -> None:
+        """End a wait in due() now (its reader is to stop)."""
+        with contextlib.suppress(OSError):  # woken already (the pipe is full), or closed
+            os.write(self._woken[1], b"x")
+
+    def drain(self, everything: bool = True, full: frozenset[int] = frozenset()) -> int:
+        """Bytes read: every page of each buffer due, by its rate and wait or
+        in `full` (`everything`: of all)."""
         got, now = 0, time.monotonic()
         for cpu, fd in self.fds.items():
             since = now - self._read_at[cpu]
-            if not everything and since < self.longest and since * self._rate[cpu] < FILL * self.buffer_bytes:
+            if (not everything and cpu not in full and since < self.longest
+                    and (self.woken or since * self._rate[cpu] < FILL * self.buffer_bytes)):  # fmt: skip
                 continue
             kept, here = self.pages[cpu], 0
             while True:
@@ -132,8 +172,14 @@ class CpuBuffers:
 
     def close(self) -> None:
         for fd in self.fds.values():
+            self._poll.unregister(fd)
             os.close(fd)
-        self.fds = {}
+        self.fds, self._cpu_of = {}, {}
+        if self._woken[0] >= 0:
+            self._poll.unregister(self._woken[0])
+            for fd in self._woken:
+                os.close(fd)
+            self._woken = (-1, -1)
 
 
 def layout(events_dir: Path) -> int | None:

@@ -85,6 +85,7 @@ class TraceSession:
     #: task names by pid, kept for the session's runs
     comms: telling.Comms | None = None
     opened: list[rawtrace.CpuBuffers] = field(default_factory=list)
+    woken: bool = False  # a reader of the raw buffers is woken by the kernel as one fills (buffer_percent)
 
     def __enter__(self) -> TraceSession:
         try:
@@ -109,6 +110,11 @@ class TraceSession:
         if self.cpus is not None:
             self._write("tracing_cpumask", _mask(self.cpus))
         self._write("buffer_size_kb", str(self.buffer_kb))
+        # a reader polling a buffer is woken once it is this full (rawtrace.CpuBuffers.due), where a burst would
+        # outrun the reads it times; the kernel's default, 50 %, leaves half the buffer to fill meanwhile
+        if (self.instance / "buffer_percent").exists():
+            self._write("buffer_percent", str(round(rawtrace.FILL * 100)))
+            self.woken = True
         for event in self.events:
             path = self.instance / "events" / event / "enable"
             if path.exists():
@@ -174,7 +180,7 @@ class TraceSession:
         except (OSError, ValueError):  # before sub-buffers could be sized (6.8), a sub-buffer is a page
             page = os.sysconf("SC_PAGE_SIZE")
         files = {cpu: self.instance / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw" for cpu in cpus}
-        buffers = rawtrace.CpuBuffers(files, page, data_at, self.buffer_kb * 1024)
+        buffers = rawtrace.CpuBuffers(files, page, data_at, self.buffer_kb * 1024, woken=self.woken)
         self.opened.append(buffers)  # closed with the session at the latest: an open file keeps the instance
         return buffers
 
@@ -233,8 +239,9 @@ class TraceSession:
 
 class Stream:
     """The trace read as it is written: a thread drains the buffers every
-    `every_s`, so the kernel's buffers need to hold only that long's
-    events, whatever the run's length. It reads each CPU's buffer raw, a
+    `every_s`, and at once when the kernel says one is a quarter full, so
+    the kernel's buffers need to hold only that long's events, whatever the
+    run's length. It reads each CPU's buffer raw, a
     page at a time, and the text is told after the run (rawtrace); where
     the kernel's pages are not known here, it reads the merged trace_pipe.
     The thread keeps off `away` (the measured CPUs), where it has somewhere
@@ -267,8 +274,16 @@ class Stream:
         if elsewhere:
             os.sched_setaffinity(0, elsewhere)
         self.where = frozenset(os.sched_getaffinity(0))
-        while not self._stop.wait(self.every_s):
-            self._drain(everything=False)
+        while True:
+            if self.buffers is not None:  # woken by a buffer filling, or at every_s
+                full = self.buffers.due(self.buffers.next_wait(self.every_s))
+                if self._stop.is_set():
+                    break
+                self.buffers.drain(everything=False, full=full)
+            elif self._stop.wait(self.every_s):
+                break
+            else:
+                self._drain(everything=False)
         self.cpu_ns, self.wall_ns = time.thread_time_ns(), time.monotonic_ns() - started
 
     def cost(self) -> dict[str, Any]:
@@ -289,18 +304,22 @@ class Stream:
         self._thread.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def _stop_reading(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self.buffers is not None:
+            self.buffers.wake()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop_reading()
         if kind is not None:
             self.close()
 
     def close(self) -> None:
         """Stopped, its pages dropped and its files closed: a run that ended
         without its text (interrupted)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._stop_reading()
         if self.buffers is not None:
             self.buffers.close()
             if self.buffers in self.session.opened:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ class Watch:
     _cpus: frozenset[int] = frozenset()
     _steal: int | None = None
     _freq: list[float] = field(default_factory=list)
-    _lost: int = 0
+    _lost: dict[int, int] = field(default_factory=dict)
     _moved: dict[int, set[int]] = field(default_factory=dict)
     _stream: tracer.Stream | None = None
 
@@ -85,7 +86,7 @@ class Watch:
         self._freq = [freq] if freq is not None else []
         if self.trace is not None:
             self.trace.skip()  # what came between runs
-            self._lost = self.trace.lost()  # counted since the instance began: a run's are the difference
+            self._lost = self.trace.lost_by_cpu()  # counted since the instance began: a run's are the difference
             self.trace.mark()
             self._stream = tracer.Stream(self.trace, cpus).__enter__()
 
@@ -129,11 +130,13 @@ def _intrusions(
     trace: tracer.TraceSession,
     raw: str,
     cpus: frozenset[int],
-    lost_before: int,
+    lost_before: Mapping[int, int],
     reader: int,
     intervals: list[tuple[float, float]] = [],  # noqa: B006  (read, never changed)
 ) -> dict[str, Any]:
-    lost = trace.lost() - lost_before
+    now = trace.lost_by_cpu()
+    lost_by_cpu = {cpu: n - lost_before.get(cpu, 0) for cpu, n in now.items() if n > lost_before.get(cpu, 0)}
+    lost = sum(lost_by_cpu.values())
     try:
         to_ns, window = tracer.marked_clock(raw, trace.clock)
     except ValueError as exc:
@@ -159,6 +162,7 @@ def _intrusions(
         "traced_ns": window[1] - window[0],
         "migrations": found.migrations,
         "lost_events": lost,
+        **({"lost_by_cpu": {str(cpu): n for cpu, n in lost_by_cpu.items()}} if lost_by_cpu else {}),
         **({"slots": slots_json(found.slots)} if intervals else {}),
     }
 
