@@ -213,6 +213,45 @@ def test_a_quiet_buffer_is_read_once_a_second_and_a_filling_one_each_drain(
         buffers.close()
 
 
+def test_where_the_kernel_wakes_the_reader_a_full_buffer_is_read_at_once_and_a_quiet_one_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With buffer_percent set, `due` polls the buffers and the kernel says
+    which is a quarter full; the others wait for a second, whatever their
+    rate. Named pipes stand in for the buffers: a pipe holding data polls
+    readable, as a buffer past its buffer_percent does."""
+    files = {}
+    for cpu in (0, 1):
+        files[cpu] = tmp_path / f"cpu{cpu}"
+        os.mkfifo(files[cpu])
+    clock = [100.0]
+    monkeypatch.setattr(rawtrace.time, "monotonic", lambda: clock[0])
+    buffers = rawtrace.CpuBuffers(files, 4096, buffer_bytes=1 << 20, woken=True)
+    full = os.open(files[0], os.O_WRONLY | os.O_NONBLOCK)
+    quiet = os.open(files[1], os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        assert buffers.longest == rawtrace.EVERY_S and buffers.next_wait(0.05) == rawtrace.EVERY_S
+        clock[0] += 0.3
+        assert buffers.next_wait(0.05) == pytest.approx(0.7)  # the quiet ones' second, not every_s
+        assert buffers.due(0.0) == frozenset()  # nothing full: the wait times out
+        os.write(full, bytes(4096) * 2)
+        ready = buffers.due(1.0)
+        assert ready == frozenset({0})
+        os.write(quiet, bytes(100))  # a few events, far from a quarter: the kernel wakes no reader for them
+        buffers.drain(everything=False, full=ready)
+        assert sum(len(p) for p in buffers.pages[0]) == 8192 and not buffers.pages[1]  # the quiet one waits
+        clock[0] += 0.7
+        buffers.drain(everything=False)
+        assert buffers.pages[1]  # its second is up
+        # the reader's stop ends a wait at once
+        buffers.wake()
+        assert buffers.due(10.0) == frozenset()
+    finally:
+        os.close(full)
+        os.close(quiet)
+        buffers.close()
+
+
 def test_a_record_shorter_than_its_format_prints_what_it_holds() -> None:
     fmt = eventformat.parse_format(json.loads((FIXTURE / "formats.json").read_text())["sched/sched_waking"])
     rec = bytearray(28)  # comm and pid, no prio nor target_cpu
