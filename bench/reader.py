@@ -41,7 +41,7 @@ def one(seconds: float, load: bool, raw: bool) -> tuple[int, float, float, float
             else:
                 time.sleep(seconds)
         text = stream.text()
-        lost = session.lost_by_cpu()
+        lost = stream.lost_by_cpu
         cost = stream.cost()
         assert cost["read"] == ("per-CPU raw pages" if raw else "merged text"), cost
     return text.count("\n"), float(cost["cpu_ms"]), float(cost["share_of_one"]), float(cost["told_ms"]), lost

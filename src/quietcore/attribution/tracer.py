@@ -258,6 +258,7 @@ class Stream:
         # raw pages as text took, after the run
         self.cpu_ns, self.wall_ns, self.where, self.told_ns = 0, 0, frozenset[int](), 0
         self.read = "merged text"
+        self.lost_by_cpu: dict[int, int] = {}  # the session's lost events when the text was read (text)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
 
@@ -327,8 +328,11 @@ class Stream:
             self.buffers = None
 
     def text(self) -> str:
-        """Everything read, and what is left in the buffers now."""
+        """Everything read, and what is left in the buffers now. The events
+        lost by then are `lost_by_cpu`: what the buffers lose while the pages
+        are told, read by no one, is after the run, not the run's."""
         self._drain()
+        self.lost_by_cpu = self.session.lost_by_cpu()
         if self.buffers is None:
             return "".join(self.chunks)
         buffers, self.buffers = self.buffers, None

@@ -197,7 +197,7 @@ def watch(
                     time.sleep(duration)
             trace.mark()
             raw, reader, cost = stream.text(), stream.tid, stream.cost()
-            by_cpu, clock, missing = trace.lost_by_cpu(), trace.clock, trace.errors
+            by_cpu, clock, missing = stream.lost_by_cpu, trace.clock, trace.errors
             lost = sum(by_cpu.values())
     finally:
         step_back(moved)

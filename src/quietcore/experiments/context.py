@@ -99,7 +99,7 @@ class Watch:
             self.trace.mark()
             raw = self._stream.text()
             intervals = [(float(a), float(b)) for a, b in result.get("intervals_ns", ())]
-            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream.tid, intervals)
+            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream, intervals)
             self._stream = None
         else:
             out["intrusions"] = {"why_not": self.why_not}
@@ -131,17 +131,17 @@ def _intrusions(
     raw: str,
     cpus: frozenset[int],
     lost_before: Mapping[int, int],
-    reader: int,
+    stream: tracer.Stream,
     intervals: list[tuple[float, float]] = [],  # noqa: B006  (read, never changed)
 ) -> dict[str, Any]:
-    now = trace.lost_by_cpu()
+    now = stream.lost_by_cpu  # as the run's text was read: not what came while it was told
     lost_by_cpu = {cpu: n - lost_before.get(cpu, 0) for cpu, n in now.items() if n > lost_before.get(cpu, 0)}
     lost = sum(lost_by_cpu.values())
     try:
         to_ns, window = tracer.marked_clock(raw, trace.clock)
     except ValueError as exc:
         return {"why_not": str(exc)}
-    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=own_threads() | {reader},
+    found = intruders.account(raw.splitlines(), cpus, to_ns, window=window, own=own_threads() | {stream.tid},
                              spawners=(os.getpid(),), intervals=intervals)  # fmt: skip
     found.name_devices(irq_owners(Root("/")))
     merged: dict[tuple[str, str, int | None], float] = {}
