@@ -12,6 +12,7 @@ import json
 import os
 import re
 import struct
+import time
 from collections import Counter
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -226,7 +227,7 @@ def test_where_the_kernel_wakes_the_reader_a_full_buffer_is_read_at_once_and_a_q
         os.mkfifo(files[cpu])
     clock = [100.0]
     monkeypatch.setattr(rawtrace.time, "monotonic", lambda: clock[0])
-    buffers = rawtrace.CpuBuffers(files, 4096, buffer_bytes=1 << 20, woken=True)
+    buffers = rawtrace.CpuBuffers(files, 4096, buffer_bytes=32 * 1024, woken=True)
     full = os.open(files[0], os.O_WRONLY | os.O_NONBLOCK)
     quiet = os.open(files[1], os.O_WRONLY | os.O_NONBLOCK)
     try:
@@ -249,6 +250,34 @@ def test_where_the_kernel_wakes_the_reader_a_full_buffer_is_read_at_once_and_a_q
     finally:
         os.close(full)
         os.close(quiet)
+        buffers.close()
+
+
+def test_a_kernel_whose_poll_wakes_for_any_data_is_read_at_set_times(tmp_path: Path) -> None:
+    """Before Linux 6.1, poll said a buffer was ready whenever it held an
+    event, whatever buffer_percent: a woken reader would wake for every few
+    events. Three wakes that find a buffer far from a quarter full, and the
+    buffers are read at set times; a named pipe polls ready as such a
+    kernel's buffer does."""
+    path = tmp_path / "cpu0"
+    os.mkfifo(path)
+    buffers = rawtrace.CpuBuffers({0: path}, 4096, buffer_bytes=1 << 20, woken=True)
+    writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for _ in range(rawtrace.EARLY_WAKES):
+            assert buffers.woken
+            os.write(writer, bytes(100))  # an event or two
+            ready = buffers.due(1.0)
+            assert ready == frozenset({0})
+            buffers.drain(everything=False, full=ready)
+        assert not buffers.woken and buffers.longest == 0.25  # the burst's bound, as without buffer_percent
+        os.write(writer, bytes(100))
+        started = time.monotonic()
+        assert buffers.due(0.05) == frozenset()  # data waiting no longer wakes it: the wait runs its time
+        assert time.monotonic() - started >= 0.04
+        assert buffers.next_wait(0.05) == 0.05
+    finally:
+        os.close(writer)
         buffers.close()
 
 

@@ -80,6 +80,9 @@ EVERY_S = 1.0
 #: once a second when quiet, lost events); 1 MB buffers are read every 0.25 s at least, 8 MB ones every second.
 #: A faster burst wakes the reader: the instance's buffer_percent (TraceSession) is FILL, and `due` polls for it.
 BURST_BYTES_S = 1 << 20
+#: After this many wakes that found a buffer under half of FILL, the kernel is taken not to keep to the
+#: watermark in poll, and the buffers are read at set times (CpuBuffers._unwatch).
+EARLY_WAKES = 3
 
 
 class CpuBuffers:
@@ -102,6 +105,7 @@ class CpuBuffers:
         self.page_size, self.data_at, self.buffer_bytes, self.woken = page_size, data_at, buffer_bytes, woken
         # the longest a buffer waits
         self.longest = EVERY_S if woken else min(EVERY_S, FILL * buffer_bytes / BURST_BYTES_S)
+        self._early = 0  # wakes that found a buffer far from FILL full (see drain)
         self.pages: dict[int, list[bytes]] = {cpu: [] for cpu in cpus}
         self.reads = 0  # read calls, for the reader's own account
         self._read_at = dict.fromkeys(cpus, time.monotonic())
@@ -114,8 +118,9 @@ class CpuBuffers:
         try:
             for cpu in cpus:
                 self.fds[cpu] = os.open(files[cpu], os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-                self._poll.register(self.fds[cpu], select.POLLIN)
                 self._cpu_of[self.fds[cpu]] = cpu
+                if woken:  # else due() is a wait that wake() ends: a buffer with data polls ready, always
+                    self._poll.register(self.fds[cpu], select.POLLIN)
         except OSError:
             self.close()
             raise
@@ -123,9 +128,10 @@ class CpuBuffers:
     def due(self, timeout_s: float) -> frozenset[int]:
         """Wait up to `timeout_s` for a buffer the kernel says is past its
         instance's buffer_percent (a burst between two reads), and return
-        those CPUs (none at the timeout). With buffer_percent 0 the kernel
-        says so of any buffer not empty: a reader would spin, so the session
-        sets it (TraceSession)."""
+        those CPUs (none at the timeout, or when wake() ends the wait). With
+        buffer_percent 0 the kernel says so of any buffer not empty, so the
+        session sets it (TraceSession); where the buffers are read at set
+        times (not `woken`), the wait is for wake() alone."""
         try:
             ready = self._poll.poll(max(timeout_s, 0.0) * 1000)
         except InterruptedError:
@@ -168,11 +174,26 @@ class CpuBuffers:
             self._rate[cpu] = max(here / max(since, 1e-3), self._rate[cpu] / 2)
             self._read_at[cpu] = now
             got += here
+            if self.woken and cpu in full and here < FILL * self.buffer_bytes / 2:
+                self._early += 1
+        if self._early >= EARLY_WAKES:
+            self._unwatch()
         return got
+
+    def _unwatch(self) -> None:
+        """Read at set times from now on: this kernel's poll says a buffer is
+        ready whenever it holds data, whatever its buffer_percent (the poll
+        kept to the watermark from Linux 6.1), and the reader would wake for
+        every few events."""
+        for fd in self.fds.values():
+            self._poll.unregister(fd)
+        self.woken = False
+        self.longest = min(EVERY_S, FILL * self.buffer_bytes / BURST_BYTES_S)
 
     def close(self) -> None:
         for fd in self.fds.values():
-            self._poll.unregister(fd)
+            if self.woken:
+                self._poll.unregister(fd)
             os.close(fd)
         self.fds, self._cpu_of = {}, {}
         if self._woken[0] >= 0:
