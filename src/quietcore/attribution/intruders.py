@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quietcore.attribution.traceline import LINE
+from quietcore.facts.cpulist import parse_cpumask
 
 #: An IRQ as the account names it ("irq 44 (nvidia)"), or its threaded handler ("irq/44-nvidia").
 _DEVICE_IRQ = re.compile(r"^(?:irq (\d+) \(.*\)|irq/(\d+)-\S+)$")
@@ -93,14 +94,10 @@ _CPUMASK = re.compile(r"\bcpumask=([0-9a-fA-F]+(?:,[0-9a-fA-F]{8})*)(?=\s|$)")
 def _cpumask(rest: str) -> list[int]:
     """The CPUs an `ipi_send_cpumask` record names, none where it names none readable."""
     m = _CPUMASK.search(rest)
-    if m is None:
+    try:
+        return sorted(parse_cpumask(m[1])) if m is not None else []
+    except ValueError:
         return []
-    bits, out = int(m[1].replace(",", ""), 16), []
-    while bits:  # set bits only: a mask of 384 CPUs names a few
-        low = bits & -bits
-        out.append(low.bit_length() - 1)
-        bits ^= low
-    return out
 
 
 @dataclass

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from quietcore.attribution import eventformat, rawtrace, telling
 from quietcore.attribution.instances import MOUNTS, PREFIX, close, mounted, remove_stale
 from quietcore.attribution.traceline import LINE
-from quietcore.facts.cpulist import parse_cpulist
+from quietcore.facts.cpulist import format_cpumask, parse_cpulist
 
 #: (event, the part of its name the interval is called by)
 EVENTS = (
@@ -108,7 +108,7 @@ class TraceSession:
         self.clock = "x86-tsc" if "x86-tsc" in clocks else "mono_raw"
         self._write("trace_clock", self.clock)
         if self.cpus is not None:
-            self._write("tracing_cpumask", _mask(self.cpus))
+            self._write("tracing_cpumask", format_cpumask(self.cpus))
         self._write("buffer_size_kb", str(self.buffer_kb))
         # a reader polling a buffer is woken once it is this full (rawtrace.CpuBuffers.due), where a burst would
         # outrun the reads it times; the kernel's default, 50 %, leaves half the buffer to fill meanwhile
@@ -258,7 +258,10 @@ class Stream:
         # raw pages as text took, after the run
         self.cpu_ns, self.wall_ns, self.where, self.told_ns = 0, 0, frozenset[int](), 0
         self.read = "merged text"
-        self.lost_by_cpu: dict[int, int] = {}  # the session's lost events when the text was read (text)
+        # events the kernel lost while this stream read, by CPU (those that lost any), known once its text is
+        # read: counted from its start, so a session's earlier runs are not this one's
+        self.lost_by_cpu: dict[int, int] = {}
+        self._lost_before: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="quietcore-trace", daemon=True)
 
@@ -301,6 +304,7 @@ class Stream:
         except OSError:  # per-CPU files that would not open (too many open files): the merged text, then
             self.buffers = None
         self.read = "per-CPU raw pages" if self.buffers is not None else "merged text"  # as it was opened
+        self._lost_before = self.session.lost_by_cpu()
         self._drain()  # the first mark, before a small buffer can lose it
         self._thread.start()
         return self
@@ -332,7 +336,9 @@ class Stream:
         lost by then are `lost_by_cpu`: what the buffers lose while the pages
         are told, read by no one, is after the run, not the run's."""
         self._drain()
-        self.lost_by_cpu = self.session.lost_by_cpu()
+        before = self._lost_before
+        self.lost_by_cpu = {cpu: n - before.get(cpu, 0) for cpu, n in self.session.lost_by_cpu().items()
+                            if n > before.get(cpu, 0)}  # fmt: skip
         if self.buffers is None:
             return "".join(self.chunks)
         buffers, self.buffers = self.buffers, None
@@ -355,18 +361,6 @@ def _online() -> list[int]:
 
 #: kernel symbols, loaded once a process and only if a pointer is told
 _SYMBOLS = telling.Symbols()
-
-
-def _mask(cpus: frozenset[int]) -> str:
-    """tracing_cpumask's format: 32-bit hex words, comma-separated."""
-    value = sum(1 << c for c in cpus)
-    words = []
-    while True:
-        words.append(f"{value & 0xFFFFFFFF:08x}")
-        value >>= 32
-        if not value:
-            break
-    return ",".join(reversed(words))
 
 
 def _tool(name: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,6 @@ class Watch:
     _cpus: frozenset[int] = frozenset()
     _steal: int | None = None
     _freq: list[float] = field(default_factory=list)
-    _lost: dict[int, int] = field(default_factory=dict)
     _moved: dict[int, set[int]] = field(default_factory=dict)
     _stream: tracer.Stream | None = None
 
@@ -86,7 +84,6 @@ class Watch:
         self._freq = [freq] if freq is not None else []
         if self.trace is not None:
             self.trace.skip()  # what came between runs
-            self._lost = self.trace.lost_by_cpu()  # counted since the instance began: a run's are the difference
             self.trace.mark()
             self._stream = tracer.Stream(self.trace, cpus).__enter__()
 
@@ -99,7 +96,7 @@ class Watch:
             self.trace.mark()
             raw = self._stream.text()
             intervals = [(float(a), float(b)) for a, b in result.get("intervals_ns", ())]
-            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._lost, self._stream, intervals)
+            out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._stream, intervals)
             self._stream = None
         else:
             out["intrusions"] = {"why_not": self.why_not}
@@ -130,12 +127,10 @@ def _intrusions(
     trace: tracer.TraceSession,
     raw: str,
     cpus: frozenset[int],
-    lost_before: Mapping[int, int],
     stream: tracer.Stream,
     intervals: list[tuple[float, float]] = [],  # noqa: B006  (read, never changed)
 ) -> dict[str, Any]:
-    now = stream.lost_by_cpu  # as the run's text was read: not what came while it was told
-    lost_by_cpu = {cpu: n - lost_before.get(cpu, 0) for cpu, n in now.items() if n > lost_before.get(cpu, 0)}
+    lost_by_cpu = stream.lost_by_cpu  # while the run's stream read: not what came while its text was told
     lost = sum(lost_by_cpu.values())
     try:
         to_ns, window = tracer.marked_clock(raw, trace.clock)
