@@ -75,10 +75,9 @@ def events(page: bytes, data_at: int = 16) -> Iterator[tuple[int, int, int]]:
 FILL = 0.25
 #: and at least this often, however slowly it filled
 EVERY_S = 1.0
-#: nor later than a burst at this many bytes a second (25,000 events) would fill FILL of it: a CPU quiet so far
-#: can start a workload (its fork and exec, its faults) at once (a CI run of `run tickless`, its 1 MB buffers read
-#: once a second when quiet, lost events); 1 MB buffers are read every 0.25 s at least, 8 MB ones every second.
-#: A faster burst wakes the reader: the instance's buffer_percent (TraceSession) is FILL, and `due` polls for it.
+#: where the kernel wakes no reader, nor later than a burst at this many bytes a second (25,000 events) would fill
+#: FILL of it: a CPU quiet so far can start a workload (its fork and exec, its faults) at once; 1 MB buffers are
+#: read every 0.25 s at least, 8 MB ones every second
 BURST_BYTES_S = 1 << 20
 #: After this many wakes that found a buffer under half of FILL, the kernel is taken not to keep to the
 #: watermark in poll, and the buffers are read at set times (CpuBuffers._unwatch).
@@ -86,13 +85,21 @@ EARLY_WAKES = 3
 
 
 class CpuBuffers:
-    """An instance's per-CPU buffers, open for the whole run: each drain
-    reads the pages of the buffers that may hold a quarter of their size by
-    now (by the rate each filled at), and every buffer at least once a
-    second or as soon as a burst could fill a quarter of it, without
-    blocking; nothing is decoded while the run goes on. At
-    384 CPUs a read of an empty buffer costs the reader 1.4 µs here: read
-    every 50 ms, the buffers of quiet CPUs would take 1 % of a CPU."""
+    """An instance's per-CPU buffers, open for the whole run, read without
+    blocking; nothing is decoded while the run goes on. Which buffers a
+    drain reads, two ways:
+
+    - `woken` (the instance's buffer_percent is FILL): the reader waits in
+      `due`, a poll of every buffer, and the kernel says which is FILL
+      full; a drain reads those, and any not read for EVERY_S.
+    - else, at set times: a drain reads the buffers that may be FILL full
+      by now, by the rate each filled at, and every one at least each
+      EVERY_S or as soon as a burst (BURST_BYTES_S) could fill FILL of it.
+      A kernel whose poll ignores the watermark is put back on these
+      (`_unwatch`).
+
+    At 384 CPUs a read of an empty buffer costs the reader 1.4 µs here:
+    read every 50 ms, the buffers of quiet CPUs would take 1 % of a CPU."""
 
     def __init__(self, files: dict[int, Path], page_size: int, data_at: int = 16, buffer_bytes: int = 0,
                  woken: bool = False) -> None:  # fmt: skip
@@ -113,8 +120,8 @@ class CpuBuffers:
         self.fds: dict[int, int] = {}
         self._poll = select.poll()
         self._cpu_of: dict[int, int] = {}
-        self._woken = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wake(): a reader waiting in due() stops waiting
-        self._poll.register(self._woken[0], select.POLLIN)
+        self._waker = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wake(): a reader waiting in due() stops waiting
+        self._poll.register(self._waker[0], select.POLLIN)
         try:
             for cpu in cpus:
                 self.fds[cpu] = os.open(files[cpu], os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -148,7 +155,7 @@ class CpuBuffers:
     def wake(self) -> None:
         """End a wait in due() now (its reader is to stop)."""
         with contextlib.suppress(OSError):  # woken already (the pipe is full), or closed
-            os.write(self._woken[1], b"x")
+            os.write(self._waker[1], b"x")
 
     def drain(self, everything: bool = True, full: frozenset[int] = frozenset()) -> int:
         """Bytes read: every page of each buffer due, by its rate and wait or
@@ -196,11 +203,11 @@ class CpuBuffers:
                 self._poll.unregister(fd)
             os.close(fd)
         self.fds, self._cpu_of = {}, {}
-        if self._woken[0] >= 0:
-            self._poll.unregister(self._woken[0])
-            for fd in self._woken:
+        if self._waker[0] >= 0:
+            self._poll.unregister(self._waker[0])
+            for fd in self._waker:
                 os.close(fd)
-            self._woken = (-1, -1)
+            self._waker = (-1, -1)
 
 
 def layout(events_dir: Path) -> int | None:

@@ -238,10 +238,11 @@ class TraceSession:
 
 
 class Stream:
-    """The trace read as it is written: a thread drains the buffers every
-    `every_s`, and at once when the kernel says one is a quarter full, so
-    the kernel's buffers need to hold only that long's events, whatever the
-    run's length. It reads each CPU's buffer raw, a
+    """The trace read as it is written: a thread drains a buffer at once
+    when the kernel says it is a quarter full, and a quiet one once a
+    second (where the kernel says nothing, at set times every `every_s`:
+    rawtrace.CpuBuffers), so the kernel's buffers need to hold only that
+    long's events, whatever the run's length. It reads each CPU's buffer raw, a
     page at a time, and the text is told after the run (rawtrace); where
     the kernel's pages are not known here, it reads the merged trace_pipe.
     The thread keeps off `away` (the measured CPUs), where it has somewhere
