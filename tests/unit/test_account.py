@@ -189,3 +189,20 @@ def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_out
         "; on 3 of the 20 CPUs"), some  # fmt: skip
     (every,) = [line for line in lines if line.startswith("CPUs 0-19: ")]
     assert "of the 20 CPUs" not in every and not [line for line in lines if "CPU 11" in line]
+
+
+def test_a_long_list_of_cpus_sharing_a_source_says_its_count_once() -> None:
+    """At 384 CPUs a source on every other CPU read "192 CPUs, 0-382 every 2nd: ...; on 192 of
+    the 384 CPUs"."""
+    from quietcore.report.summary import periodic_lines
+
+    def cpu(n: int) -> CpuAnalysis:
+        sources = [(250.0, 8.0)] + ([(20.0, 57.0)] if n % 2 == 0 else [])
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": hz, "events": 500, "expected": 500, "median_duration_ns": us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": 0.3, "name": None} for hz, us in sources]})  # fmt: skip
+
+    lines = periodic_lines([cpu(n) for n in range(384)], {})
+    (some,) = [line for line in lines if "20.00 Hz" in line]
+    assert some.startswith("192 of the 384 CPUs, 0-382 every 2nd: periodic source at 20.00 Hz"), some
+    assert "; on 192" not in some

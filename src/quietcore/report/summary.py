@@ -258,7 +258,13 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
             share = f", {spent:.0%} of those CPUs' lost time (the tick's row in their account)"
         low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
         each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
-        some = f"; on {len(having)} of the {total} CPUs" if len(having) < total else ""
+        some = ""
+        if len(having) < total:  # how many of the run's: in the phrase's count where it has one ("192 CPUs, ...")
+            counted = f"{len(having)} CPUs"
+            if cpus.startswith(counted):
+                cpus = f"{len(having)} of the {total} CPUs" + cpus[len(counted) :]
+            else:
+                some = f"; on {len(having)} of the {total} CPUs"
         lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}{some}")
     if slight:
         lines.append(f"{slight} more periodic source{'s' if slight > 1 else ''} that CPUs share, each under "
