@@ -206,3 +206,23 @@ def test_a_long_list_of_cpus_sharing_a_source_says_its_count_once() -> None:
     (some,) = [line for line in lines if "20.00 Hz" in line]
     assert some.startswith("192 of the 384 CPUs, 0-382 every 2nd: periodic source at 20.00 Hz"), some
     assert "; on 192" not in some
+
+
+def test_a_cpus_own_source_stays_an_outlier_when_one_other_cpu_has_a_train_like_it() -> None:
+    """A CI run's 64-CPU replay: the planted 100 Hz x 200 µs on CPU 17 matched a host's 100 Hz
+    train on one other CPU (lengths within a factor of four), and CPU 17 was told by its loss
+    alone. A source on a few of a group's CPUs (5 %) is still each one's own."""
+    from quietcore.report.summary import Group, outliers
+
+    def cpu(n: int, *sources: tuple[float, float, float]) -> CpuAnalysis:
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": hz, "events": 1000, "expected": 1000, "median_duration_ns": us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": share, "name": None} for hz, us, share in sources]})  # fmt: skip
+
+    tick = (250.0, 8.0, 0.5)
+    extra = {17: (100.0, 200.0, 0.5), 5: (100.0, 60.0, 0.01)}
+    analyses = [cpu(n, tick, *([extra[n]] if n in extra else [])) for n in range(64)]
+    rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": 2e7} for n in range(64)]
+    odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(64)))])
+    assert list(odd) == [17], odd
+    assert odd[17] == ["a periodic source its group lacks: 100 Hz x 200.0 µs, 50% of its lost time"]
