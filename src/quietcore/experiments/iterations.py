@@ -33,6 +33,7 @@ RUNS_METHOD = METHOD.replace(
     "over iterations: the slow iterations'", "over runs (their iterations summed): the slow runs'"
 )
 SHOWN = 3  # iterations in the slowest and fastest lists
+HIT_SHOWN = 5  # iterations a source took most in, named in the sentence
 NOTED_MS = 0.5  # a difference between slow iterations and the rest named in the sentence
 PERMUTATIONS = 2000
 
@@ -149,8 +150,8 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
         return out
     names = ", ".join(where(rows[i], runs) for i in np.flatnonzero(slow)[:5]) + (f" and {k - 5} more" if k > 5 else "")
     what = "run" if whole else "iteration"
-    words = (f"{label}: the {k} slowest {what}{'s' if k > 1 else ''} ({names}) were "
-             f"{float(short[slow].mean() - np.median(short)):.1%} under the median {metric['unit']}")  # fmt: skip
+    lead = f"the {k} slowest {what}s ({names}) were" if k > 1 else f"the slowest {what} ({names}) was"
+    words = f"{label}: {lead} {float(short[slow].mean() - np.median(short)):.1%} under the median {metric['unit']}"
     if not traced:
         out["sentence"] = words + ": intrusions not traced, so not accounted"
         return out | {"explained": False}
@@ -165,9 +166,18 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     if sources and k < len(rows):
         name, each = max(sources.items(), key=lambda kv: float(kv[1][slow].mean() - kv[1][~slow].mean()))
         a, b = float(each[slow].mean()), float(each[~slow].mean())
-        out["source"] = {"name": name, "slow_ms": a, "other_ms": b}
+        hit = _hit(each)
+        out["source"] = {"name": name, "slow_ms": a, "other_ms": b,
+                         "hit": [{"where": where(rows[i], runs), "ms": float(each[i])} for i in hit]}  # fmt: skip
         if a - b >= NOTED_MS:
-            words += f"; they had {ms(a)} ms of {name} each, the rest {ms(b)} ms"
+            had = f"they had {ms(a)} ms of {name} each" if k > 1 else f"it had {ms(a)} ms of {name}"
+            words += f"; {had}, the rest {ms(b)} ms"
+        if a - b >= NOTED_MS and set(hit.tolist()) != set(np.flatnonzero(slow).tolist()):
+            # The source's own iterations, when they are not just the slow ones: a hog in two iterations
+            # of which only one stood out by 3 MADs had its other one counted among "the rest".
+            took = ", ".join(f"{where(rows[i], runs)} ({ms(float(each[i]))} ms)" for i in hit[:HIT_SHOWN])
+            more = f" and {len(hit) - HIT_SHOWN} more" if len(hit) > HIT_SHOWN else ""
+            words += f"; {name} took most in {took}{more}"
     own = _own_threads(rows)
     if own is not None and k < len(rows):
         main, others, each = own
@@ -193,7 +203,7 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
             interval = tuple(sorted((lo * gain / excess, hi * gain / excess)))
     out.update({"share": share, "interval": interval, "slow_iterations": k})
     if share is not None and share >= CLAIM and fits_model:
-        words += f": the time taken accounts for {share:.0%} of their shortfall"
+        words += f": the time taken accounts for {share:.0%} of {'their' if k > 1 else 'its'} shortfall"
         if "slope" in out:
             lo_, hi_ = out["slope"]["ci"]
             slope = out["slope"]["value"]
@@ -204,6 +214,14 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
         out["explained"] = False
     out["sentence"] = words
     return out
+
+
+def _hit(each: np.ndarray) -> np.ndarray:
+    """The iterations a source took most in, the most first: those standing more than 3 scaled MADs (and
+    NOTED_MS) above its median iteration; with none, none."""
+    dev = each - float(np.median(each))
+    hit = np.flatnonzero(dev > max(3 * scaled_mad(each), NOTED_MS))
+    return hit[np.argsort(-each[hit], kind="stable")]
 
 
 def _where_ran(rows: list[dict[str, Any]], which: np.ndarray) -> str:
