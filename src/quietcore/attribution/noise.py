@@ -214,11 +214,17 @@ def analyze(
     CPU's analysis starts (or, spread over processes, ends), for a progress
     bar. Above SCOUTS CPUs, SCOUTS of them are searched first and the rates of
     their sources tried first on the others. The CPUs' analyses are spread over
-    the CPUs here (_spread), as the measurement is over and the node's CPUs are
+    the CPUs here (_Pool), as the measurement is over and the node's CPUs are
     free; the result is the same, in the same order."""
     options = (before, after, config_hz, virtualized, user_hz, leaders or {})
+    with _Pool(trace, options) as pool:
+        return _analyze(trace, pool, on_cpu)
+
+
+def _analyze(trace: NoiseTrace, pool: _Pool, on_cpu: Callable[[int], None] | None) -> dict[str, Any]:
+    """analyze's scouts, then the CPUs past them, in `pool`."""
     if len(trace.cpus) <= SCOUTS:
-        return {"cpus": _spread(trace, list(range(len(trace.cpus))), options, (), on_cpu)}
+        return {"cpus": pool.spread(list(range(len(trace.cpus))), (), on_cpu)}
     # Scouts first, spread over the CPU list, searched in full; the rates their sources run at are then
     # tried first on every other CPU, as the tick's is: a matched filter of one fit where the spectral
     # search tried some twenty (the node's CPUs share most of their sources: the tick, the host's timer).
@@ -229,10 +235,10 @@ def analyze(
     # their harmonics is then one fit a peak, not a subharmonic search: a scout of the second wave cost 85 ms of
     # this VM's 64-CPU replay and 175 ms of the GPU node's, one of the first 266 and 278 (bench/manycpu.py).
     first = scouts[:: max(len(scouts) // FIRST_SCOUTS, 1)][:FIRST_SCOUTS]
-    done = dict(zip(first, _spread(trace, first, options, (), on_cpu, scout=True), strict=True))
+    done = dict(zip(first, pool.spread(first, (), on_cpu, scout=True), strict=True))
     known = _shared_rates([done[k] for k in first])
     later = [k for k in scouts if k not in done]
-    done.update(zip(later, _spread(trace, later, options, known, on_cpu, scout=True), strict=True))
+    done.update(zip(later, pool.spread(later, known, on_cpu, scout=True), strict=True))
     shared = _shared_rates([done[k] for k in scouts])
     # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
@@ -249,7 +255,7 @@ def analyze(
     # leftover harmonic of a template's own), a CPU past the scouts passes over its peak there.
     futile = (tuple(t for f in failed for t in f[0]), tuple(t for f in failed for t in f[1]))
     rest = [k for k in range(n) if k not in done]
-    done.update(zip(rest, _spread(trace, rest, options, shared, on_cpu, floor=floor, futile=futile), strict=True))
+    done.update(zip(rest, pool.spread(rest, shared, on_cpu, floor=floor, futile=futile), strict=True))
     return {"cpus": [done[k] for k in range(n)], "search_floor": floor[0], "search_floor_light": floor[1]}
 
 
@@ -299,51 +305,72 @@ _Futile = tuple[tuple[Tried, ...], tuple[Tried, ...]]
 _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mapping[int, list[str | None]]]
 
 
-def _spread(trace: NoiseTrace, which: list[int], options: _Options, shared: tuple[float, ...],
-            on_cpu: Callable[[int], None] | None, floor: tuple[float, float] | None = None,
-            scout: bool = False, futile: _Futile = ((), ())) -> list[dict[str, Any]]:  # fmt: skip
-    """The analyses of trace.cpus[k] for k in `which`, in that order: with
-    PARALLEL_FROM CPUs or more and more than one CPU to run on, spread over a
-    process each CPU here (forked, so the trace is shared, not copied)."""
-    before, after, config_hz, virtualized, user_hz, leaders = options
-    workers = min(len(os.sched_getaffinity(0)), len(which))
-    enough = len(which) >= (SCOUTS_PARALLEL_FROM if scout else PARALLEL_FROM)
-    if not enough or workers < 2 or "fork" not in mp.get_all_start_methods():
-        out = []
-        for k in which:
-            if on_cpu:
-                on_cpu(trace.cpus[k].cpu)
-            cpu = trace.cpus[k]
-            out.append(analyze_cpu(cpu, before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
-                                   shared_hz=shared, leaders=leaders.get(cpu.cpu), floor=floor,
-                                   futile=futile, scout=scout))  # fmt: skip
-        return out
-    global _SHARED
-    _SHARED = (trace, options, shared, floor, futile, scout)
-    try:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            futures = [pool.submit(_analyze_nth, k) for k in which]
-            done = []
-            for k, future in zip(which, futures, strict=True):
-                done.append(future.result())
-                if on_cpu:
-                    on_cpu(trace.cpus[k].cpu)
-        return done
-    finally:
+class _Pool:
+    """The CPUs' analyses, in turn or spread over a process each CPU here: one
+    pool for a run's every wave (scouts, then the rest), forked once the first
+    wave has PARALLEL_FROM CPUs (SCOUTS_PARALLEL_FROM for scouts), so the trace
+    is shared, not copied. A pool a wave forked its workers three times, and
+    each faulted its heap in anew (at 384 CPUs, some 0.5 s of CPU each time)."""
+
+    def __init__(self, trace: NoiseTrace, options: _Options) -> None:
+        self.trace, self.options = trace, options
+        self.workers = len(os.sched_getaffinity(0))
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _SHARED
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
         _SHARED = None
+
+    def spread(self, which: list[int], shared: tuple[float, ...], on_cpu: Callable[[int], None] | None,
+               floor: tuple[float, float] | None = None, scout: bool = False,
+               futile: _Futile = ((), ())) -> list[dict[str, Any]]:  # fmt: skip
+        """The analyses of trace.cpus[k] for k in `which`, in that order."""
+        global _SHARED
+        wave = (shared, floor, futile, scout)
+        enough = len(which) >= (SCOUTS_PARALLEL_FROM if scout else PARALLEL_FROM)
+        if self.pool is None and (not enough or self.workers < 2 or "fork" not in mp.get_all_start_methods()):
+            out = []
+            for k in which:
+                if on_cpu:
+                    on_cpu(self.trace.cpus[k].cpu)
+                out.append(_analyze_one(self.trace, self.options, k, wave))
+            return out
+        if self.pool is None:
+            _SHARED = (self.trace, self.options)
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"))
+        futures = [self.pool.submit(_analyze_nth, k, wave) for k in which]
+        done = []
+        for k, future in zip(which, futures, strict=True):
+            done.append(future.result())
+            if on_cpu:
+                on_cpu(self.trace.cpus[k].cpu)
+        return done
 
 
 #: Spread a run's analysis over processes from this many CPUs on (fewer are done before a pool starts).
 PARALLEL_FROM = 8
 #: The same for a wave of scouts: each takes a few hundred ms, where a pool starts in a few.
 SCOUTS_PARALLEL_FROM = 2
-#: What a forked worker reads: the trace and its counters, set by analyze before the pool forks.
-_SHARED: tuple[NoiseTrace, _Options, tuple[float, ...], tuple[float, float] | None, _Futile, bool] | None = None
+_Wave = tuple[tuple[float, ...], tuple[float, float] | None, _Futile, bool]
+#: What a forked worker reads: the trace and its counters, set before the pool forks (a wave's own
+#: parameters come with each CPU's task: they are known only once the scouts are done).
+_SHARED: tuple[NoiseTrace, _Options] | None = None
 
 
-def _analyze_nth(k: int) -> dict[str, Any]:
-    assert _SHARED is not None
-    trace, (before, after, config_hz, virtualized, user_hz, leaders), shared, floor, futile, scout = _SHARED
+def _analyze_one(trace: NoiseTrace, options: _Options, k: int, wave: _Wave) -> dict[str, Any]:
+    before, after, config_hz, virtualized, user_hz, leaders = options
+    shared, floor, futile, scout = wave
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
                        shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor, futile=futile,
                        scout=scout)  # fmt: skip
+
+
+def _analyze_nth(k: int, wave: _Wave) -> dict[str, Any]:
+    assert _SHARED is not None
+    return _analyze_one(*_SHARED, k, wave)
