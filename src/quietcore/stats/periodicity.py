@@ -253,8 +253,7 @@ def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size:
 
 
 def _fit(
-    starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float, span: float,
-    refined: bool = False,
+    starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float, span: float, refined: bool
 ) -> tuple[NDArray[np.bool_], float, float, float]:
     """Events on a periodic train, the refined period, its phase and the
     residual jitter. The period is fitted over the whole run; the phase is
