@@ -140,10 +140,11 @@ def main() -> int:
     return 0
 
 
-def split(traces: Path, span: float) -> tuple[float, float, float]:
+def split(traces: Path, span: float) -> tuple[float, float, float, float]:
     """The analysis's CPU time (s) per CPU of the first wave of scouts, of the later scouts and of
     the CPUs past them, in this one process (the CPUs in turn: on_cpu marks each one's start),
-    where `results analyse` gives only the whole, spread over processes."""
+    where `results analyse` gives only the whole, spread over processes; and the whole analysis's,
+    from the first CPU's start (the trace read, the DB neither read nor written)."""
     from quietcore import measure
     from quietcore.attribution import noise
     from quietcore.peers import traces as trace_files
@@ -158,9 +159,10 @@ def split(traces: Path, span: float) -> tuple[float, float, float]:
         noise.PARALLEL_FROM, noise.SCOUTS_PARALLEL_FROM = spread
     each = np.diff([*stamps, time.process_time()])
     if len(each) <= noise.SCOUTS:
-        return float(each.mean()), 0.0, 0.0
+        return float(each.mean()), 0.0, 0.0, float(each.sum())
     first, scouts = noise.FIRST_SCOUTS, noise.SCOUTS
-    return float(each[:first].mean()), float(each[first:scouts].mean()), float(each[scouts:].mean())
+    return (float(each[:first].mean()), float(each[first:scouts].mean()), float(each[scouts:].mean()),
+            float(each.sum()))  # fmt: skip
 
 
 def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: float) -> None:
@@ -188,11 +190,13 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
           f"({'PASS' if iw <= target else 'MISS'}: {target:.1f} s, 15 s at 384 CPUs x 30 s)")  # fmt: skip
     print(f"  analyse  {aw:6.2f} s wall  {ac:6.2f} s CPU  {am:6.0f} MB  ({ac / (n * span / 1e9) * 1e3:.1f} ms CPU a "
           "CPU-second; issue 33 aims at 1)")  # fmt: skip
-    if n == 64:  # the split that says where the analysis's CPU goes: once, at a size with 56 CPUs past the scouts
-        first_s, later_s, rest_s = split(where / "traces", span)
+    if n in (64, 384):  # where the analysis's CPU goes, at sizes with 56 and 376 CPUs past the scouts
+        first_s, later_s, rest_s, whole_s = split(where / "traces", span)
         print(f"  in one process: {first_s * 1e3:.0f} ms a scout of the first wave (no rate known), "
               f"{later_s * 1e3:.0f} ms one of the second, {rest_s * 1e3:.0f} ms a CPU past them "
-              f"({rest_s / (span / 1e9) * 1e3:.2f} ms a CPU-second)")  # fmt: skip
+              f"({rest_s / (span / 1e9) * 1e3:.2f} ms a CPU-second); the analysis alone (no start-up, no "
+              f"database) {whole_s / (n * span / 1e9) * 1e3:.2f} ms a CPU-second at "
+              f"{events / n / span * 1e9:,.0f} events a CPU-second (issue 33: 1 at about 1,500)")  # fmt: skip
     print(f"  show     {sw:6.2f} s wall  {sc:6.2f} s CPU  {sm:6.0f} MB  {len(said)} lines "
           f"({'PASS' if lines_ok and sw <= 0.5 + 0.5 else 'MISS'}: at most {LINES} + one per outlier)")  # fmt: skip
     print(f"  report   {rw:6.2f} s wall  {rc:6.2f} s CPU  {rm:6.0f} MB  {report_mb:.1f} MB written "

@@ -226,3 +226,28 @@ def test_a_cpus_own_source_stays_an_outlier_when_one_other_cpu_has_a_train_like_
     odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(64)))])
     assert list(odd) == [17], odd
     assert odd[17] == ["a periodic source its group lacks: 100 Hz x 200.0 µs, 50% of its lost time"]
+
+
+def test_a_group_said_apart_does_not_make_a_cpus_own_source_a_shared_one() -> None:
+    """bench/manycpu.py's 64-CPU replay: the L3 group said apart (its gaps doubled) has the host's
+    100 Hz train at 55 µs, within a factor of four of the 100 Hz x 200 µs planted on CPU 16, and the
+    source was counted on 17 CPUs, shared: CPU 16 was named for nothing. Only the CPUs beside it vouch."""
+    from quietcore.report.summary import Group, outliers, periodic_lines
+
+    def cpu(n: int, *sources: tuple[float, float, float]) -> CpuAnalysis:
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": hz, "events": 1000, "expected": 1000, "median_duration_ns": us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": share, "name": None} for hz, us, share in sources]})  # fmt: skip
+
+    l3 = frozenset(range(8)) | frozenset(range(32, 40))
+    host = {n: (100.0, 55.0 if n in l3 else 27.5, 0.2) for n in range(64)}
+    analyses = [cpu(n, (250.0, 21.0, 0.4), host[n], *([(100.0, 200.0, 0.46)] if n == 16 else [])) for n in range(64)]
+    rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": 4e7 if n in l3 else 2e7} for n in range(64)]
+    odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(64)))], [l3])
+    assert list(odd) == [16], odd
+    assert odd[16] == ["a periodic source its group lacks: 100 Hz x 200.0 µs, 46% of its lost time"]
+    # told on its outlier's line, not in the line of the 100 Hz train the CPUs share
+    (shared,) = [line for line in periodic_lines(analyses, odd) if "100.00 Hz" in line]
+    assert shared.startswith("CPUs 0-63: periodic source at 100.00 Hz, 27.5-55.0 µs each"), shared
+    # and without the group apart (the same 16 CPUs' trains shared by 17 of 64), it is a line they share
+    assert 16 not in outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(64)))])
