@@ -87,6 +87,19 @@ def test_pages_tell_what_the_kernel_printed_cpu_by_cpu() -> None:
     assert sum(1 for events in told.values() for e in events if e[0] == "frame") > 20
 
 
+def test_telling_says_how_far_it_is_and_tells_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 384 CPUs telling takes a minute or more after the run: `intruders` shows a bar from
+    tell's progress, the share of the records told, which leaves the text as it was."""
+    monkeypatch.setattr(telling, "PROGRESS_EVERY", 100)
+    teller = telling.Teller(_formats(), telling.Symbols(FIXTURE / "kallsyms"))
+    shares: list[float] = []
+    text = telling.tell(_pages(), teller, True, lambda pid: None, progress=shares.append)
+    assert text == _told()
+    records = sum(1 for line in text.splitlines() if not line.startswith(" => "))
+    assert shares[0] == 0.0 and shares == sorted(shares) and 0.9 < shares[-1] < 1.0, shares[-3:]
+    assert len(shares) >= records // 100, (len(shares), records)
+
+
 def test_the_told_text_gives_the_kernels_spans() -> None:
     """Interrupts, softirqs and switches: the spans the noise is matched to
     are the same, CPU by CPU (their times are each buffer's own)."""

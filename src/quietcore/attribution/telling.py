@@ -256,12 +256,18 @@ class Comms:
         return self.names.get(pid)
 
 
+#: Records told between two calls of tell's `progress`.
+PROGRESS_EVERY = 1 << 16
+
+
 def tell(pages: dict[int, list[bytes]], teller: Teller, counter: bool, comms: Callable[[int], str | None],
-         data_at: int = 16) -> str:  # fmt: skip
+         data_at: int = 16, progress: Callable[[float], None] | None = None) -> str:  # fmt: skip
     """Every CPU's pages as tracefs's text, in time order over the CPUs
     (as the merged trace_pipe gives them): `comm-pid [cpu] ts: event: ...`,
     a stack as `<stack trace>` and a `=> frame` line each. A task is named
-    as the trace names it (switched, woken), else by `comms`."""
+    as the trace names it (switched, woken), else by `comms`. `progress`:
+    called with the share of the records told, every PROGRESS_EVERY of them
+    (at 384 CPUs, 30 s of a node's events take a minute or more)."""
     when = stamp(counter)
     fmts, symbols = teller.formats, teller.symbols
     by_name = {f.name: f for f in fmts.values()}
@@ -289,7 +295,9 @@ def tell(pages: dict[int, list[bytes]], teller: Teller, counter: bool, comms: Ca
             if isinstance(p, int) and isinstance(c, str) and p:
                 names.setdefault(p, c)
     out: list[str] = []
-    for ts, cpu, rec in merged:
+    for k, (ts, cpu, rec) in enumerate(merged):
+        if progress is not None and k % PROGRESS_EVERY == 0:
+            progress(k / len(merged))
         fmt = fmts.get(rec[0] | rec[1] << 8)
         if fmt is None:
             continue

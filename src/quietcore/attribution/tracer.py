@@ -184,15 +184,16 @@ class TraceSession:
         self.opened.append(buffers)  # closed with the session at the latest: an open file keeps the instance
         return buffers
 
-    def tell(self, buffers: rawtrace.CpuBuffers) -> str:
-        """What `buffers` read, as the kernel's text (attribution.telling)."""
+    def tell(self, buffers: rawtrace.CpuBuffers, progress: Callable[[float], None] | None = None) -> str:
+        """What `buffers` read, as the kernel's text (attribution.telling; `progress`: its share told)."""
         assert self.instance is not None
         if self.comms is None:
             self.comms = telling.Comms(self.instance.parent.parent / "saved_cmdlines")
         self.comms.fresh = False
         if self.teller is None:
             self.teller = telling.Teller(eventformat.formats(self.instance / "events", self.events), _SYMBOLS)
-        return telling.tell(buffers.pages, self.teller, self.clock == "x86-tsc", self.comms, buffers.data_at)
+        return telling.tell(buffers.pages, self.teller, self.clock == "x86-tsc", self.comms, buffers.data_at,
+                            progress)  # fmt: skip
 
     def skip(self) -> None:
         """Empty the buffers of what came since the last read (between two
@@ -332,10 +333,11 @@ class Stream:
                 self.session.opened.remove(self.buffers)
             self.buffers = None
 
-    def text(self) -> str:
+    def text(self, progress: Callable[[float], None] | None = None) -> str:
         """Everything read, and what is left in the buffers now. The events
         lost by then are `lost_by_cpu`: what the buffers lose while the pages
-        are told, read by no one, is after the run, not the run's."""
+        are told, read by no one, is after the run, not the run's.
+        `progress`: called with the share of the pages' records told."""
         self._drain()
         before = self._lost_before
         self.lost_by_cpu = {cpu: n - before.get(cpu, 0) for cpu, n in self.session.lost_by_cpu().items()
@@ -347,7 +349,7 @@ class Stream:
         if buffers in self.session.opened:
             self.session.opened.remove(buffers)
         started = time.thread_time_ns()
-        text = self.session.tell(buffers)
+        text = self.session.tell(buffers, progress)
         self.told_ns = time.thread_time_ns() - started
         return text
 
