@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -269,7 +270,7 @@ def test_quietcore_is_not_in_its_own_trace_with_its_progress_bar_on(cli_env: dic
 @pytest.mark.skipif(os.geteuid() != 0 or "tracefs" not in Path("/proc/filesystems").read_text(),
                     reason="tracing needs root and tracefs")  # fmt: skip
 def test_beside_the_tracer_the_counters_are_read_over_the_probes_window_and_one_account_is_given(
-    cli: CliRunner, tmp_path: Path
+    cli: CliRunner, db_file: Path, tmp_path: Path
 ) -> None:  # fmt: skip
     """The kernel's counters were read around the tracer's setup and reading
     too (1.4 s of a 2 s run here, the CPU idle meanwhile): LOC read 188/s for
@@ -287,7 +288,13 @@ def test_beside_the_tracer_the_counters_are_read_over_the_probes_window_and_one_
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["cpus"]
     counted, measured = row["attribution"]["counted_ns"], row["measured_ns"]
-    assert measured <= counted <= measured + 0.5e9, (counted, measured)
+    # Within the probe's own lifetime (its envelope's start and end: its start-up is its own, 0.13 s here and
+    # 0.64-0.77 s in two CI runs, where measured + 0.5 s failed) and the moments to start and reap it: not
+    # the tracer's setup and reading besides (1.4 s here).
+    (envelope,) = sqlite3.connect(db_file).execute("SELECT envelope FROM runs WHERE kind = 'noise'").fetchone()
+    probe = json.loads(envelope)
+    lived = (datetime.fromisoformat(probe["end"]) - datetime.fromisoformat(probe["start"])).total_seconds() * 1e9
+    assert measured <= counted <= lived + 0.3e9, (counted, measured, lived)
     hz = Measurer(Root("/")).config_hz
     ticks = [p for p in row["periodic"] if hz and abs(p["frequency_hz"] - hz) <= 0.01 * hz]
     # The tick found (a busy CPU ticks) is named the tick. The host's own timer can run a second train at the
