@@ -314,7 +314,8 @@ def _child(
                 signal.signal(sig, signal.SIG_DFL)
             # The test's objects are the child's too, but not a new interpreter's: a full collection went
             # through them all (200,000 and more late in a suite), copying each page it wrote, 190-300 ms in
-            # a `report` here; inside a noise run's counters' window, 0.57 s in a CI run. Frozen, the
+            # a `report` here; the likely cause of the 0.57 s a CI run's noise child spent outside its probe,
+            # inside the counters' window (its log shows no collection, only that time). Frozen, the
             # collector passes them over, as a new `python -m quietcore` has none to pass.
             gc.freeze()
             code = main(args)

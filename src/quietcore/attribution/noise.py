@@ -306,15 +306,16 @@ _Options = tuple[CounterSnapshot, CounterSnapshot, int | None, bool, int, Mappin
 
 
 class _Pool:
-    """The CPUs' analyses, in turn or spread over a process each CPU here: one
-    pool for a run's every wave (scouts, then the rest), forked once the first
-    wave has PARALLEL_FROM CPUs (SCOUTS_PARALLEL_FROM for scouts), so the trace
-    is shared, not copied. A pool a wave forked its workers three times, and
-    each faulted its heap in anew (at 384 CPUs, some 0.5 s of CPU each time)."""
+    """The CPUs' analyses, in turn or spread over a process each CPU here (no
+    more than the run has CPUs): one pool for a run's every wave (scouts, then
+    the rest), forked once a wave has PARALLEL_FROM CPUs (SCOUTS_PARALLEL_FROM
+    for scouts), so the trace is shared, not copied, and each worker's heap is
+    faulted in once, not once a wave."""
 
     def __init__(self, trace: NoiseTrace, options: _Options) -> None:
         self.trace, self.options = trace, options
-        self.workers = len(os.sched_getaffinity(0))
+        # as many as the largest wave can use: 16 CPUs measured on a node of 384 fork 16, not 384
+        self.workers = min(len(os.sched_getaffinity(0)), len(trace.cpus))
         self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> _Pool:

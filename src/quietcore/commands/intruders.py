@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from quietcore.attribution import explain, intruders, remedy, sampled, tracer
+from quietcore.attribution import explain, intruders, remedy, sampled, telling, tracer
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments import metric
@@ -296,8 +296,9 @@ def _finish(proc: subprocess.Popen[bytes], pumping: threading.Thread | None) -> 
 TOLD = 0.55
 
 
-def _counted(lines: list[str], progress: Callable[[float], None], every: int = 1 << 16) -> Iterator[str]:
-    """The lines, calling progress(share done) every `every` of them."""
+def _counted(lines: list[str], progress: Callable[[float], None],
+             every: int = telling.PROGRESS_EVERY) -> Iterator[str]:  # fmt: skip
+    """The lines, calling progress(share done) every `every` of them (as telling does its records)."""
     for k, line in enumerate(lines):
         if k % every == 0:
             progress(k / len(lines))

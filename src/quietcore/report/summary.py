@@ -160,16 +160,12 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 owners = np.unique(owner[alike])
                 if c in home and int(np.isin(owners, list(home[c])).sum()) >= len(home[c]) / 2:
                     continue  # its group apart has it too
-                if c not in home and covered:
-                    # A group said apart vouches for no other CPU's source: its gaps are longer together, and a
-                    # host's 100 Hz x 27 µs doubled there (55 µs) made a planted 100 Hz x 200 µs on a CPU beside
-                    # it "alike" on 18 of 64 CPUs, a source they share (bench/manycpu.py's 64-CPU replay).
-                    owners = owners[~np.isin(owners, list(covered))]
-                if losing - {c}:
-                    # Nor does a CPU set apart by its loss, for the same reason: at 16 CPUs the doubled L3 group
-                    # is four outliers, too few for a rank test, and their 55 µs vouched for the 200 µs train.
-                    owners = owners[~np.isin(owners, list(losing - {c}))]
-                having = int(owners.size)
+                # CPUs said apart vouch for no other CPU's source: their gaps are longer. A group said apart: a
+                # host's 100 Hz x 27 µs doubled there (55 µs) made a planted 100 Hz x 200 µs on a CPU beside it
+                # "alike" on 18 of 64 CPUs (bench/manycpu.py's 64-CPU replay); a CPU set apart by its loss: at
+                # 16 CPUs the doubled L3 group is four such outliers, too few for a rank test.
+                vouching = owners[~np.isin(owners, list(((covered if c not in home else set()) | losing) - {c}))]
+                having = int(vouching.size)
                 if having <= max(1, OWN_SHARE * len(mine)):  # on more it is a finding they share: their line
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"{LACKS}{_sources(p)}{share}")

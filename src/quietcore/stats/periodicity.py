@@ -196,6 +196,22 @@ def _window_phases(
     return phases
 
 
+def _offsets(
+    starts: NDArray[np.float64], center: NDArray[np.float64] | float, period: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Each start's period count n = round((start - center) / period) and its residual
+    start - (center + n * period), both computed in place where the arithmetic allows:
+    the same operations on the same values, so the same bits, in two arrays of the run's
+    length where the expressions made seven (a tenth of a _members call here)."""
+    n = starts - center
+    np.divide(n, period, out=n)
+    np.round(n, out=n)
+    residual = n * period
+    residual += center
+    np.subtract(starts, residual, out=residual)
+    return n, residual
+
+
 def _members(
     starts: NDArray[np.float64], period: float, center: NDArray[np.float64], tol: float, w: NDArray[np.int64]
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
@@ -206,15 +222,7 @@ def _members(
     (window, period) pairs, since each window keeps one phase: the events of
     one pair are neighbours, and the closest of each is found without a sort
     (a lexsort here was a third of a 65,000-event run's analysis)."""
-    # in place where the arithmetic allows, each step the same operation on the same values as
-    # np.round((starts - center) / period) and starts - (center + n * period): the same bits, in
-    # three arrays of the run's length where it took seven (a tenth of the call here)
-    n = starts - center
-    np.divide(n, period, out=n)
-    np.round(n, out=n)
-    residual = n * period
-    residual += center
-    np.subtract(starts, residual, out=residual)
+    n, residual = _offsets(starts, center, period)
     a = np.abs(residual)
     near = np.flatnonzero(a <= tol)
     members = np.zeros(len(starts), dtype=bool)
@@ -280,12 +288,7 @@ def _fit(
     # refine: fit t = t0 + n * P on the members (a fitted period skips it: the fold and the line were 40 % of a
     # hinted fit on the GPU node's CPUs past the scouts, 2.1 of 5.3 ms)
     for _ in range(0 if refined else 3):
-        n = starts - center  # np.round((starts - center) / period), in place (see _members)
-        np.divide(n, period, out=n)
-        np.round(n, out=n)
-        off = n * period  # np.abs(starts - (center + n * period)), in place
-        off += center
-        np.subtract(starts, off, out=off)
+        n, off = _offsets(starts, center, period)
         members = np.abs(off, out=off) <= tol
         if before is not None and np.array_equal(members, before):
             break  # the same members give the same line: the fit has settled
