@@ -274,3 +274,34 @@ def test_cpus_set_apart_by_their_loss_do_not_make_a_cpus_own_source_a_shared_one
     assert sorted(odd) == [0, 1, 4, 8, 9], odd
     assert odd[4] == ["a periodic source its group lacks: 100 Hz x 200.0 µs, 46% of its lost time"]
     assert all(why[0].startswith("loses 4.40% of its time") for c, why in odd.items() if c in doubled)
+
+
+def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_once() -> None:
+    """bench/manycpu.py's 16-CPU replay of the GPU node (each CPU's lost ms as `results show` gave them):
+    the L3 group 0-1,8-9 and CPU 10 with every gap doubled, CPU 4 with a 100 Hz x 200 µs source. Five
+    CPUs of 16 widened the whole MAD to 94 ms, and 6 of it (565 ms) named CPU 4 alone; the group's half
+    under the median spreads 35 ms. The L3 group, too small for a rank test beside its socket's other
+    four CPUs, is one line, as apart's are; CPU 10 and CPU 4 stay outliers of their own."""
+    from quietcore.report.summary import Group, outliers, outlying_groups
+
+    lost_ms = [755.83, 802.38, 428.71, 435.21, 1059.55, 422.73, 416.21, 359.06, 753.23, 685.59, 702.93, 344.78,
+               377.95, 401.19, 428.70, 435.25]  # fmt: skip
+    rows = [{"cpu": n, "measured_ns": 30e9, "lost_ns": ms * 1e6} for n, ms in enumerate(lost_ms)]
+    analyses = {n: CpuAnalysis.from_json({"cpu": n, "periodic": []}) for n in range(16)}
+    odd = outliers(rows, analyses, [Group("all", tuple(range(16)))])
+    assert sorted(odd) == [0, 1, 4, 8, 9, 10], odd
+    l3 = {str(c): (0 if c in (0, 1, 8, 9) else 1 if c < 4 or 8 <= c < 12 else 2) for c in range(16)}
+    shares = {n: ms / 30e3 for n, ms in enumerate(lost_ms)}
+    odd[4].append("a periodic source its group lacks: 100 Hz x 200.0 µs, 56% of its lost time")
+    ((line, cpus),) = outlying_groups(odd, {"l3": l3}, shares)
+    assert cpus == {0, 1, 8, 9}
+    assert line == ("CPUs 0-1,8-9 (L3 group 0): lose 2.29-2.67% of their time, each an outlier by it (the other "
+                    "CPUs' median 1.42%): a noisier L3 group")  # fmt: skip
+    assert sorted(odd) == [4, 10]  # the group's CPUs left out: their loss is its line
+    assert odd[4][1].startswith("a periodic source its group lacks")
+    # a socket all of whose CPUs stand out is said as the socket, not as its L3 groups
+    again = outliers(rows, analyses, [Group("all", tuple(range(16)))])
+    package = {str(c): (0 if c in (0, 1, 8, 9, 10) else 1) for c in range(16)}
+    said = outlying_groups(again, {"package": package, "l3": l3}, shares)
+    assert [line.split(":")[0] for line, _ in said] == ["CPUs 0-1,8-10 (socket 0)"]
+    assert sorted(again) == [4]

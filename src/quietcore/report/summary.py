@@ -5,7 +5,8 @@ outlier, named with its detail.
 Groups: the isolated (isolcpus, nohz_full) CPUs and the others, as the
 node's facts have them (one group where nothing is isolated). An outlier:
 a CPU whose lost share stands over its group's median by more than six
-median absolute deviations (scaled to a normal's sigma) and half a percent
+median absolute deviations
+(scaled to a normal's sigma) of the group's half under its median, and half a percent
 of the CPU, or one with a periodic source, of half a percent of the CPU or
 more, that at most OWN_SHARE of its group's CPUs have (the same frequency,
 lengths within SAME_SOURCE of each other, as the shared sources' lines take
@@ -35,7 +36,7 @@ from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
-from quietcore.stats.percentiles import scaled_mad
+from quietcore.stats.percentiles import lower_mad
 from quietcore.stats.rank import mann_whitney
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
@@ -134,11 +135,12 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
         usual = [c for c in mine if c not in covered] or mine
         shares = np.array([_lost_share(by_cpu[c]) for c in usual])
         median = float(np.median(shares))
-        mad = scaled_mad(shares)
+        # the spread of the group's lower half: what sets CPUs apart also widens the whole MAD (see lower_mad)
+        mad = lower_mad(shares)
         losing: set[int] = set()  # the group's CPUs set apart by their loss
         for c, share in zip(usual, shares.tolist(), strict=True):
             if c not in covered and share - median > max(MADS * mad, FLOOR):
-                out.setdefault(c, []).append(f"loses {share:.2%} of its time, its group's median {median:.2%}")
+                out.setdefault(c, []).append(f"{LOSES}{share:.2%} of its time, its group's median {median:.2%}")
                 losing.add(c)
         # every source of the group as arrays, so a source's CPUs are counted in one pass (by CPU
         # and source it was 0.4 s at 384 CPUs)
@@ -169,6 +171,43 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 if having <= max(1, OWN_SHARE * len(mine)):  # on more it is a finding they share: their line
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     out.setdefault(c, []).append(f"{LACKS}{_sources(p)}{share}")
+    return out
+
+
+#: How an outlier's loss is told (outlying_groups finds the CPUs set apart by it).
+LOSES = "loses "
+
+
+def outlying_groups(odd: dict[int, list[str]], where: Mapping[str, Mapping[str, int]],
+                    shares: Mapping[int, float]) -> list[tuple[str, frozenset[int]]]:  # fmt: skip
+    """A line per socket, NUMA node or L3 group every CPU of which is an outlier by
+    its loss (two CPUs at least, not the whole run), the coarsest first; those CPUs'
+    loss is then the group's, and leaves their own lines (`odd` is changed so). A
+    group too small for apart's rank test: an L3 group of 4 CPUs beside 4 others has
+    no p under 0.03 (16 CPUs of two sockets), where each of them stands out alone."""
+    losing = {c for c, why in odd.items() if why and why[0].startswith(LOSES)}
+    run = frozenset(shares)
+    out: list[tuple[str, frozenset[int]]] = []
+    said: set[int] = set()
+    for level in LEVELS:  # coarsest first: a socket of outliers is said, not its L3 groups one by one
+        members: dict[int, set[int]] = {}
+        for c, g in (where.get(level) or {}).items():
+            if str(c).isdigit() and int(c) in shares:
+                members.setdefault(int(g), set()).add(int(c))
+        for g, cpus in sorted(members.items()):
+            if len(cpus) < 2 or frozenset(cpus) == run or not cpus <= losing or cpus & said:
+                continue
+            mine = [shares[c] for c in cpus]
+            rest = float(np.median([v for c, v in shares.items() if c not in cpus]))
+            name = LEVEL_NAMES[level]
+            line = (f"{cpus_phrase(cpus)} ({name} {g}): lose {min(mine) * 100:.2f}-{max(mine):.2%} of their time, "
+                    f"each an outlier by it (the other CPUs' median {rest:.2%}): a noisier {name}")  # fmt: skip
+            out.append((line, frozenset(cpus)))
+            said |= cpus
+    for cpu in said:  # their loss is their group's line; what else sets them apart stays theirs
+        odd[cpu] = odd[cpu][1:]
+        if not odd[cpu]:
+            del odd[cpu]
     return out
 
 
@@ -357,7 +396,9 @@ def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis],
              where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[str]]:  # fmt: skip
     """The outliers screen names, with why."""
     away = [cpus for _, cpus in apart_groups(rows, where or {})]
-    return outliers(rows, {a.cpu: a for a in analyses}, groups([a.cpu for a in analyses], facts), away)
+    odd = outliers(rows, {a.cpu: a for a in analyses}, groups([a.cpu for a in analyses], facts), away)
+    outlying_groups(odd, where or {}, {int(r["cpu"]): _lost_share(r) for r in rows})
+    return odd
 
 
 def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
@@ -371,6 +412,7 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
     found = groups([a.cpu for a in analyses], facts)
     away = apart_groups(rows, where or {})
     odd = outliers(rows, {a.cpu: a for a in analyses}, found, [cpus for _, cpus in away])
+    away += outlying_groups(odd, where or {}, {int(r["cpu"]): _lost_share(r) for r in rows})
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
     out += [*notes, *(line for line, _ in away), *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
