@@ -86,8 +86,23 @@ def _lost_share(row: Mapping[str, Any]) -> float:
     return float(row["lost_ns"]) / measured if measured else 0.0
 
 
-#: How an outlier's own source is told (periodic_lines leaves such a source out of the lines CPUs share).
+#: How an outlier's own source is told.
 LACKS = "a periodic source its group lacks: "
+
+
+class Why(str):
+    """Why a CPU is an outlier, as its line says it, and what that is: `loss`, its
+    loss stands out (outlying_groups gathers a group of such CPUs); `source`, the
+    periodic source only it has (periodic_lines leaves it out of the lines CPUs
+    share). A str, so it is printed and compared as its text."""
+
+    loss: bool
+    source: Periodic | None
+
+    def __new__(cls, text: str, *, loss: bool = False, source: Periodic | None = None) -> Why:
+        why = super().__new__(cls, text)
+        why.loss, why.source = loss, source
+        return why
 
 
 def _sources(p: Periodic) -> str:
@@ -119,7 +134,7 @@ def _kind(name: str | None) -> str:
 
 
 def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis], found: list[Group],
-             away: Sequence[frozenset[int]] = ()) -> dict[int, list[str]]:  # fmt: skip
+             away: Sequence[frozenset[int]] = ()) -> dict[int, list[Why]]:  # fmt: skip
     """Each outlier CPU, with why: its loss against its group's, a source its group lacks.
     `away`: the sockets, NUMA nodes or L3 groups said apart (apart_groups): their CPUs'
     loss is their group's, neither an outlier's nor counted in the median's spread, and a
@@ -127,7 +142,7 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
     by_cpu = {int(r["cpu"]): r for r in rows}
     covered = frozenset().union(*away)
     home = {c: cpus for cpus in away for c in cpus}
-    out: dict[int, list[str]] = {}
+    out: dict[int, list[Why]] = {}
     for g in found:
         mine = [c for c in g.cpus if c in by_cpu]
         if len(mine) < 3:
@@ -140,7 +155,8 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
         losing: set[int] = set()  # the group's CPUs set apart by their loss
         for c, share in zip(usual, shares.tolist(), strict=True):
             if c not in covered and share - median > max(MADS * mad, FLOOR):
-                out.setdefault(c, []).append(f"{LOSES}{share:.2%} of its time, its group's median {median:.2%}")
+                out.setdefault(c, []).append(Why(f"loses {share:.2%} of its time, its group's median {median:.2%}",
+                                                 loss=True))  # fmt: skip
                 losing.add(c)
         # every source of the group as arrays, so a source's CPUs are counted in one pass (by CPU
         # and source it was 0.4 s at 384 CPUs)
@@ -170,22 +186,18 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 having = int(vouching.size)
                 if having <= max(1, OWN_SHARE * len(mine)):  # on more it is a finding they share: their line
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
-                    out.setdefault(c, []).append(f"{LACKS}{_sources(p)}{share}")
+                    out.setdefault(c, []).append(Why(f"{LACKS}{_sources(p)}{share}", source=p))
     return out
 
 
-#: How an outlier's loss is told (outlying_groups finds the CPUs set apart by it).
-LOSES = "loses "
-
-
-def outlying_groups(odd: dict[int, list[str]], where: Mapping[str, Mapping[str, int]],
+def outlying_groups(odd: dict[int, list[Why]], where: Mapping[str, Mapping[str, int]],
                     shares: Mapping[int, float]) -> list[tuple[str, frozenset[int]]]:  # fmt: skip
     """A line per socket, NUMA node or L3 group every CPU of which is an outlier by
     its loss (two CPUs at least, not the whole run), the coarsest first; those CPUs'
     loss is then the group's, and leaves their own lines (`odd` is changed so). A
     group too small for apart's rank test: an L3 group of 4 CPUs beside 4 others has
     no p under 0.03 (16 CPUs of two sockets), where each of them stands out alone."""
-    losing = {c for c, why in odd.items() if why and why[0].startswith(LOSES)}
+    losing = {c for c, why in odd.items() if any(w.loss for w in why)}
     run = frozenset(shares)
     out: list[tuple[str, frozenset[int]]] = []
     said: set[int] = set()
@@ -205,7 +217,7 @@ def outlying_groups(odd: dict[int, list[str]], where: Mapping[str, Mapping[str, 
             out.append((line, frozenset(cpus)))
             said |= cpus
     for cpu in said:  # their loss is their group's line; what else sets them apart stays theirs
-        odd[cpu] = odd[cpu][1:]
+        odd[cpu] = [w for w in odd[cpu] if not w.loss]
         if not odd[cpu]:
             del odd[cpu]
     return out
@@ -268,7 +280,7 @@ def apart_groups(rows: Sequence[Mapping[str, Any]],
     return out
 
 
-def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]],
+def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[Why]],
                    accounts: Mapping[int, Account] | None = None) -> list[str]:  # fmt: skip
     """A line per periodic source two CPUs or more share: the CPUs, its name, its
     length's range and median, its share of those CPUs' lost time (the tick's as
@@ -277,9 +289,9 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[str]]
     total = len({a.cpu for a in analyses})
     found: list[tuple[Periodic, list[tuple[int, Periodic]]]] = []
     for a in analyses:
-        own = [why for why in odd.get(a.cpu, ()) if why.startswith(LACKS)]
+        own = [why.source for why in odd.get(a.cpu, ()) if why.source is not None]
         for p in a.periodic:
-            if any(why.startswith(f"{LACKS}{_sources(p)}") for why in own):
+            if p in own:
                 continue  # told as its CPU's own, on the outlier's line: not in a line of sources CPUs share
             # one name whatever each CPU's counted rate in it; one source within SAME_SOURCE of its length
             same = next((f for f in found if _kind(f[0].name) == _kind(p.name) and _alike(f[0], p, SAME_SOURCE)),
@@ -336,7 +348,7 @@ def _duty(p: Periodic) -> float:
     return p.events * p.median_duration_ns / (p.expected * period) if p.expected and period else 0.0
 
 
-def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapping[int, list[str]]) -> Table:
+def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapping[int, list[Why]]) -> Table:
     """The per-CPU table folded: a row per group (min / median / max of each
     figure), then each outlier's own row."""
     by_cpu = {int(r["cpu"]): r for r in rows}
@@ -393,7 +405,7 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
 
 
 def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
-             where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[str]]:  # fmt: skip
+             where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[Why]]:  # fmt: skip
     """The outliers screen names, with why."""
     away = [cpus for _, cpus in apart_groups(rows, where or {})]
     odd = outliers(rows, {a.cpu: a for a in analyses}, groups([a.cpu for a in analyses], facts), away)
