@@ -239,3 +239,26 @@ def test_slices_by_searching_their_edges_are_numpys() -> None:
         expected = np.zeros(100)
         np.maximum.at(expected, np.clip(np.searchsorted(edges, at, side="right") - 1, 0, 99), value)
         assert np.array_equal(figures.slice_max(at, value, edges), expected)
+
+
+def test_attribution_past_32_cpus_is_a_filled_outline_a_source_stacked_as_the_bars_were() -> None:
+    """At 384 CPUs some ten layers of a bar a CPU were 3,800 patches (0.9 s of a report's CPU); past
+    LABELS_MAX CPUs a layer is one outline over the CPUs, its top each CPU's sum of the layers so far."""
+    from matplotlib.patches import StepPatch
+
+    loc = {"name": "LOC", "estimate_ns": 4e5, "count": 25, "cost_ns": 16e3, "basis": "m"}
+    cpu = {"periodic": [{"frequency_hz": 250.0}], "attribution": {"lost_ns": 5e5, "unexplained_ns": 1e5,
+                                                                  "sources": [loc]}}  # fmt: skip
+    many = NoiseAnalysis.from_json({"cpus": [{**cpu, "cpu": n} for n in range(64)]})  # fmt: skip
+    accounts = {n: ACCOUNT for n in range(64)}
+    fig = figures.attribution_bars(many, accounts)
+    assert fig is not None
+    patches = fig.axes[0].patches
+    layers = [p for p in patches if isinstance(p, StepPatch)]
+    assert layers and len(layers) == len(patches) <= 10
+    top = layers[-1].get_data()
+    assert len(top.values) == 64
+    assert top.values == pytest.approx([ACCOUNT.lost_ns / 1e6] * 64)
+    assert top.edges[0] == -0.5 and top.edges[-1] == 63.5
+    few = figures.attribution_bars(NOISE_ANALYSIS, {0: ACCOUNT})
+    assert few is not None and not any(isinstance(p, StepPatch) for p in few.axes[0].patches)
