@@ -250,15 +250,16 @@ def test_attribution_past_32_cpus_is_a_filled_outline_a_source_stacked_as_the_ba
     cpu = {"periodic": [{"frequency_hz": 250.0}], "attribution": {"lost_ns": 5e5, "unexplained_ns": 1e5,
                                                                   "sources": [loc]}}  # fmt: skip
     many = NoiseAnalysis.from_json({"cpus": [{**cpu, "cpu": n} for n in range(64)]})  # fmt: skip
-    accounts = {n: ACCOUNT for n in range(64)}
-    fig = figures.attribution_bars(many, accounts)
+    one = ACCOUNT
+    assert one is not None
+    fig = figures.attribution_bars(many, {n: one for n in range(64)})
     assert fig is not None
     patches = fig.axes[0].patches
     layers = [p for p in patches if isinstance(p, StepPatch)]
     assert layers and len(layers) == len(patches) <= 10
-    top = layers[-1].get_data()
-    assert len(top.values) == 64
-    assert top.values == pytest.approx([ACCOUNT.lost_ns / 1e6] * 64)
-    assert top.edges[0] == -0.5 and top.edges[-1] == 63.5
-    few = figures.attribution_bars(NOISE_ANALYSIS, {0: ACCOUNT})
+    values, edges, _ = layers[-1].get_data()
+    assert len(values) == 64
+    assert list(values) == pytest.approx([one.lost_ns / 1e6] * 64)
+    assert edges[0] == -0.5 and edges[-1] == 63.5
+    few = figures.attribution_bars(NOISE_ANALYSIS, {0: one})
     assert few is not None and not any(isinstance(p, StepPatch) for p in few.axes[0].patches)
