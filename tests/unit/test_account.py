@@ -306,3 +306,19 @@ def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_o
     said = outlying_groups(again, {"package": package, "l3": l3}, shares)
     assert [line.split(":")[0] for line, _ in said] == ["CPUs 0-1,8-10 (socket 0)"]
     assert sorted(again) == [4] and [w.source is not None for w in again[4]] == [False, True]
+
+
+def test_a_doubled_cpu_among_two_kinds_of_cpu_the_fewer_below_is_named() -> None:
+    """Where a group's CPUs are of two kinds and the fewer (here 24 of 64) lose less, its half under the
+    median holds them all and spreads over both kinds (0.6 % of the CPU apart): six of that spread would
+    miss a CPU of the many that loses twice theirs. The whole group's MAD, the many's spread about the
+    median, is the smaller there, and names it."""
+    from quietcore.report.summary import Group, outliers
+    from quietcore.stats.percentiles import lower_mad, scaled_mad
+
+    lost = [0.014 + 0.0001 * (n % 3) if n % 8 < 3 else 0.020 + 0.0001 * (n % 5) for n in range(64)]
+    lost[42] = 0.040
+    assert lower_mad(lost) > 6 * scaled_mad(lost)  # the lower half spans both kinds
+    rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": share * 1e9} for n, share in enumerate(lost)]
+    analyses = {n: CpuAnalysis.from_json({"cpu": n, "periodic": []}) for n in range(64)}
+    assert list(outliers(rows, analyses, [Group("all", tuple(range(64)))])) == [42]

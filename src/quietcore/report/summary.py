@@ -5,8 +5,8 @@ outlier, named with its detail.
 Groups: the isolated (isolcpus, nohz_full) CPUs and the others, as the
 node's facts have them (one group where nothing is isolated). An outlier:
 a CPU whose lost share stands over its group's median by more than six
-median absolute deviations
-(scaled to a normal's sigma) of the group's half under its median, and half a percent
+median absolute deviations (scaled to a normal's sigma) of the group's half
+under its median, or of the whole group where that is less, and half a percent
 of the CPU, or one with a periodic source, of half a percent of the CPU or
 more, that at most OWN_SHARE of its group's CPUs have (the same frequency,
 lengths within SAME_SOURCE of each other, as the shared sources' lines take
@@ -36,7 +36,7 @@ from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
-from quietcore.stats.percentiles import lower_mad
+from quietcore.stats.percentiles import lower_mad, scaled_mad
 from quietcore.stats.rank import mann_whitney
 
 #: Up to this many CPUs a run is told CPU by CPU (the README's tour); above, summed up, its outliers named.
@@ -150,8 +150,11 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
         usual = [c for c in mine if c not in covered] or mine
         shares = np.array([_lost_share(by_cpu[c]) for c in usual])
         median = float(np.median(shares))
-        # the spread of the group's lower half: what sets CPUs apart also widens the whole MAD (see lower_mad)
-        mad = lower_mad(shares)
+        # The spread of the group's lower half: what sets CPUs apart also widens the whole MAD (see lower_mad).
+        # Or the whole MAD where it is the smaller: where a group's CPUs are of two kinds, the fewer (a quarter
+        # to a half of them) below the median, the lower half holds most of them and spreads over both kinds, where
+        # the whole MAD is the spread of the many about the median.
+        mad = min(lower_mad(shares), scaled_mad(shares))
         losing: set[int] = set()  # the group's CPUs set apart by their loss
         for c, share in zip(usual, shares.tolist(), strict=True):
             if c not in covered and share - median > max(MADS * mad, FLOOR):
