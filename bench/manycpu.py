@@ -10,7 +10,7 @@ middle CPU with every gap twice as long. The CPUs get a made-up topology
 `--root`. Then `results import --from trace`, `results analyse`,
 `results show` and `report` on each, as a user runs them.
 
-    python bench/manycpu.py [--cpus 16,64,384] [--seconds 30] [--traces DIR]
+    python bench/manycpu.py [--cpus 16,64,384] [--seconds 30] [--traces DIR | --keep DIR]
 
 Printed per size: wall and CPU time of each command, their peak RSS, the
 database's bytes per event, lines of `results show`, and whether each
@@ -132,13 +132,22 @@ def main() -> int:
     parser.add_argument("--cpus", default="16,64,384")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--traces", type=Path, help="a directory of HOST-rankR-cpuC.trace files to replicate")
+    parser.add_argument("--keep", type=Path, help="a new directory to keep the fresh run's traces in, to give "
+                        "--traces again (the replay of a template that missed a finding)")  # fmt: skip
     args = parser.parse_args()
+    if args.keep is not None and (args.keep.exists() or args.traces is not None):
+        parser.error(f"--keep {args.keep}: " + ("not with --traces" if args.traces is not None else "it exists"))
     with tempfile.TemporaryDirectory(prefix="qc-manycpu-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:
         where = Path(d)
         (where / "state").mkdir(mode=0o700)
         env = {**os.environ, "QUIETCORE_DB": str(where / "results.db"), "QUIETCORE_STATE_DIR": str(where / "state")}
         span = args.seconds * 1e9
         for k, (name, files) in enumerate(templates(env, where, args.seconds, args.traces)):
+            if args.keep is not None and k == 0:
+                args.keep.mkdir(parents=True)
+                for f in files:
+                    shutil.copy(f, args.keep / f.name)
+                print(f"\nthe fresh run's traces kept in {args.keep}")
             print(f"\ntemplates: {name}, {len(files)} CPU trace(s), replayed over {args.seconds:g} s")
             for n in (int(x) for x in args.cpus.split(",")):
                 size(env, where / f"{k}-{n}", files, n, span)
