@@ -293,8 +293,7 @@ def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_o
     odd = outliers(rows, analyses, [Group("all", tuple(range(16)))])
     assert sorted(odd) == [0, 1, 4, 8, 9, 10], odd
     l3 = {str(c): (0 if c in (0, 1, 8, 9) else 1 if c < 4 or 8 <= c < 12 else 2) for c in range(16)}
-    shares = {n: ms / 30e3 for n, ms in enumerate(lost_ms)}
-    ((line, cpus),) = outlying_groups(odd, {"l3": l3}, shares)
+    ((line, cpus),), odd = outlying_groups(rows, odd, {"l3": l3})
     assert cpus == {0, 1, 8, 9}
     assert line == ("CPUs 0-1,8-9 (L3 group 0): lose 2.29-2.67% of their time, each an outlier by it (the other "
                     "CPUs' median 1.42%): a noisier L3 group")  # fmt: skip
@@ -303,7 +302,7 @@ def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_o
     # a socket all of whose CPUs stand out is said as the socket, not as its L3 groups
     again = outliers(rows, analyses, [Group("all", tuple(range(16)))])
     package = {str(c): (0 if c in (0, 1, 8, 9, 10) else 1) for c in range(16)}
-    said = outlying_groups(again, {"package": package, "l3": l3}, shares)
+    said, again = outlying_groups(rows, again, {"package": package, "l3": l3})
     assert [line.split(":")[0] for line, _ in said] == ["CPUs 0-1,8-10 (socket 0)"]
     assert sorted(again) == [4] and [w.source is not None for w in again[4]] == [False, True]
 

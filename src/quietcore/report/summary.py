@@ -24,7 +24,7 @@ not said again as a noisier socket."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,37 +193,33 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
     return out
 
 
-def outlying_groups(odd: dict[int, list[Why]], where: Mapping[str, Mapping[str, int]],
-                    shares: Mapping[int, float]) -> list[tuple[str, frozenset[int]]]:  # fmt: skip
+def outlying_groups(rows: Sequence[Mapping[str, Any]], odd: Mapping[int, list[Why]],
+                    where: Mapping[str, Mapping[str, int]]
+                    ) -> tuple[list[tuple[str, frozenset[int]]], dict[int, list[Why]]]:  # fmt: skip
     """A line per socket, NUMA node or L3 group every CPU of which is an outlier by
-    its loss (two CPUs at least, not the whole run), the coarsest first; those CPUs'
-    loss is then the group's, and leaves their own lines (`odd` is changed so). A
-    group too small for apart's rank test: an L3 group of 4 CPUs beside 4 others has
-    no p under 0.03 (16 CPUs of two sockets), where each of them stands out alone."""
+    its loss (two CPUs at least, not the whole run), the coarsest first, each with
+    its CPUs; and the outliers without those CPUs' losses, which are the group's
+    line's (what else sets such a CPU apart stays its own). A group too small for
+    apart's rank test: an L3 group of 4 CPUs beside 4 others has no p under 0.03
+    (16 CPUs of two sockets), where each of them stands out alone."""
+    shares = {int(r["cpu"]): _lost_share(r) for r in rows}
     losing = {c for c, why in odd.items() if any(w.loss for w in why)}
     run = frozenset(shares)
     out: list[tuple[str, frozenset[int]]] = []
     said: set[int] = set()
     for level in LEVELS:  # coarsest first: a socket of outliers is said, not its L3 groups one by one
-        members: dict[int, set[int]] = {}
-        for c, g in (where.get(level) or {}).items():
-            if str(c).isdigit() and int(c) in shares:
-                members.setdefault(int(g), set()).add(int(c))
-        for g, cpus in sorted(members.items()):
-            if len(cpus) < 2 or frozenset(cpus) == run or not cpus <= losing or cpus & said:
+        for g, cpus in _level_groups(where, level, shares).items():
+            if len(cpus) < 2 or cpus == run or not cpus <= losing or cpus & said:
                 continue
             mine = [shares[c] for c in cpus]
             rest = float(np.median([v for c, v in shares.items() if c not in cpus]))
             name = LEVEL_NAMES[level]
             line = (f"{cpus_phrase(cpus)} ({name} {g}): lose {min(mine) * 100:.2f}-{max(mine):.2%} of their time, "
                     f"each an outlier by it (the other CPUs' median {rest:.2%}): a noisier {name}")  # fmt: skip
-            out.append((line, frozenset(cpus)))
+            out.append((line, cpus))
             said |= cpus
-    for cpu in said:  # their loss is their group's line; what else sets them apart stays theirs
-        odd[cpu] = [w for w in odd[cpu] if not w.loss]
-        if not odd[cpu]:
-            del odd[cpu]
-    return out
+    left = {c: [w for w in why if not (c in said and w.loss)] for c, why in odd.items()}
+    return out, {c: why for c, why in left.items() if why}
 
 
 #: A group of CPUs is apart when a rank test sets its losses over the rest's at this level (Bonferroni over
@@ -238,6 +234,17 @@ def apart(rows: Sequence[Mapping[str, Any]], where: Mapping[str, Mapping[str, in
     return [line for line, _ in apart_groups(rows, where)]
 
 
+def _level_groups(where: Mapping[str, Mapping[str, int]], level: str, cpus: Iterable[int]) -> dict[int, frozenset[int]]:
+    """The run's CPUs (`cpus`) in each group of one topology level, by the group's id, as
+    facts.topology.places keeps them (CPU numbers as text)."""
+    mine = set(cpus)
+    members: dict[int, set[int]] = {}
+    for c, g in (where.get(level) or {}).items():
+        if str(c).isdigit() and int(c) in mine:
+            members.setdefault(int(g), set()).add(int(c))
+    return {g: frozenset(m) for g, m in sorted(members.items())}
+
+
 def apart_groups(rows: Sequence[Mapping[str, Any]],
                  where: Mapping[str, Mapping[str, int]]) -> list[tuple[str, frozenset[int]]]:  # fmt: skip
     """apart's lines, each with its CPUs. Finest level first, each group against
@@ -248,11 +255,7 @@ def apart_groups(rows: Sequence[Mapping[str, Any]],
     shares = {int(r["cpu"]): _lost_share(r) for r in rows}
     sets: list[tuple[str, int, frozenset[int]]] = []  # (level, id, CPUs), finest first
     for level in reversed(LEVELS):
-        members: dict[int, set[int]] = {}
-        for c, g in (where.get(level) or {}).items():
-            if str(c).isdigit() and int(c) in shares:
-                members.setdefault(int(g), set()).add(int(c))
-        sets += [(level, g, frozenset(cpus)) for g, cpus in sorted(members.items())]
+        sets += [(level, g, cpus) for g, cpus in _level_groups(where, level, shares).items()]
     # one CPU set, one name, the coarsest: a NUMA node that is its socket is the socket
     coarsest = {cpus: (lv, g) for lv, g, cpus in sets}  # later (coarser) levels overwrite
     sets = [(lv, g, cpus) for lv, g, cpus in sets if coarsest[cpus] == (lv, g)]
@@ -410,10 +413,19 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
 def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
              where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[Why]]:  # fmt: skip
     """The outliers screen names, with why."""
-    away = [cpus for _, cpus in apart_groups(rows, where or {})]
-    odd = outliers(rows, {a.cpu: a for a in analyses}, groups([a.cpu for a in analyses], facts), away)
-    outlying_groups(odd, where or {}, {int(r["cpu"]): _lost_share(r) for r in rows})
-    return odd
+    return _findings(rows, analyses, facts, where)[2]
+
+
+def _findings(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
+              where: Mapping[str, Mapping[str, int]] | None
+              ) -> tuple[list[Group], list[tuple[str, frozenset[int]]], dict[int, list[Why]]]:  # fmt: skip
+    """The run's groups, its topology groups said apart (apart_groups, then
+    outlying_groups: each line with its CPUs) and its outliers with why."""
+    found = groups([a.cpu for a in analyses], facts)
+    away = apart_groups(rows, where or {})
+    odd = outliers(rows, {a.cpu: a for a in analyses}, found, [cpus for _, cpus in away])
+    outlying, odd = outlying_groups(rows, odd, where or {})
+    return found, away + outlying, odd
 
 
 def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
@@ -424,10 +436,7 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
     each group's account summed (`with_accounts`), a line per socket, NUMA node or L3
     group apart (`where`: the run's context's "topology"), and a line per outlier ending with
     `detail` (how to see one CPU: `detail.format(cpu=N)`)."""
-    found = groups([a.cpu for a in analyses], facts)
-    away = apart_groups(rows, where or {})
-    odd = outliers(rows, {a.cpu: a for a in analyses}, found, [cpus for _, cpus in away])
-    away += outlying_groups(odd, where or {}, {int(r["cpu"]): _lost_share(r) for r in rows})
+    found, away, odd = _findings(rows, analyses, facts, where)
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
     out += [*notes, *(line for line, _ in away), *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
