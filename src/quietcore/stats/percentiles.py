@@ -89,12 +89,16 @@ def histogram_quantile(buckets: Sequence[Sequence[float]], q: float) -> float:
     return float(buckets[-1][1])
 
 
+#: A normal distribution's standard deviation over its median absolute deviation.
+MAD_TO_SIGMA = 1.4826
+
+
 def scaled_mad(values: Any) -> float:
     """The median absolute deviation from the median, scaled to a normal
     distribution's standard deviation (x 1.4826): a spread an odd value
     cannot move."""
     v = np.asarray(values, dtype=np.float64)
-    return float(np.median(np.abs(v - np.median(v)))) * 1.4826
+    return float(np.median(np.abs(v - np.median(v)))) * MAD_TO_SIGMA
 
 
 def lower_mad(values: Any) -> float:
@@ -109,4 +113,4 @@ def lower_mad(values: Any) -> float:
     if not len(v):
         return 0.0
     m = float(np.median(v))
-    return float(np.median(m - v[v <= m])) * 1.4826
+    return float(np.median(m - v[v <= m])) * MAD_TO_SIGMA
