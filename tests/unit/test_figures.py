@@ -263,3 +263,23 @@ def test_attribution_past_32_cpus_is_a_filled_outline_a_source_stacked_as_the_ba
     assert edges[0] == -0.5 and edges[-1] == 63.5
     few = figures.attribution_bars(NOISE_ANALYSIS, {0: one})
     assert few is not None and not any(isinstance(p, StepPatch) for p in few.axes[0].patches)
+
+
+def test_cpus_along_x_are_numbers_under_one_axis_label_and_at_most_16() -> None:
+    """Side by side beside the legend, "CPU 10CPU 11" ran together at 12 CPUs (the GPU node's) and every
+    16th CPU's number past 96 of 384: along x the CPUs are bare numbers, at most X_LABELS_MAX of them."""
+    from quietcore.facts.cpulist import ordinal
+
+    loc = {"name": "LOC", "estimate_ns": 4e5, "count": 25, "cost_ns": 16e3, "basis": "m"}
+    cpu = {"periodic": [], "attribution": {"lost_ns": 5e5, "unexplained_ns": 1e5, "sources": [loc]}}
+    one = ACCOUNT
+    assert one is not None
+    for n, shown, label in ((12, [str(c) for c in range(12)], "CPU"),
+                            (384, [str(c) for c in range(0, 384, 32)], "CPU (every 32nd named)")):  # fmt: skip
+        many = NoiseAnalysis.from_json({"cpus": [{**cpu, "cpu": c} for c in range(n)]})
+        fig = figures.attribution_bars(many, {c: one for c in range(n)})
+        assert fig is not None
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == shown and ax.get_xlabel() == label
+    assert [ordinal(k) for k in (2, 3, 11, 12, 21, 32, 64, 112)] == ["2nd", "3rd", "11th", "12th", "21st", "32nd",
+                                                                     "64th", "112th"]  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quietcore.attribution.counters import CounterSnapshot
+from quietcore.facts.cpulist import ordinal
 from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.stats.periodicity import PeriodicSource
@@ -53,7 +54,7 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
         if same_frequency(f, config_hz):
             return f"the scheduler tick, CONFIG_HZ={config_hz} ({loc})"
         if any(same_frequency(f, config_hz / k) for k in (2, 4)):
-            return f"every {_ordinal(round(config_hz / f))} tick (CONFIG_HZ={config_hz}): a tick-driven timer"
+            return f"every {ordinal(round(config_hz / f))} tick (CONFIG_HZ={config_hz}): a tick-driven timer"
         if any(same_frequency(f, k * config_hz) for k in (2, 3, 4)):
             k = round(f / config_hz)
             return f"{k} x the tick rate (CONFIG_HZ={config_hz}, {loc}): timer interrupts beyond the tick"
@@ -105,9 +106,3 @@ def second_at_tick(config_hz: int, rates: Rates, virtualized: bool) -> str:
         return (f"{OUTSIDE_GUEST}: at the tick's rate, not the tick (counted: {loc}, one a tick, no room for a "
                 f"second train): {where}")  # fmt: skip
     return f"at the tick's rate, not the tick (counted: {loc}: a guest timer)"
-
-
-def _ordinal(n: int) -> str:
-    """2nd, 3rd, 4th, 11th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

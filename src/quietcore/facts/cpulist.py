@@ -85,8 +85,13 @@ def _step(ordered: list[int]) -> str | None:
     steps = {b - a for a, b in itertools.pairwise(ordered)}
     if len(steps) != 1:
         return None
-    k = steps.pop()
-    return {2: "2nd", 3: "3rd"}.get(k, f"{k}th")
+    return ordinal(steps.pop())
+
+
+def ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st, 32nd."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _head(full: str, width: int) -> str:

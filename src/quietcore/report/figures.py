@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 from numpy.typing import NDArray
 
+from quietcore.facts.cpulist import ordinal
 from quietcore.report.account import Account
 from quietcore.report.experiment import SCALE
 from quietcore.runs.analysis import NoiseAnalysis
@@ -220,6 +221,8 @@ LEGEND_UP_TO = 8
 #: inches: at 384 CPUs a label a row was 170 inches of figure and labels drawn over one another.
 LABELS_MAX = 32
 ROWS_HEIGHT_MAX = 9.0
+#: CPUs named along a figure's x axis at most (their labels side by side).
+X_LABELS_MAX = 16
 
 
 def _rows_height(rows: int, per_row: float, extra: float) -> float:
@@ -248,15 +251,22 @@ def _bands(ax: Any, cpus: Sequence[int], where: Mapping[str, Mapping[str, int]])
 
 def _cpu_labels(ax: Any, cpus: Sequence[int], axis: str = "y") -> None:
     """Tick labels for rows (or bars) of CPUs: every one up to LABELS_MAX, else
-    every k-th, at round CPU numbers where the CPUs run in order."""
-    step = 1 if len(cpus) <= LABELS_MAX else int(np.ceil(len(cpus) / LABELS_MAX))
+    every k-th, at round CPU numbers where the CPUs run in order. Along x, where
+    the labels stand side by side beside a legend, bare numbers under a "CPU"
+    axis and at most X_LABELS_MAX: "CPU 10CPU 11" ran together at 12 CPUs (the
+    GPU node's), and every 16th CPU's number past 96 of 384."""
+    across = axis == "x"
+    most = X_LABELS_MAX if across else LABELS_MAX
+    step = 1 if len(cpus) <= most else int(np.ceil(len(cpus) / most))
     if step > 1:  # a round step (8, 16, 32...) reads as a range of CPUs
         step = 1 << int(np.ceil(np.log2(step)))
     where = [i for i, c in enumerate(cpus) if step == 1 or c % step == 0] or list(range(0, len(cpus), step))
-    names = [f"CPU {cpus[i]}" if step == 1 else str(cpus[i]) for i in where]
-    (ax.set_yticks if axis == "y" else ax.set_xticks)(where, names, fontsize=8 if step == 1 else 7)
+    names = [f"CPU {cpus[i]}" if step == 1 and not across else str(cpus[i]) for i in where]
+    (ax.set_xticks if across else ax.set_yticks)(where, names, fontsize=8 if step == 1 else 7)
     if step > 1:
-        (ax.set_ylabel if axis == "y" else ax.set_xlabel)(f"CPU (every {step}th named)")
+        (ax.set_xlabel if across else ax.set_ylabel)(f"CPU (every {ordinal(step)} named)")
+    elif across:
+        ax.set_xlabel("CPU")
 
 
 def noise_durations(trace: NoiseTrace) -> Figure | None:
