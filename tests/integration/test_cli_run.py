@@ -103,11 +103,21 @@ def test_every_experiment_runs_quick_and_is_stored(
 def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(sched_quick: tuple[Path, dict[str, Any]]) -> None:
     if not ROOT:
         pytest.skip("fifo and rr need root or CAP_SYS_NICE")
-    cells = rows(sched_quick[1])  # `run sched --quick --seed 3`, measured once for the suite
+    data = sched_quick[1]  # `run sched --quick --seed 3`, measured once for the suite
+    cells = rows(data)
     for workload in ("compute", "memory", "io", "mixed"):
         other = cells[f"{workload} other +load"]["comparison"]
         # SCHED_OTHER shares the CPU with the competitor: about twice the time.
-        assert other["ratio"] > 1.5 and other["verdict"].startswith("slower"), (workload, other)
+        assert other["ratio"] > 1.5, (workload, other)
+        if not other["verdict"].startswith("slower"):
+            # The claim may be withheld only where the output says why: a cell of the pair whose
+            # runs vary. mixed's checkpoints (write + fdatasync) stall 30-550 ms in about one run
+            # in six on this guest's disk, whatever ran before (40 runs after io, 40 after compute);
+            # one such run among a baseline's 7 puts it above every loaded run, and the rank test,
+            # Holm-adjusted over 12 comparisons, cannot claim the 2x (a CI run: 2.04x [1.09-2.59],
+            # p 0.007 before Holm, "mixed other: runs vary by ..." in its warnings).
+            pair = (f"{workload} other: runs vary", f"{workload} other +load: runs vary")
+            assert any(w.startswith(pair) for w in data["warnings"]), (workload, other, data["warnings"])
         for policy in ("fifo", "rr"):
             rt = cells[f"{workload} {policy} +load"]["comparison"]
             # A real-time task preempts the SCHED_OTHER competitor; RT throttling gives it at most 5 %.
