@@ -492,3 +492,24 @@ def test_group_medians_are_each_groups_median(size: int) -> None:
     for g in np.unique(groups)[:: max(1, len(np.unique(groups)) // 200)]:
         assert got[g] == np.median(values[groups == g])
     assert np.all(got[np.setdiff1d(np.arange(size), groups)] == 0)
+
+
+def test_a_search_tries_as_many_peaks_in_vain_as_it_is_given_and_still_finds_the_strongest() -> None:
+    """`candidates`: the spectral peaks a search tries per source (analyze's second wave of scouts tries
+    fewer than the first). Among random events with a bar they pass often, exactly that many are tried in
+    vain, the strongest first; a train whose peak stands highest is found with one."""
+    rng = np.random.default_rng(11)
+    noise = np.sort(rng.uniform(0, SPAN, 4000))
+    lengths = rng.exponential(5e3, len(noise))
+    for candidates in (1, 3, periodicity.MAX_CANDIDATES):
+        failed: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+        found = periodicity.periodic_members(noise, lengths, SPAN, threshold=4.0, failed=failed, candidates=candidates)
+        tried = failed[0] + failed[1]
+        assert found == [] and len(tried) == candidates
+        assert [p for p, _ in tried] == sorted((p for p, _ in tried), reverse=True)
+    timer = train(1e9 / 250, 0.3e6, 200, rng)
+    starts = np.concatenate([timer, noise])
+    order = np.argsort(starts)
+    durations = np.concatenate([np.full(len(timer), 8e3), lengths])[order]
+    found = periodicity.periodic_members(starts[order], durations, SPAN, candidates=1)
+    assert [round(s.frequency_hz) for s, _ in found] == [250]

@@ -19,7 +19,7 @@ from quietcore.runs.analysis import same_frequency, source_kind
 from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
-from quietcore.stats.periodicity import PeriodicSource, Tried, periodic_members
+from quietcore.stats.periodicity import MAX_CANDIDATES, PeriodicSource, Tried, periodic_members
 
 #: Softirqs the tick raises and runs in the same gap, at irq exit.
 TICK_SOFTIRQS = ("TIMER", "SCHED", "RCU")
@@ -139,6 +139,7 @@ def analyze_cpu(
     floor: tuple[float, float] | None = None,
     futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
     scout: bool = False,
+    candidates: int = MAX_CANDIDATES,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
     at, tried first after the tick's (see analyze). `leaders`: each gap's traced
@@ -154,7 +155,7 @@ def analyze_cpu(
     found = (
         periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints, rates_hz=tuple(shared),
                          known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None, futile=futile,
-                         threshold=max(THRESHOLD, floor[0] if floor else 0.0),
+                         candidates=candidates, threshold=max(THRESHOLD, floor[0] if floor else 0.0),
                          light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []
     )  # fmt: skip
     sources = [s for s, _ in found]
@@ -231,14 +232,16 @@ def _analyze(trace: NoiseTrace, pool: _Pool, on_cpu: Callable[[int], None] | Non
     n = len(trace.cpus)
     scouts = sorted({round(i * (n - 1) / (SCOUTS - 1)) for i in range(SCOUTS)})
     # In two waves: the first FIRST_SCOUTS search with no rate known; the others try theirs first, and search
-    # every peak past them above the threshold (no floor), as the first did. What the shared trains leave at
-    # their harmonics is then one fit a peak, not a subharmonic search: a scout of the second wave cost 85 ms of
-    # this VM's 64-CPU replay and 175 ms of the GPU node's, one of the first 266 and 278 (bench/manycpu.py).
+    # the peaks past them above the threshold (no floor), as the first did, but fewer of them in vain
+    # (SECOND_WAVE_CANDIDATES). What the shared trains leave at their harmonics is then one fit a peak, not a
+    # subharmonic search: a scout of the second wave cost 85 ms of this VM's 64-CPU replay and 175 ms of the GPU
+    # node's, one of the first 266 and 278 (bench/manycpu.py; 50 and 106 ms with fewer peaks tried in vain).
     first = scouts[:: max(len(scouts) // FIRST_SCOUTS, 1)][:FIRST_SCOUTS]
     done = dict(zip(first, pool.spread(first, (), on_cpu, scout=True), strict=True))
     known = _shared_rates([done[k] for k in first])
     later = [k for k in scouts if k not in done]
-    done.update(zip(later, pool.spread(later, known, on_cpu, scout=True), strict=True))
+    done.update(zip(later, pool.spread(later, known, on_cpu, scout=True, candidates=SECOND_WAVE_CANDIDATES),
+                    strict=True))  # fmt: skip
     shared = _shared_rates([done[k] for k in scouts])
     # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
@@ -272,6 +275,15 @@ def _floors(weighted: list[float | None], light: list[float | None]) -> tuple[fl
 SCOUTS = 8
 #: Scouts searched with no rate known; the other scouts take theirs as hints.
 FIRST_SCOUTS = 2
+#: Spectral peaks a scout of the second wave tries per source, where the first tries periodicity's
+#: MAX_CANDIDATES (8). Its search after its last source is the eight strongest peaks left, each with its
+#: subharmonics, in vain: two thirds of the wave's fits on the GPU node's 16-CPU replay (317 fits, 1.0 s, of
+#: the run's 473 and 1.7 s). Five leave every CPU's sources and the search floors as they were on the 16-, 32-
+#: and 64-CPU replays of both templates and the GPU node's eight sessions, at 209 fits; three or four lost a
+#: CPU's second 250 Hz and 500 Hz trains in one of the GPU node's half-second sessions. The first wave still
+#: tries eight: the node's rates, which every other CPU tries, come from it (with one scout in it, not two,
+#: sources changed on 14 of the 16 CPUs of this VM's replay).
+SECOND_WAVE_CANDIDATES = 5
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
 #: A scout's result carries, until analyze takes it, the peaks its search tried in vain in each kind of spectrum
@@ -330,10 +342,10 @@ class _Pool:
 
     def spread(self, which: list[int], shared: tuple[float, ...], on_cpu: Callable[[int], None] | None,
                floor: tuple[float, float] | None = None, scout: bool = False,
-               futile: _Futile = ((), ())) -> list[dict[str, Any]]:  # fmt: skip
+               futile: _Futile = ((), ()), candidates: int = MAX_CANDIDATES) -> list[dict[str, Any]]:  # fmt: skip
         """The analyses of trace.cpus[k] for k in `which`, in that order."""
         global _SHARED
-        wave = (shared, floor, futile, scout)
+        wave = (shared, floor, futile, scout, candidates)
         enough = len(which) >= (SCOUTS_PARALLEL_FROM if scout else PARALLEL_FROM)
         if self.pool is None and (not enough or self.workers < 2 or "fork" not in mp.get_all_start_methods()):
             out = []
@@ -358,7 +370,7 @@ class _Pool:
 PARALLEL_FROM = 8
 #: The same for a wave of scouts: each takes a few hundred ms, where a pool starts in a few.
 SCOUTS_PARALLEL_FROM = 2
-_Wave = tuple[tuple[float, ...], tuple[float, float] | None, _Futile, bool]
+_Wave = tuple[tuple[float, ...], tuple[float, float] | None, _Futile, bool, int]
 #: What a forked worker reads: the trace and its counters, set before the pool forks (a wave's own
 #: parameters come with each CPU's task: they are known only once the scouts are done).
 _SHARED: tuple[NoiseTrace, _Options] | None = None
@@ -366,10 +378,10 @@ _SHARED: tuple[NoiseTrace, _Options] | None = None
 
 def _analyze_one(trace: NoiseTrace, options: _Options, k: int, wave: _Wave) -> dict[str, Any]:
     before, after, config_hz, virtualized, user_hz, leaders = options
-    shared, floor, futile, scout = wave
+    shared, floor, futile, scout, candidates = wave
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
                        shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor, futile=futile,
-                       scout=scout)  # fmt: skip
+                       scout=scout, candidates=candidates)  # fmt: skip
 
 
 def _analyze_nth(k: int, wave: _Wave) -> dict[str, Any]:

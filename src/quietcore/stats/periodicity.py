@@ -418,8 +418,8 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
 
 def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
                  failed: tuple[list[Tried], list[Tried]] | None = None, light_threshold: float | None = None,
-                 coarse: bool = False, futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ())
-                 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                 coarse: bool = False, futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
+                 candidates: int = MAX_CANDIDATES) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
     harmonics of known_hz are tried as themselves alone (see periodic_members).
@@ -443,7 +443,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     heavy = _tail_heavy(weights)
     bar = light_threshold if heavy and light_threshold is not None else threshold
     return _spectral_pass(ev, starts, np.sqrt(weights) if heavy else weights, weights, bar, known_hz,
-                          None if failed is None else failed[heavy], coarse, futile[heavy])  # fmt: skip
+                          None if failed is None else failed[heavy], coarse, futile[heavy], candidates)  # fmt: skip
 
 
 #: The longest this share of the events carrying this share of the weights' squares: the rest's sources
@@ -464,7 +464,8 @@ def _tail_heavy(weights: NDArray[np.float64]) -> bool:
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
                    acf_weights: NDArray[np.float64], threshold: float, known_hz: tuple[float, ...],
                    failed: list[Tried] | None, coarse: bool,
-                   futile: tuple[Tried, ...] = ()) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                   futile: tuple[Tried, ...] = (), candidates: int = MAX_CANDIDATES
+                   ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
     weighed by `weights`, in bins COARSE times as wide when `coarse`; the
     autocorrelation weighs them by acf_weights."""
@@ -482,7 +483,7 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
     fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None] = {}  # by frequency bin (-1: the acf's)
     spent: set[float] = set()  # known rates one of whose harmonics was tried in vain
     tried = 0
-    while tried < MAX_CANDIDATES:
+    while tried < candidates:
         peak = lo + int(np.argmax(power[lo:]))
         if power[peak] < threshold:
             return None
@@ -816,6 +817,7 @@ def periodic_members(
     known_hz: tuple[float, ...] = (),
     failed: tuple[list[Tried], list[Tried]] | None = None,
     futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
+    candidates: int = MAX_CANDIDATES,
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
@@ -862,7 +864,8 @@ def periodic_members(
             ev.take(_hinted(ev, 1e9 / hz) if checked else _source(ev, 1e9 / hz), found, taken)
     while len(found) < max_sources and ev.enough_left:
         coarse = bool(known_hz) or span_ns / ev.bin_ns > COARSE_FROM_BINS
-        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse, futile=futile)
+        source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse, futile=futile,
+                              candidates=candidates)  # fmt: skip
         if source is None:
             break
         ev.take(source, found, taken)
