@@ -131,6 +131,12 @@ def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(sched_quick: tupl
             # at 1.3 by chance (1 run in 6 did); a policy that did not hold the CPU reads about 2
             # (SCHED_OTHER above), its whole interval over 1.2.
             assert rt["ci_low"] < 1.2 and rt["ratio"] < 1.5, (workload, policy, rt)
+    # AND each mixed run stored its own time in I/O (its checkpoints' writes and fdatasyncs), which the
+    # cell's spread is ranked against: a part of the run, more than nothing
+    conn = sqlite3.connect(sched_quick[0])
+    runs = [(json.loads(a)["context"]["covariates"], json.loads(e)["result"]["metric"]["value"] * 1e9)
+            for a, e in conn.execute("SELECT analysis, envelope FROM runs WHERE kind = 'mixed'")]  # fmt: skip
+    assert runs and all(0 < cov["io_ns"] < wall for cov, wall in runs), runs
 
 
 # The thp experiment (THP set for each cell, put back after, the huge pages it gave) is measured
