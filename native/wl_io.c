@@ -194,6 +194,7 @@ int mixed_main(probe_ctx *ctx, int argc, char **argv, json_t *result)
     json_kv_u64(result, "rows", o.iters);
     json_kv_u64(result, "checkpoints", checkpoints);
     json_kv_u64(result, "checkpoint_bytes", o.checkpoint);
+    json_kv_u64(result, "io_ns", io_ns);
     json_kv_f64(result, "io_fraction", (double)io_ns / (double)(m.t1 - m.t0));
     json_kv_str(result, "filesystem", fs_name(o.dir));
     json_kv_f64(result, "checksum", x);

@@ -60,7 +60,7 @@ def test_too_few_runs_or_no_spread_is_nothing_to_explain() -> None:
 
 def test_a_workloads_own_io_time_that_moves_with_the_run_is_named_and_a_perfect_order_is_no_p_of_0() -> None:
     # The shape of `run sched --quick`'s mixed cell here: checkpoints of about 1.3 ms, and the device stalling
-    # one of them in two runs of seven (the runs' own io_fraction times their wall time).
+    # one of them in two runs of seven (the probe's io_ns of each run).
     times = [0.108, 0.140, 0.181, 0.121, 0.156, 0.129, 0.171]
     io = [8.1e6, 30.2e6, 72.0e6, 14.5e6, 47.3e6, 21.0e6, 61.8e6]
     contexts = [{"cpus": [1], "intrusions": {"why_not": "--intrusions off"},
@@ -68,5 +68,5 @@ def test_a_workloads_own_io_time_that_moves_with_the_run_is_named_and_a_perfect_
     out = explain("mixed other", times, contexts, "s", virtualized=True)
     assert out is not None
     (named,) = out["covariates"]
-    assert named.startswith("the workload's own I/O times (mixed: its checkpoints' writes and fdatasyncs) move")
+    assert named.startswith("the workload's own I/O times move with run time")
     assert "rho 1.00, p < 0.001 Holm" in named and "p 0 " not in out["sentence"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.stats.compare import holm
+from quietcore.stats.compare import holm, p_phrase
 from quietcore.stats.rank import spearman, theil_sen
 
 METHOD = (
@@ -31,7 +31,7 @@ COVARIATES = {
     "migrations": "migrations",
     "minor_faults": "minor page faults",
     "major_faults": "major page faults",
-    "io_ns": "the workload's own I/O times (mixed: its checkpoints' writes and fdatasyncs)",
+    "io_ns": "the workload's own I/O times",
     "steal_ns": "steal time",
     "freq_mhz": "CPU frequency",
 }
@@ -84,8 +84,7 @@ def _covariates(t: np.ndarray, contexts: list[dict[str, Any]]) -> list[str]:
         if np.isfinite(rho):
             tested.append((label, float(rho), float(p)))
     adjusted = holm([p for _, _, p in tested])
-    # (a perfect rank order's p is 0 to the test's approximation: said as under 0.001, not as 0)
-    return [f"{label} move with run time (Spearman rho {rho:.2f}, p {'< 0.001' if p < 0.001 else f'{p:.2g}'} Holm)"
+    return [f"{label} move with run time (Spearman rho {rho:.2f}, {p_phrase(p)} Holm)"
             for (label, rho, _), p in zip(tested, adjusted, strict=True) if p < 0.05]  # fmt: skip
 
 

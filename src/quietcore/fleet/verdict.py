@@ -36,7 +36,7 @@ from quietcore.facts.cpulist import parse_cpulist
 from quietcore.facts.fingerprint import changed
 from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
-from quietcore.stats.compare import holm
+from quietcore.stats.compare import holm, p_phrase
 from quietcore.stats.rank import mann_whitney
 
 ALPHA = 0.001
@@ -109,10 +109,6 @@ class Verdict:
 def pct(ratio: float | None) -> str:
     """A lost ratio as the check's line, `reference set` and `reference show` all say it."""
     return "?" if ratio is None else f"{ratio * 100:.2g} %" if ratio < 0.1 else f"{ratio * 100:.1f} %"
-
-
-def _p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
 def one_sided_larger(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
@@ -267,7 +263,7 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
             v.shift = hodges_lehmann(c.windows, ref.windows)
             host = _hosts(c, ref, limits, virtual, moved.get(c.cpu))
             if v.p < ALPHA and v.shift > limits.tolerance:
-                words = f"{pct(c.lost_ratio)} lost (reference {pct(ref.lost_ratio)}, {_p(v.p)})"
+                words = f"{pct(c.lost_ratio)} lost (reference {pct(ref.lost_ratio)}, {p_phrase(v.p)})"
                 if host is None:
                     v.reasons.append(words)
                 else:

@@ -105,6 +105,12 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def p_phrase(p: float) -> str:
+    """A p-value as the text says it: "p = 0.02", or "p < 0.001" below that (a
+    test's approximation can give 0 for a perfect order, which no data show)."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
 def _more(ratio: float, what: str) -> str:
     return f"{ratio:.2f}x the {what}" if ratio >= 2 else f"{ratio - 1:.1%} more {what}"
 
