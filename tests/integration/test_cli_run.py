@@ -115,8 +115,8 @@ def test_sched_fifo_and_rr_hold_their_cpu_against_a_competitor(sched_quick: tupl
             assert other["ci_low"] > 1.2 and other["ci_high"] > 1.5, (workload, other)
         else:
             # The claim may be withheld only where the output says why: a cell of the pair whose
-            # runs vary. mixed's checkpoints (write + fdatasync) stall 30-550 ms in about one run
-            # in six on this guest's disk, whatever ran before (40 runs after io, 40 after compute);
+            # runs vary. mixed's checkpoints (write + fdatasync) stall on this guest's disk: a run of
+            # 0.11 s takes 0.13-0.69 s in about one of six, whatever ran before (40 after io, 40 after compute);
             # one such run among a baseline's 7 puts it above every loaded run, and the rank test,
             # Holm-adjusted over 12 comparisons, cannot claim the 2x (a CI run: 2.04x [1.09-2.59],
             # p 0.007 before Holm, "mixed other: runs vary by ..." in its warnings).
