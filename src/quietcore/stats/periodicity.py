@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quietcore.stats import fold
 from quietcore.stats.windows import minimum_filter1d, next_fast_len
 
 MAX_BINS = 1 << 22  # spectrum size bound: long runs get coarser bins
@@ -168,25 +169,23 @@ def _densest_phase(starts: NDArray[np.float64], strength: NDArray[np.float64], p
     the square root of their length: of two trains of one period (this VM's
     host has one at 100 Hz) the costlier wins, while one long random gap
     cannot outweigh a whole train of short ones (the tick)."""
-    return float(_window_phases(starts, strength, period, tol, np.zeros(len(starts), dtype=np.int64))[0])
+    return float(_window_phases(starts, strength, period, tol, None)[0])
 
 
 def _window_phases(
-    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, w: NDArray[np.int64]
+    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, w: NDArray[np.int64] | None
 ) -> NDArray[np.float64]:
     """_densest_phase for every window of the run at once (`w`: each event's
-    window): one 2-D histogram (window x phase bin) by bincount, summed over
+    window, in time order; None: one window): one 2-D histogram (window x phase bin), summed over
     tol-wide stretches of PHASE_STEPS bins each, and the argmax per row.
     Returns the phase of each window. The stretches slide by a quarter of tol:
     in tol-wide bins, a source on a bin edge was placed half a bin off, where
     a random event in a busy run (this VM: 30 per 10 ms) lay closer than it."""
     bins = max(int(period * PHASE_STEPS // tol), PHASE_STEPS)
     width = period / bins
-    # One pass over the events: the period count and the phase from one division.
-    q = starts / period
-    b = np.minimum(((q - np.floor(q)) * bins).astype(np.int64), bins - 1)
-    rows = int(w.max(initial=0)) + 1
-    counts = np.bincount(w * bins + b, weights=strength, minlength=rows * bins).reshape(rows, bins)
+    rows = int(w[-1]) + 1 if w is not None and len(w) else 1  # the windows ascend with the starts
+    native = fold.phase_counts(starts, strength, w, period, bins, rows)
+    counts = native if native is not None else _phase_counts(starts, strength, w, period, bins, rows)
     stretch = counts.copy()
     for k in range(1, PHASE_STEPS):  # circular: a stretch may wrap past the period's end
         # np.roll(counts, -k, axis=1) added in two slices, the same sums without a copy
@@ -194,6 +193,16 @@ def _window_phases(
         stretch[:, bins - k :] += counts[:, :k]
     phases: NDArray[np.float64] = (stretch.argmax(axis=1) + PHASE_STEPS / 2) * width % period
     return phases
+
+
+def _phase_counts(starts: NDArray[np.float64], strength: NDArray[np.float64], w: NDArray[np.int64] | None,
+                  period: float, bins: int, rows: int) -> NDArray[np.float64]:  # fmt: skip
+    """fold.phase_counts in numpy's passes (no C library): the period count and the phase from one division."""
+    q = starts / period
+    b = np.minimum(((q - np.floor(q)) * bins).astype(np.int64), bins - 1)
+    at = b if w is None else w * bins + b
+    counts: NDArray[np.float64] = np.bincount(at, weights=strength, minlength=rows * bins).astype(np.float64)
+    return counts.reshape(rows, bins)
 
 
 def _offsets(
@@ -212,17 +221,23 @@ def _offsets(
     return n, residual
 
 
-def _members(
-    starts: NDArray[np.float64], period: float, center: NDArray[np.float64], tol: float, w: NDArray[np.int64]
-) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
-    """Events within tol of their window's train t = center + n * period,
+def _members(starts: NDArray[np.float64], period: float, local: NDArray[np.float64], each: NDArray[np.intp] | None,
+             tol: float, w: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:  # fmt: skip
+    """Events within tol of their window's train t = local[w] + n * period
+    (`each`: how many events each window holds, which numpy's loop needs),
     one per period and window (the closest, the earlier of two as close:
     others are other sources); and every event's residual. The starts are
     in time order (periodic_members sees to it), and so are the events'
     (window, period) pairs, since each window keeps one phase: the events of
     one pair are neighbours, and the closest of each is found without a sort
     (a lexsort here was a third of a 65,000-event run's analysis)."""
-    n, residual = _offsets(starts, center, period)
+    native = fold.members(starts, w, local, period, tol)
+    if native is not None:
+        return native
+    # Each window's phase repeated over its events: a stretch each, as the starts are in time order (a gather of
+    # the run's length, local[w], took three times as long)
+    n, residual = _offsets(starts, np.repeat(local, np.bincount(w, minlength=len(local)) if each is None else each),
+                           period)  # fmt: skip
     a = np.abs(residual)
     near = np.flatnonzero(a <= tol)
     members = np.zeros(len(starts), dtype=bool)
@@ -268,7 +283,7 @@ def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size:
 
 
 def _fit(
-    starts: NDArray[np.float64], weights: NDArray[np.float64], period: float, tol: float, span: float, refined: bool
+    starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, span: float, refined: bool
 ) -> tuple[NDArray[np.bool_], float, float, float]:
     """Events on a periodic train, the refined period, its phase and the
     residual jitter. The period is fitted over the whole run; the phase is
@@ -281,39 +296,47 @@ def _fit(
     the period is a fit's already (another CPU's train, the rate the node's
     scouts found), so the whole run's line is not fitted again: the windows'
     phases and their least squares (_refit) follow it as they follow a
-    source's drift, and its phase is the first window's."""
-    strength = np.sqrt(weights)  # each event's weight in a fold (see _densest_phase)
+    source's drift, and its phase is the first window's. `strength`: each
+    event's weight in a fold, the square root of its length (see
+    _densest_phase)."""
     center = 0.0 if refined else _densest_phase(starts, strength, period, tol)
-    before: NDArray[np.bool_] | None = None
+    before: NDArray[np.intp] | None = None
     # refine: fit t = t0 + n * P on the members (a fitted period skips it: the fold and the line were 40 % of a
     # hinted fit on the GPU node's CPUs past the scouts, 2.1 of 5.3 ms)
     for _ in range(0 if refined else 3):
-        n, off = _offsets(starts, center, period)
-        members = np.abs(off, out=off) <= tol
-        if before is not None and np.array_equal(members, before):
+        on, n_on = _near_line(starts, center, period, tol)
+        if before is not None and np.array_equal(on, before):
             break  # the same members give the same line: the fit has settled
-        before = members
-        on = np.flatnonzero(members)  # gathered once for the test and the line
-        n_on = n[on]
+        before = on
         if len(on) < 3 or np.ptp(n_on) == 0:
             break  # too few periods to fit a line through
         period, center = _line(n_on, starts[on])
     windows = max(1, round(span / (WINDOW_PERIODS * period)))
     # an event on the span's end (rounding) is the last window's
     w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
-    # The starts are in time order, so each window's events are a stretch: its phase repeated over its
-    # events is local[w] (a gather of the run's length took three times as long)
     local = _window_phases(starts, strength, period, tol, w)  # a phase a window up to the last with events
-    each = np.bincount(w, minlength=len(local))
-    members, residual = _members(starts, period, np.repeat(local, each), tol, w)
+    each = None if fold.available() else np.bincount(w, minlength=len(local))  # numpy's _members alone needs it
+    members, residual = _members(starts, period, local, each, tol, w)
     if members.any():  # centre each window's phase on its members, then take them again
         local = local + _group_medians(residual[members], w[members], len(local))
-        members, residual = _members(starts, period, np.repeat(local, each), tol, w)
+        members, residual = _members(starts, period, local, each, tol, w)
     if members.sum() >= 3:  # the period once more, on the members alone, each window its own phase
         period, local = _refit(starts[members], w[members], period, local)
-        members, residual = _members(starts, period, np.repeat(local, each), tol, w)
+        members, residual = _members(starts, period, local, each, tol, w)
     jitter = float(residual[members].std()) if members.any() else float("nan")
     return members, period, float(local[0]) if refined else center, jitter
+
+
+def _near_line(
+    starts: NDArray[np.float64], center: float, period: float, tol: float
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """The events within tol of the line center + n * period: their indices and their n."""
+    native = fold.near_line(starts, center, period, tol)
+    if native is not None:
+        return native
+    n, off = _offsets(starts, center, period)
+    on = np.flatnonzero(np.abs(off, out=off) <= tol)
+    return on, n[on]
 
 
 def _line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
@@ -365,6 +388,7 @@ class _Events:
     #: the remaining events' indices, starts and durations, kept until a source takes some: a scout tries some
     #: ninety candidate periods over the same events, each once gathered them anew (a tenth of a scout's time)
     _live: tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]] | None = field(default=None, repr=False)
+    _strength: NDArray[np.float64] | None = field(default=None, repr=False)  # the same, of strength()
 
     def live(self) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]]:
         """The remaining events: their indices, starts and durations."""
@@ -372,6 +396,12 @@ class _Events:
             left = np.flatnonzero(self.remaining)
             self._live = left, self.starts[left], self.durations[left]
         return self._live
+
+    def strength(self) -> NDArray[np.float64]:
+        """The remaining events' weights in a fold, the square root of their lengths (see _densest_phase)."""
+        if self._strength is None:
+            self._strength = np.sqrt(self.live()[2])
+        return self._strength
 
     def accepts(self, found: tuple[PeriodicSource, NDArray[np.intp]] | None) -> bool:
         return found is not None and found[0].events >= self.min_events and found[0].coverage >= self.min_coverage
@@ -383,7 +413,7 @@ class _Events:
             into.append(found[0])
             members.append(found[1])
             self.remaining[found[1]] = False
-            self._live = None
+            self._live = self._strength = None
 
     @property
     def enough_left(self) -> bool:
@@ -676,12 +706,25 @@ def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp
         if faster is None or not ev.accepts(faster):
             continue
         idx = faster[1]
-        if np.isin(members, idx).sum() < 0.8 * len(members) or len(idx) < 0.8 * k * len(members):
+        shared, others = _overlap(idx, members, len(ev.starts))
+        if shared < 0.8 * len(members) or len(idx) < 0.8 * k * len(members):
             continue
-        o50 = float(np.median(ev.durations[np.setdiff1d(idx, members)]))
+        o50 = float(np.median(ev.durations[others]))
         if max(m50, o50) < UNMERGE_FACTOR * min(m50, o50):
             return faster
     return hinted
+
+
+def _overlap(a: NDArray[np.intp], b: NDArray[np.intp], size: int) -> tuple[int, NDArray[np.intp]]:
+    """How many of the event indices `a` are also in `b`, and those of `a` that
+    are not, in a's order (np.isin's count and np.setdiff1d's, for the sorted,
+    distinct indices of `size` events a source's members are): by a mask of the
+    events, where numpy's set operations hash or sort both (1 ms a call on the
+    GPU node's 65,000 gaps, a twentieth of a scout)."""
+    mask = np.zeros(size, dtype=bool)
+    mask[b] = True
+    inside = mask[a]
+    return int(inside.sum()), a[~inside]
 
 
 def _near(times: NDArray[np.float64], at: NDArray[np.float64], tol: float) -> NDArray[np.intp]:
@@ -713,10 +756,10 @@ def _unmerge(
         if sub is None or not ev.accepts(sub):
             continue
         idx = sub[1]
-        rest = np.setdiff1d(members, idx)
+        shared, rest = _overlap(members, idx, len(ev.starts))
         # Its share of the winner's events: its own tolerance, k times wider,
         # also takes events the winner's missed.
-        if np.isin(idx, members).sum() < 0.8 * len(members) / k or len(rest) < ev.min_events:
+        if shared < 0.8 * len(members) / k or len(rest) < ev.min_events:
             continue
         m25, m50, m75 = np.percentile(ev.durations[idx], [25, 50, 75])
         o25, o50, o75 = np.percentile(ev.durations[rest], [25, 50, 75])
@@ -754,8 +797,8 @@ def _tolerance(ev: _Events, period: float) -> float:
 def _source(ev: _Events, period: float, refined: bool = False) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """The source of this period among the remaining events, if one is there (`refined`: see _fit)."""
     tol = _tolerance(ev, period)
-    left, starts, durations = ev.live()
-    members, period, center, jitter = _fit(starts, durations, period, tol, ev.span_ns, refined)
+    left, starts, _ = ev.live()
+    members, period, center, jitter = _fit(starts, ev.strength(), period, tol, ev.span_ns, refined)
     idx = left[members]
     if len(idx):
         # A gap many times this source's typical one is another source's that

@@ -1,0 +1,30 @@
+/* The fold's per-gap loops (fold.c): quietcore.stats.fold calls them through ctypes.
+ * Every array holds len elements; counts, residual and scratch are the
+ * caller's scratch space. */
+#ifndef QC_FOLD_H
+#define QC_FOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The gaps within tol of the line center + n * period: their indices in
+ * idx[0..k) and their period counts n in counts[0..k), in time order;
+ * returns k (periodicity._fit's refinement). */
+ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, double period, double tol,
+                       int64_t *idx, double *counts, double *residual);
+
+/* Adds each gap's strength to counts[w * bins + its phase bin], bins of the
+ * period (w NULL: every gap in row 0), as periodicity._window_phases' bincount.
+ * Returns -1, counts partly filled, at a window outside [0, rows) or a start
+ * that is not a finite number; 0 when done. */
+int qc_phase_counts(const double *starts, const double *strength, const int64_t *w, ptrdiff_t len, double period,
+                    int64_t bins, int64_t rows, int32_t *scratch, double *counts);
+
+/* periodicity._members: every gap's residual from its window's train
+ * local[w] + n * period, and as members the closest gap within tol of each
+ * (window, n), the earlier of two as close. The gaps are in time order.
+ * Returns -1, nothing written, at a window outside [0, windows); 0 when done. */
+int qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
+               double period, double tol, uint8_t *members, double *counts, double *residual);
+
+#endif
