@@ -90,13 +90,13 @@ def templates(env: dict[str, str], where: Path, seconds: float, given: Path | No
 
 def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int]) -> dict[str, set[int]]:
     """`cpus` traces over `span` ns from the templates, phase-shifted; the planted findings, by kind.
-    A CPU's trace is the templates one after another, each from the next template CPU and after a
+    A CPU's trace is the templates' pieces (pieces) one after another, each after a
     pause of up to 10 ms drawn at random: one template repeated exactly would make its every random
     gap a train at the template's length (a 10 s template: peaks at each 0.1 Hz, several times the
     height of a real run's, which the search then tries in vain)."""
     out.mkdir()
     planted = {"source": {cpus // 4}, "loss": {2 * cpus // 3}, "l3": set(l3)}
-    pairs = [np.loadtxt(f, dtype=np.float64, delimiter="\t", ndmin=2) for f in files]
+    pairs = pieces([np.loadtxt(f, dtype=np.float64, delimiter="\t", ndmin=2) for f in files], span)
     rng = np.random.default_rng(24)
     for cpu in range(cpus):
         parts, at, k = [], 0.0, cpu
@@ -117,6 +117,22 @@ def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int
         np.savetxt(out / f"bench-rank0-cpu{cpu}.trace", np.column_stack([starts[order], lengths[order]]),
                    fmt="%.0f", delimiter="\t")  # fmt: skip
     return planted
+
+
+def pieces(templates: list[np.ndarray], span: float) -> list[np.ndarray]:
+    """The templates in pieces of at most span / len(templates) ns each (start, length pairs from 0), the first
+    piece of each template, then the second of each, and so on. Whole, a template as long as the span would be
+    a replayed CPU's whole trace, so the replay's CPUs would be of the template CPUs' kinds, a half of each:
+    this VM's CPU 0 lost 1.66 times what its CPU 1 did (2026-11-27, 30 s: 1,078 and 650 ms), and among CPUs of
+    two such kinds no doubled loss stood out. Short templates (the GPU node's 0.5 s) are not cut."""
+    longest = span / len(templates)
+    cut: list[list[np.ndarray]] = []
+    for p in templates:
+        ends = p[:, 0] + p[:, 1]
+        count = max(int(np.ceil(float(ends.max(initial=0.0)) / longest)), 1)
+        at = np.minimum(np.floor(p[:, 0] / longest), count - 1) if count > 1 else np.zeros(len(p))
+        cut.append([p[at == i] - [i * longest, 0.0] for i in range(count)])
+    return [c[i] for i in range(max(len(c) for c in cut)) for c in cut if i < len(c) and len(c[i])]
 
 
 def node(where: Path, cpus: int) -> tuple[Path, list[int]]:
