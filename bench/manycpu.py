@@ -120,16 +120,18 @@ def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int
 
 
 def pieces(templates: list[np.ndarray], span: float) -> list[np.ndarray]:
-    """The templates in pieces of at most span / len(templates) ns each (start, length pairs from 0), the first
-    piece of each template, then the second of each, and so on. Whole, a template as long as the span would be
-    a replayed CPU's whole trace, so the replay's CPUs would be of the template CPUs' kinds, a half of each:
-    this VM's CPU 0 lost 1.66 times what its CPU 1 did (2026-11-27, 30 s: 1,078 and 650 ms), and among CPUs of
-    two such kinds no doubled loss stood out. Short templates (the GPU node's 0.5 s) are not cut."""
+    """The templates, those longer than half the span in pieces of span / len(templates) ns (start, length
+    pairs from 0): the first piece of each template, then the second of each, and so on. Whole, a template as
+    long as the span would be a replayed CPU's whole trace, so the replay's CPUs would be of the template CPUs'
+    kinds, a half of each: this VM's CPU 0 lost 1.66 times what its CPU 1 did (2026-11-27, 30 s: 1,078 and
+    650 ms), and among CPUs of two such kinds no doubled loss stood out. Shorter templates, of which a CPU holds
+    two or more (the GPU node's twelve of 10 s), are not cut: their replays are as they were."""
     longest = span / len(templates)
     cut: list[list[np.ndarray]] = []
     for p in templates:
         ends = p[:, 0] + p[:, 1]
-        count = max(int(np.ceil(float(ends.max(initial=0.0)) / longest)), 1)
+        end = float(ends.max(initial=0.0))
+        count = max(int(np.ceil(end / longest)), 1) if end > span / 2 else 1
         at = np.minimum(np.floor(p[:, 0] / longest), count - 1) if count > 1 else np.zeros(len(p))
         cut.append([p[at == i] - [i * longest, 0.0] for i in range(count)])
     return [c[i] for i in range(max(len(c) for c in cut)) for c in cut if i < len(c) and len(c[i])]
