@@ -20,11 +20,14 @@
 #include "fold.h"
 
 /* An AVX2 clone of the arithmetic passes beside the baseline's, picked when
- * the library loads (GCC and Clang on x86-64); elsewhere the baseline's own
- * vectors (aarch64's NEON). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+ * the library loads (an ifunc: x86-64, glibc, a compiler that knows
+ * target_clones); elsewhere the baseline's own vectors (aarch64's NEON). */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
 #define QC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
+#endif
+#endif
+#ifndef QC_CLONES
 #define QC_CLONES
 #endif
 

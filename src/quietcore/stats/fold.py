@@ -33,7 +33,10 @@ _double_p = _int64_p = _int32_p = _uint8_p = ctypes.c_void_p
 def _lib() -> ctypes.CDLL | None:
     if not LIBRARY.is_file():
         return None
-    lib = ctypes.CDLL(str(LIBRARY))
+    try:
+        lib = ctypes.CDLL(str(LIBRARY))
+    except OSError:  # not loadable here (another machine's build, a mount without exec): numpy's loops, same bits
+        return None
     lib.qc_near_line.restype = ctypes.c_ssize_t
     lib.qc_near_line.argtypes = (_double_p, ctypes.c_ssize_t, ctypes.c_double, ctypes.c_double, ctypes.c_double,
                                  _int64_p, _double_p, _double_p)  # fmt: skip
