@@ -1,6 +1,6 @@
 """The fold's per-gap loops in C (native/fold.c, built and installed beside
 the probe, in quietcore/lib), for periodicity's fits: each one pass over a
-CPU's gaps where numpy made eight to ten, with a temporary of the run's
+CPU's gaps where numpy made six to eight, with a temporary of the run's
 length each. A fit on 65,000 gaps took about 2 ms, most of it in those
 passes, and a scout fits some sixty times.
 
