@@ -96,6 +96,31 @@ int qc_phase_counts(const double *starts, const double *strength, const int64_t 
     return 0;
 }
 
+int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, int64_t *best)
+{
+    if (steps < 1 || steps > bins)
+        return -1;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *c = counts + r * bins;
+        int64_t at = 0;
+        double top = 0;
+        for (int64_t j = 0; j < bins; j++) {
+            /* the stretch from bin j: ((c[j] + c[j+1]) + c[j+2]) + ..., as numpy adds one shifted row at a time */
+            double s = c[j];
+            for (int64_t k = 1; k < steps; k++)
+                s += c[j + k < bins ? j + k : j + k - bins];
+            if (j == 0 || !(s <= top)) { /* argmax's test: larger, or NaN, which ends the search */
+                at = j;
+                top = s;
+                if (isnan(s))
+                    break;
+            }
+        }
+        best[r] = at;
+    }
+    return 0;
+}
+
 int qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
                double period, double tol, uint8_t *members, double *counts, double *residual)
 {

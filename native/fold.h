@@ -20,6 +20,14 @@ ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, doubl
 int qc_phase_counts(const double *starts, const double *strength, const int64_t *w, ptrdiff_t len, double period,
                     int64_t bins, int64_t rows, int32_t *scratch, double *counts);
 
+/* periodicity._window_phases' densest stretch of each row of counts (rows x
+ * bins): the sums of `steps` neighbouring bins, circular, each summed from
+ * its first bin on as numpy's shifted adds sum it, and the first bin of the
+ * largest in best[row] (np.argmax's: the first of equal sums, or the first
+ * NaN). Returns -1, nothing written, when steps is not in [1, bins]; 0 when
+ * done. */
+int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, int64_t *best);
+
 /* periodicity._members: every gap's residual from its window's train
  * local[w] + n * period, and as members the closest gap within tol of each
  * (window, n), the earlier of two as close. The gaps are in time order.

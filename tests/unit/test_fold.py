@@ -91,6 +91,35 @@ def test_the_loops_give_numpys_bits_on_made_up_runs(seed: int, events: int, peri
     loops_agree(starts, rng.exponential(5e3, events), span, period, center)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(1, 40),
+    bins=st.integers(periodicity.PHASE_STEPS, 64),
+    levels=st.integers(1, 4),
+    odd=st.sampled_from([None, np.nan, -0.0, np.inf]),
+)
+def test_the_densest_stretch_is_numpys_first_largest(seed: int, rows: int, bins: int, levels: int,
+                                                     odd: float | None) -> None:  # fmt: skip
+    """fold.densest against periodicity._densest_bins: counts of a few levels (many stretches tie, and the
+    first is kept), a stretch that wraps past the last bin, and a NaN (argmax stops at the first), an
+    infinity or a -0.0 put in at random."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, levels, (rows, bins)).astype(np.float64) * 0.1
+    if odd is not None:
+        counts[rng.integers(rows), rng.integers(bins)] = odd
+    native = fold.densest(counts, periodicity.PHASE_STEPS)
+    assert native is not None
+    assert equal(native, periodicity._densest_bins(counts))
+
+
+def test_a_stretch_longer_than_its_row_is_refused() -> None:
+    with pytest.raises(ValueError, match="stretch of 5 bins in rows of 4"):
+        fold.densest(np.zeros((2, 4)), 5)
+    best = fold.densest(np.arange(8.0).reshape(2, 4), 4)  # a stretch of the whole row: every start ties
+    assert best is not None and best.tolist() == [0, 0]
+
+
 @pytest.mark.parametrize("run", RUNS[:3])
 def test_the_search_finds_the_same_with_either(run: str) -> None:
     data = np.load(FIXTURES / f"{run}.npz")

@@ -43,6 +43,8 @@ def _lib() -> ctypes.CDLL | None:
     lib.qc_phase_counts.restype = ctypes.c_int
     lib.qc_phase_counts.argtypes = (_double_p, _double_p, _int64_p, ctypes.c_ssize_t, ctypes.c_double,
                                     ctypes.c_int64, ctypes.c_int64, _int32_p, _double_p)  # fmt: skip
+    lib.qc_densest.restype = ctypes.c_int
+    lib.qc_densest.argtypes = (_double_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _int64_p)
     lib.qc_members.restype = ctypes.c_int
     lib.qc_members.argtypes = (_double_p, _int64_p, _double_p, ctypes.c_int64, ctypes.c_ssize_t, ctypes.c_double,
                                ctypes.c_double, _uint8_p, _double_p, _double_p)  # fmt: skip
@@ -96,6 +98,22 @@ def phase_counts(
                            period, bins, rows, scratch.ctypes.data, counts.ctypes.data):  # fmt: skip
         raise ValueError("a window past the rows, or a start that is no number")
     return counts.reshape(rows, bins)
+
+
+def densest(counts: NDArray[np.float64], steps: int) -> NDArray[np.int64] | None:
+    """Each row's first bin of its largest circular stretch of `steps` bins
+    (periodicity._densest_bins: its sums, its argmax)."""
+    lib = _lib() if NATIVE else None
+    if lib is None:
+        return None
+    c = _doubles(counts)
+    if c.ndim != 2:
+        raise ValueError("counts must be rows x bins")
+    rows, bins = c.shape
+    best = np.empty(rows, dtype=np.int64)
+    if lib.qc_densest(c.ctypes.data, rows, bins, steps, best.ctypes.data):
+        raise ValueError(f"a stretch of {steps} bins in rows of {bins}")
+    return best
 
 
 def members(

@@ -186,13 +186,26 @@ def _window_phases(
     rows = int(w[-1]) + 1 if w is not None and len(w) else 1  # the windows ascend with the starts
     native = fold.phase_counts(starts, strength, w, period, bins, rows)
     counts = native if native is not None else _phase_counts(starts, strength, w, period, bins, rows)
+    # in C where the library is: numpy's shifted adds and argmax were two thirds of this function on a 1 kHz
+    # train's 600 windows (0.36 ms of a hinted fit)
+    best = fold.densest(counts, PHASE_STEPS)
+    if best is None:
+        best = _densest_bins(counts)
+    phases: NDArray[np.float64] = ((best + PHASE_STEPS / 2) * width % period).astype(np.float64, copy=False)
+    return phases
+
+
+def _densest_bins(counts: NDArray[np.float64]) -> NDArray[np.int64]:
+    """fold.densest in numpy: each row's sums of PHASE_STEPS neighbouring bins (circular: a stretch may wrap
+    past the period's end), and the first bin of the largest."""
+    bins = counts.shape[1]
     stretch = counts.copy()
-    for k in range(1, PHASE_STEPS):  # circular: a stretch may wrap past the period's end
+    for k in range(1, PHASE_STEPS):
         # np.roll(counts, -k, axis=1) added in two slices, the same sums without a copy
         stretch[:, : bins - k] += counts[:, k:]
         stretch[:, bins - k :] += counts[:, :k]
-    phases: NDArray[np.float64] = (stretch.argmax(axis=1) + PHASE_STEPS / 2) * width % period
-    return phases
+    best: NDArray[np.int64] = stretch.argmax(axis=1)
+    return best
 
 
 def _phase_counts(starts: NDArray[np.float64], strength: NDArray[np.float64], w: NDArray[np.int64] | None,
