@@ -121,8 +121,8 @@ int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, 
     return 0;
 }
 
-int qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
-               double period, double tol, uint8_t *members, double *counts, double *residual)
+ptrdiff_t qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
+                     double period, double tol, int64_t *members, double *counts, double *residual)
 {
     if (len <= 0)
         return 0;
@@ -130,11 +130,11 @@ int qc_members(const double *starts, const int64_t *w, const double *local, int6
         if (w[i] < 0 || w[i] >= windows)
             return -1;
     offsets(starts, w, local, 0.0, len, period, counts, residual);
-    memset(members, 0, (size_t)len);
     /* The near gaps of one (window, period count) are neighbours in time: the
      * group's closest is kept as the group is read, the earlier of two as
-     * close. */
-    ptrdiff_t best = -1;
+     * close, and written when the next group begins, so the members come out
+     * ascending. */
+    ptrdiff_t k = 0, best = -1;
     double best_n = 0, best_a = 0;
     int64_t best_w = 0;
     for (ptrdiff_t i = 0; i < len; i++) {
@@ -149,13 +149,13 @@ int qc_members(const double *starts, const int64_t *w, const double *local, int6
             continue;
         }
         if (best >= 0)
-            members[best] = 1;
+            members[k++] = best;
         best = i;
         best_n = counts[i];
         best_w = w[i];
         best_a = a;
     }
     if (best >= 0)
-        members[best] = 1;
-    return 0;
+        members[k++] = best;
+    return k;
 }

@@ -30,9 +30,10 @@ int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, 
 
 /* periodicity._members: every gap's residual from its window's train
  * local[w] + n * period, and as members the closest gap within tol of each
- * (window, n), the earlier of two as close. The gaps are in time order.
- * Returns -1, nothing written, at a window outside [0, windows); 0 when done. */
-int qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
-               double period, double tol, uint8_t *members, double *counts, double *residual);
+ * (window, n), the earlier of two as close: their indices in members[0..k),
+ * ascending. The gaps are in time order. Returns k; -1, nothing written, at
+ * a window outside [0, windows). */
+ptrdiff_t qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
+                     double period, double tol, int64_t *members, double *counts, double *residual);
 
 #endif

@@ -236,10 +236,12 @@ def _offsets(
 
 def _members(
     starts: NDArray[np.float64], period: float, local: NDArray[np.float64], tol: float, w: NDArray[np.int64]
-) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
     """Events within tol of their window's train t = local[w] + n * period,
     one per period and window (the closest, the earlier of two as close:
-    others are other sources); and every event's residual. The starts are
+    others are other sources), their indices ascending; and every event's
+    residual. Indices, not a mask: a fit takes the members' starts, windows
+    and residuals, and a mask's every gather read the whole run. The starts are
     in time order (periodic_members sees to it), and so are the events'
     (window, period) pairs, since each window keeps one phase: the events of
     one pair are neighbours, and the closest of each is found without a sort
@@ -252,9 +254,8 @@ def _members(
     n, residual = _offsets(starts, np.repeat(local, np.bincount(w, minlength=len(local))), period)
     a = np.abs(residual)
     near = np.flatnonzero(a <= tol)
-    members = np.zeros(len(starts), dtype=bool)
     if not len(near):
-        return members, residual
+        return near, residual
     nn, wn, an = n[near], w[near], a[near]
     new = np.ones(len(near), dtype=bool)
     new[1:] = (nn[1:] != nn[:-1]) | (wn[1:] != wn[:-1])
@@ -263,8 +264,7 @@ def _members(
     at_min = np.flatnonzero(an == closest[group])
     first = np.ones(len(at_min), dtype=bool)
     first[1:] = group[at_min][1:] != group[at_min][:-1]
-    members[near[at_min[first]]] = True
-    return members, residual
+    return near[at_min[first]], residual
 
 
 def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size: int) -> NDArray[np.float64]:
@@ -296,9 +296,9 @@ def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size:
 
 def _fit(
     starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, span: float, refined: bool
-) -> tuple[NDArray[np.bool_], float, float, float]:
-    """Events on a periodic train, the refined period, its phase and the
-    residual jitter. The period is fitted over the whole run; the phase is
+) -> tuple[NDArray[np.intp], float, float, float]:
+    """Events on a periodic train (their indices, ascending), the refined
+    period, its phase and the residual jitter. The period is fitted over the whole run; the phase is
     found again in each window of about WINDOW_PERIODS periods, because a
     source may change phase mid-run (a tick re-armed, a timer restarted)
     without changing its period. The windows split the span evenly: a last
@@ -328,13 +328,13 @@ def _fit(
     w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
     local = _window_phases(starts, strength, period, tol, w)  # a phase a window up to the last with events
     members, residual = _members(starts, period, local, tol, w)
-    if members.any():  # centre each window's phase on its members, then take them again
+    if len(members):  # centre each window's phase on its members, then take them again
         local = local + _group_medians(residual[members], w[members], len(local))
         members, residual = _members(starts, period, local, tol, w)
-    if members.sum() >= 3:  # the period once more, on the members alone, each window its own phase
+    if len(members) >= 3:  # the period once more, on the members alone, each window its own phase
         period, local = _refit(starts[members], w[members], period, local)
         members, residual = _members(starts, period, local, tol, w)
-    jitter = float(residual[members].std()) if members.any() else float("nan")
+    jitter = float(residual[members].std()) if len(members) else float("nan")
     return members, period, float(local[0]) if refined else center, jitter
 
 
