@@ -68,6 +68,20 @@ ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, doubl
 }
 
 QC_CLONES
+static void window_of(const double *restrict starts, ptrdiff_t len, double width, double last, int64_t *restrict w)
+{
+    for (ptrdiff_t i = 0; i < len; i++) {
+        double q = floor(starts[i] / width);
+        w[i] = (int64_t)(q < last ? q : last);
+    }
+}
+
+void qc_windows(const double *starts, ptrdiff_t len, double width, int64_t windows, int64_t *w)
+{
+    window_of(starts, len, width, (double)(windows - 1), w);
+}
+
+QC_CLONES
 static void phase_bins(const double *restrict starts, ptrdiff_t len, double period, int64_t bins,
                        int32_t *restrict at)
 {

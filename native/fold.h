@@ -13,6 +13,11 @@
 ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, double period, double tol,
                        int64_t *idx, double *counts, double *residual);
 
+/* Each gap's window: floor(start / width), at most windows - 1 (a start on
+ * the span's end is the last window's), as periodicity._fit's numpy does it.
+ * The starts are in [0, span): no NaN, nothing negative. */
+void qc_windows(const double *starts, ptrdiff_t len, double width, int64_t windows, int64_t *w);
+
 /* Adds each gap's strength to counts[w * bins + its phase bin], bins of the
  * period (w NULL: every gap in row 0), as periodicity._window_phases' bincount.
  * Returns -1, counts partly filled, at a window outside [0, rows) or a start

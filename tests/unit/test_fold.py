@@ -54,6 +54,7 @@ def loops_agree(starts: np.ndarray, durations: np.ndarray, span: float, period: 
     strength = np.sqrt(durations)
     windows = max(1, round(span / (periodicity.WINDOW_PERIODS * period)))
     w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)
+    assert equal(fold.windows(starts, span, windows), w)
     near = both(periodicity._near_line, starts, center, period, tol)
     assert equal(*near)
     assert equal(*both(periodicity._window_phases, starts, strength, period, tol, None))
@@ -111,6 +112,14 @@ def test_the_densest_stretch_is_numpys_first_largest(seed: int, rows: int, bins:
     native = fold.densest(counts, periodicity.PHASE_STEPS)
     assert native is not None
     assert equal(native, periodicity._densest_bins(counts))
+
+
+def test_a_start_on_a_windows_edge_or_the_spans_end_is_in_numpys_window() -> None:
+    span = 3e9
+    starts = np.array([0.0, 1e9, np.nextafter(1e9, 0), 2e9, np.nextafter(span, 0), span])  # the last: rounding
+    assert equal(fold.windows(starts, span, 3), np.minimum(np.floor(starts / (span / 3)), 2).astype(np.int64))
+    got = fold.windows(starts, span, 3)
+    assert got is not None and got.tolist() == [0, 1, 0, 2, 2, 2]
 
 
 def test_a_stretch_longer_than_its_row_is_refused() -> None:

@@ -43,6 +43,8 @@ def _lib() -> ctypes.CDLL | None:
     lib.qc_phase_counts.restype = ctypes.c_int
     lib.qc_phase_counts.argtypes = (_double_p, _double_p, _int64_p, ctypes.c_ssize_t, ctypes.c_double,
                                     ctypes.c_int64, ctypes.c_int64, _int32_p, _double_p)  # fmt: skip
+    lib.qc_windows.restype = None
+    lib.qc_windows.argtypes = (_double_p, ctypes.c_ssize_t, ctypes.c_double, ctypes.c_int64, _int64_p)
     lib.qc_densest.restype = ctypes.c_int
     lib.qc_densest.argtypes = (_double_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _int64_p)
     lib.qc_members.restype = ctypes.c_ssize_t
@@ -78,6 +80,17 @@ def near_line(
     k = lib.qc_near_line(s.ctypes.data, len(s), center, period, tol, idx.ctypes.data, counts.ctypes.data,
                          scratch.ctypes.data)  # fmt: skip
     return idx[:k], counts[:k]
+
+
+def windows(starts: NDArray[np.float64], span: float, count: int) -> NDArray[np.int64] | None:
+    """Each start's window of `count` splitting [0, span) evenly (the starts are in [0, span))."""
+    lib = _lib() if NATIVE else None
+    if lib is None:
+        return None
+    s = _doubles(starts)
+    w = np.empty(len(s), dtype=np.int64)
+    lib.qc_windows(s.ctypes.data, len(s), span / count, count, w.ctypes.data)
+    return w
 
 
 def phase_counts(

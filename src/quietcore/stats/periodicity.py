@@ -324,8 +324,9 @@ def _fit(
             break  # too few periods to fit a line through
         period, center = _line(n_on, starts[on])
     windows = max(1, round(span / (WINDOW_PERIODS * period)))
-    # an event on the span's end (rounding) is the last window's
-    w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
+    w = fold.windows(starts, span, windows)
+    if w is None:  # an event on the span's end (rounding) is the last window's
+        w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
     local = _window_phases(starts, strength, period, tol, w)  # a phase a window up to the last with events
     members, residual = _members(starts, period, local, tol, w)
     if len(members):  # centre each window's phase on its members, then take them again
