@@ -84,6 +84,8 @@ def near_line(
 
 def windows(starts: NDArray[np.float64], span: float, count: int) -> NDArray[np.int64] | None:
     """Each start's window of `count` splitting [0, span) evenly (the starts are in [0, span))."""
+    if count < 1:
+        raise ValueError(f"{count} windows")
     lib = _lib() if NATIVE else None
     if lib is None:
         return None

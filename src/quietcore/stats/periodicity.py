@@ -298,8 +298,8 @@ def _fit(
     starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float, span: float, refined: bool
 ) -> tuple[NDArray[np.intp], float, float, float]:
     """Events on a periodic train (their indices, ascending), the refined
-    period, its phase and the residual jitter. The period is fitted over the whole run; the phase is
-    found again in each window of about WINDOW_PERIODS periods, because a
+    period, its phase and the residual jitter. The period is fitted over the
+    whole run; the phase is found again in each window of about WINDOW_PERIODS periods, because a
     source may change phase mid-run (a tick re-armed, a timer restarted)
     without changing its period. The windows split the span evenly: a last
     window of a sliver would take its one stray event as its phase, and so
