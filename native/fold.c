@@ -31,37 +31,46 @@
 #define QC_CLONES
 #endif
 
+/* Whether each gap lies within tol of its train: |start - (n * period + c)|
+ * with n = rint((start - c) / period), c its window's phase local[w] (w NULL:
+ * center); 1 or 0 in near[i]. One vectorized pass that writes a byte a gap:
+ * writing every gap's count and residual, sixteen bytes, was most of a call's
+ * time, where a fit wants them for the few gaps near its line. */
 QC_CLONES
-static void offsets(const double *restrict starts, const int64_t *restrict w, const double *restrict local,
-                    double center, ptrdiff_t len, double period, double *restrict counts,
-                    double *restrict residual)
+static void near_mask(const double *restrict starts, const int64_t *restrict w, const double *restrict local,
+                      double center, ptrdiff_t len, double period, double tol, uint8_t *restrict near)
 {
     if (w) {
         for (ptrdiff_t i = 0; i < len; i++) {
             double c = local[w[i]];
             double n = rint((starts[i] - c) / period);
-            counts[i] = n;
-            residual[i] = starts[i] - (n * period + c);
+            near[i] = fabs(starts[i] - (n * period + c)) <= tol;
         }
     } else {
         for (ptrdiff_t i = 0; i < len; i++) {
             double n = rint((starts[i] - center) / period);
-            counts[i] = n;
-            residual[i] = starts[i] - (n * period + center);
+            near[i] = fabs(starts[i] - (n * period + center)) <= tol;
         }
     }
 }
 
-ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, double period, double tol,
-                       int64_t *idx, double *counts, double *residual)
+/* One gap's period count (in *n) and residual, near_mask's arithmetic: the same bits. */
+static inline double offset(double start, double c, double period, double *n)
 {
-    offsets(starts, NULL, NULL, center, len, period, counts, residual);
+    double m = rint((start - c) / period);
+    *n = m;
+    return start - (m * period + c);
+}
+
+ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, double period, double tol,
+                       int64_t *idx, double *counts, uint8_t *near)
+{
+    near_mask(starts, NULL, NULL, center, len, period, tol, near);
     ptrdiff_t k = 0;
     for (ptrdiff_t i = 0; i < len; i++) {
-        if (fabs(residual[i]) <= tol) {
-            idx[k] = i;
-            counts[k] = counts[i]; /* k <= i: read before it is overwritten */
-            k++;
+        if (near[i]) {
+            offset(starts[i], center, period, &counts[k]);
+            idx[k++] = i;
         }
     }
     return k;
@@ -136,40 +145,48 @@ int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, 
 }
 
 ptrdiff_t qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
-                     double period, double tol, int64_t *members, double *counts, double *residual)
+                     double period, double tol, int64_t *members, double *residual, uint8_t *near)
 {
     if (len <= 0)
         return 0;
     for (ptrdiff_t i = 0; i < len; i++)
         if (w[i] < 0 || w[i] >= windows)
             return -1;
-    offsets(starts, w, local, 0.0, len, period, counts, residual);
+    near_mask(starts, w, local, 0.0, len, period, tol, near);
     /* The near gaps of one (window, period count) are neighbours in time: the
      * group's closest is kept as the group is read, the earlier of two as
      * close, and written when the next group begins, so the members come out
      * ascending. */
     ptrdiff_t k = 0, best = -1;
-    double best_n = 0, best_a = 0;
+    double best_n = 0, best_a = 0, best_r = 0;
     int64_t best_w = 0;
     for (ptrdiff_t i = 0; i < len; i++) {
-        double a = fabs(residual[i]);
-        if (!(a <= tol))
+        if (!near[i])
             continue;
-        if (best >= 0 && counts[i] == best_n && w[i] == best_w) {
+        double n;
+        double r = offset(starts[i], local[w[i]], period, &n);
+        double a = fabs(r);
+        if (best >= 0 && n == best_n && w[i] == best_w) {
             if (a < best_a) {
                 best = i;
                 best_a = a;
+                best_r = r;
             }
             continue;
         }
-        if (best >= 0)
-            members[k++] = best;
+        if (best >= 0) {
+            members[k] = best;
+            residual[k++] = best_r;
+        }
         best = i;
-        best_n = counts[i];
+        best_n = n;
         best_w = w[i];
         best_a = a;
+        best_r = r;
     }
-    if (best >= 0)
-        members[k++] = best;
+    if (best >= 0) {
+        members[k] = best;
+        residual[k++] = best_r;
+    }
     return k;
 }

@@ -1,6 +1,6 @@
 /* The fold's per-gap loops (fold.c): quietcore.stats.fold calls them through ctypes.
- * Every array holds len elements; counts, residual and scratch are the
- * caller's scratch space. */
+ * An array of the gaps holds len elements; scratch and near are the caller's
+ * scratch space. */
 #ifndef QC_FOLD_H
 #define QC_FOLD_H
 
@@ -11,7 +11,7 @@
  * idx[0..k) and their period counts n in counts[0..k), in time order;
  * returns k (periodicity._fit's refinement). */
 ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, double period, double tol,
-                       int64_t *idx, double *counts, double *residual);
+                       int64_t *idx, double *counts, uint8_t *near);
 
 /* Each gap's window: floor(start / width), at most windows - 1 (a start on
  * the span's end is the last window's), as periodicity._fit's numpy does it.
@@ -33,12 +33,12 @@ int qc_phase_counts(const double *starts, const double *strength, const int64_t 
  * done. */
 int qc_densest(const double *counts, int64_t rows, int64_t bins, int64_t steps, int64_t *best);
 
-/* periodicity._members: every gap's residual from its window's train
- * local[w] + n * period, and as members the closest gap within tol of each
- * (window, n), the earlier of two as close: their indices in members[0..k),
- * ascending. The gaps are in time order. Returns k; -1, nothing written, at
- * a window outside [0, windows). */
+/* periodicity._members: as members the closest gap within tol of its
+ * window's train local[w] + n * period, one for each (window, n), the earlier
+ * of two as close: their indices in members[0..k), ascending, and their
+ * residuals from the train in residual[0..k). The gaps are in time order.
+ * Returns k; -1, nothing written, at a window outside [0, windows). */
 ptrdiff_t qc_members(const double *starts, const int64_t *w, const double *local, int64_t windows, ptrdiff_t len,
-                     double period, double tol, int64_t *members, double *counts, double *residual);
+                     double period, double tol, int64_t *members, double *residual, uint8_t *near);
 
 #endif

@@ -26,7 +26,7 @@ NATIVE = True
 
 # Arrays go as their addresses (void *): data_as() cost 2 µs a pointer, some 15 µs a call of five. An address
 # keeps no array alive, so every array passed is held by a name until the call returns.
-_double_p = _int64_p = _int32_p = ctypes.c_void_p
+_double_p = _int64_p = _int32_p = _uint8_p = ctypes.c_void_p
 
 
 @cache
@@ -39,7 +39,7 @@ def _lib() -> ctypes.CDLL | None:
         return None
     lib.qc_near_line.restype = ctypes.c_ssize_t
     lib.qc_near_line.argtypes = (_double_p, ctypes.c_ssize_t, ctypes.c_double, ctypes.c_double, ctypes.c_double,
-                                 _int64_p, _double_p, _double_p)  # fmt: skip
+                                 _int64_p, _double_p, _uint8_p)  # fmt: skip
     lib.qc_phase_counts.restype = ctypes.c_int
     lib.qc_phase_counts.argtypes = (_double_p, _double_p, _int64_p, ctypes.c_ssize_t, ctypes.c_double,
                                     ctypes.c_int64, ctypes.c_int64, _int32_p, _double_p)  # fmt: skip
@@ -49,7 +49,7 @@ def _lib() -> ctypes.CDLL | None:
     lib.qc_densest.argtypes = (_double_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _int64_p)
     lib.qc_members.restype = ctypes.c_ssize_t
     lib.qc_members.argtypes = (_double_p, _int64_p, _double_p, ctypes.c_int64, ctypes.c_ssize_t, ctypes.c_double,
-                               ctypes.c_double, _int64_p, _double_p, _double_p)  # fmt: skip
+                               ctypes.c_double, _int64_p, _double_p, _uint8_p)  # fmt: skip
     return lib
 
 
@@ -76,7 +76,7 @@ def near_line(
     s = _doubles(starts)
     idx = np.empty(len(s), dtype=np.int64)
     counts = np.empty(len(s))
-    scratch = np.empty(len(s))  # held here: an address keeps no array alive
+    scratch = np.empty(len(s), dtype=np.uint8)  # held here: an address keeps no array alive
     k = lib.qc_near_line(s.ctypes.data, len(s), center, period, tol, idx.ctypes.data, counts.ctypes.data,
                          scratch.ctypes.data)  # fmt: skip
     return idx[:k], counts[:k]
@@ -134,8 +134,8 @@ def densest(counts: NDArray[np.float64], steps: int) -> NDArray[np.int64] | None
 def members(
     starts: NDArray[np.float64], w: NDArray[np.int64], local: NDArray[np.float64], period: float, tol: float
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
-    """periodicity._members with each window's phase local[w]: the members' indices, ascending, and every
-    gap's residual."""
+    """periodicity._members with each window's phase local[w]: the members' indices, ascending, and their
+    residuals."""
     lib = _lib() if NATIVE else None
     if lib is None:
         return None
@@ -144,9 +144,9 @@ def members(
         raise ValueError("starts and windows differ in length")
     found = np.empty(len(s), dtype=np.int64)
     residual = np.empty(len(s))
-    scratch = np.empty(len(s))
+    scratch = np.empty(len(s), dtype=np.uint8)
     k = lib.qc_members(s.ctypes.data, windows.ctypes.data, phases.ctypes.data, len(phases), len(s), period, tol,
-                       found.ctypes.data, scratch.ctypes.data, residual.ctypes.data)  # fmt: skip
+                       found.ctypes.data, residual.ctypes.data, scratch.ctypes.data)  # fmt: skip
     if k < 0:
         raise ValueError("a window past the phases given")
-    return found[:k], residual
+    return found[:k], residual[:k]

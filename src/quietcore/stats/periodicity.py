@@ -239,9 +239,9 @@ def _members(
 ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
     """Events within tol of their window's train t = local[w] + n * period,
     one per period and window (the closest, the earlier of two as close:
-    others are other sources), their indices ascending; and every event's
-    residual. Indices, not a mask: a fit takes the members' starts, windows
-    and residuals, and a mask's every gather read the whole run. The starts are
+    others are other sources), their indices ascending, and their residuals
+    from the train. Indices, not a mask: a fit takes the members' starts and
+    windows, and a mask's every gather read the whole run. The starts are
     in time order (periodic_members sees to it), and so are the events'
     (window, period) pairs, since each window keeps one phase: the events of
     one pair are neighbours, and the closest of each is found without a sort
@@ -255,7 +255,7 @@ def _members(
     a = np.abs(residual)
     near = np.flatnonzero(a <= tol)
     if not len(near):
-        return near, residual
+        return near, residual[near]
     nn, wn, an = n[near], w[near], a[near]
     new = np.ones(len(near), dtype=bool)
     new[1:] = (nn[1:] != nn[:-1]) | (wn[1:] != wn[:-1])
@@ -264,7 +264,8 @@ def _members(
     at_min = np.flatnonzero(an == closest[group])
     first = np.ones(len(at_min), dtype=bool)
     first[1:] = group[at_min][1:] != group[at_min][:-1]
-    return near[at_min[first]], residual
+    members = near[at_min[first]]
+    return members, residual[members]
 
 
 def _group_medians(values: NDArray[np.float64], groups: NDArray[np.int64], size: int) -> NDArray[np.float64]:
@@ -328,14 +329,14 @@ def _fit(
     if w is None:  # an event on the span's end (rounding) is the last window's
         w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)  # not //: see _spectrum
     local = _window_phases(starts, strength, period, tol, w)  # a phase a window up to the last with events
-    members, residual = _members(starts, period, local, tol, w)
+    members, residual = _members(starts, period, local, tol, w)  # the members' residuals
     if len(members):  # centre each window's phase on its members, then take them again
-        local = local + _group_medians(residual[members], w[members], len(local))
+        local = local + _group_medians(residual, w[members], len(local))
         members, residual = _members(starts, period, local, tol, w)
     if len(members) >= 3:  # the period once more, on the members alone, each window its own phase
         period, local = _refit(starts[members], w[members], period, local)
         members, residual = _members(starts, period, local, tol, w)
-    jitter = float(residual[members].std()) if len(members) else float("nan")
+    jitter = float(residual.std()) if len(members) else float("nan")
     return members, period, float(local[0]) if refined else center, jitter
 
 
