@@ -1,8 +1,10 @@
 /* The fold's per-gap loops, for quietcore.stats.periodicity (loaded with ctypes):
  * the arithmetic of a gap's period count and residual in one vectorized pass
- * where numpy made six to eight, each a temporary of the run's length, then
- * one plain pass for what depends on the gap before (a fit on 65,000 gaps
- * took about 2 ms, a scout fits some sixty times).
+ * that keeps a byte a gap (near its line or not), where numpy made six to
+ * eight passes, each a temporary of the run's length, then one plain pass
+ * over the near gaps for what depends on the gap before; and each gap's
+ * window and phase bin, and each window's densest stretch of bins (a fit on
+ * 65,000 gaps took about 2 ms, a scout fits some sixty times).
  *
  * Each loop does the numpy code's arithmetic in its order, on the same
  * doubles, so that it gives the same bits: a period count is rint() of the
@@ -15,7 +17,6 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "fold.h"
 
