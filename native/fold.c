@@ -82,7 +82,9 @@ static void window_of(const double *restrict starts, ptrdiff_t len, double width
 {
     for (ptrdiff_t i = 0; i < len; i++) {
         double q = floor(starts[i] / width);
-        w[i] = (int64_t)(q < last ? q : last);
+        /* past the last: the last (numpy's clamp); below 0 or no number, where a cast would be undefined:
+         * -1, a window qc_phase_counts and qc_members refuse */
+        w[i] = q > last ? (int64_t)last : (q >= 0 ? (int64_t)q : -1);
     }
 }
 

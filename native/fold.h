@@ -14,8 +14,9 @@ ptrdiff_t qc_near_line(const double *starts, ptrdiff_t len, double center, doubl
                        int64_t *idx, double *counts, uint8_t *near);
 
 /* Each gap's window: floor(start / width), at most windows - 1 (a start on
- * the span's end is the last window's), as periodicity._fit's numpy does it.
- * The starts are in [0, span): no NaN, nothing negative. */
+ * the span's end is the last window's), as periodicity._fit's numpy does it
+ * for its starts, which are in [0, span). A start below 0 or no number gets
+ * -1, a window qc_phase_counts and qc_members refuse. */
 void qc_windows(const double *starts, ptrdiff_t len, double width, int64_t windows, int64_t *w);
 
 /* Adds each gap's strength to counts[w * bins + its phase bin], bins of the

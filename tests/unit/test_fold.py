@@ -131,10 +131,14 @@ def test_a_start_on_a_windows_edge_or_the_spans_end_is_in_numpys_window() -> Non
     assert got is not None and got.tolist() == [0, 1, 0, 2, 2, 2]
 
 
-def test_no_windows_is_refused() -> None:
+def test_no_windows_is_refused_and_a_start_out_of_the_span_has_none() -> None:
     needs_library()
     with pytest.raises(ValueError, match="0 windows"):
         fold.windows(np.array([1.0]), 10.0, 0)
+    got = fold.windows(np.array([-5.0, np.nan, 25.0, 5.0]), 10.0, 2)  # no undefined cast: -1, refused after
+    assert got is not None and got.tolist() == [-1, -1, 1, 1]
+    with pytest.raises(ValueError, match="window"):
+        fold.members(np.array([-5.0]), got[:1], np.zeros(2), 10.0, 1.0)
 
 
 def test_a_stretch_longer_than_its_row_is_refused() -> None:
