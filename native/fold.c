@@ -99,8 +99,11 @@ static void phase_bins(const double *restrict starts, ptrdiff_t len, double peri
 {
     for (ptrdiff_t i = 0; i < len; i++) {
         double q = starts[i] / period;
-        /* in [0, bins] (bins is at most a few hundred): an int32 truncates as numpy's int64 does */
-        at[i] = (int32_t)((q - floor(q)) * (double)bins);
+        double x = (q - floor(q)) * (double)bins;
+        /* in [0, bins] for a start that is a number (bins is at most a few hundred): an int32 truncates as
+         * numpy's int64 does; anything else (no number, an infinity), where a cast would be undefined: -1,
+         * which qc_phase_counts refuses */
+        at[i] = x >= 0 && x <= (double)bins ? (int32_t)x : -1;
     }
 }
 

@@ -139,6 +139,8 @@ def test_no_windows_is_refused_and_a_start_out_of_the_span_has_none() -> None:
     assert got is not None and got.tolist() == [-1, -1, 1, 1]
     with pytest.raises(ValueError, match="window"):
         fold.members(np.array([-5.0]), got[:1], np.zeros(2), 10.0, 1.0)
+    with pytest.raises(ValueError, match="no number"):  # a phase bin of no number: refused, not cast
+        fold.phase_counts(np.array([1.0, np.inf]), np.ones(2), None, 10.0, 4, 1)
 
 
 def test_a_stretch_longer_than_its_row_is_refused() -> None:
