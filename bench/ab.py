@@ -4,7 +4,7 @@ for byte. For a change to the analysis (stats.periodicity, stats.fold,
 attribution.noise) that means to keep its results: install each version
 into a directory of its own, then give both.
 
-    pip install --no-deps --target /tmp/before "git+file://$PWD@HEAD~1"   # or a worktree's path
+    git worktree add /tmp/wt HEAD~1 && pip install --no-deps --target /tmp/before /tmp/wt
     pip install --no-deps --target /tmp/after .
     python bench/ab.py --before /tmp/before --after /tmp/after DB [DB ...] [--session 1] [--rounds 3]
 
