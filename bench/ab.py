@@ -57,6 +57,8 @@ def child(db: str, session: str) -> None:
         kwargs["on_cpu"] = lambda _: stamps.append(time.process_time())
         return analyze(*args, **kwargs)
 
+    # measure.reanalysed takes no on_cpu, and the version before may be one older than any that would: its
+    # analysis is marked where every version has called it, as bench/manycpu.py's split() marks an import's
     measure.analyze = marked  # type: ignore[assignment]
     digest = hashlib.sha256()
     waves = [0.0, 0.0, 0.0]

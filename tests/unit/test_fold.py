@@ -59,9 +59,8 @@ def loops_agree(starts: np.ndarray, durations: np.ndarray, span: float, period: 
     tol = max(2 * periodicity.MIN_BIN_NS, 0.02 * period)
     strength = np.sqrt(durations)
     windows = max(1, round(span / (periodicity.WINDOW_PERIODS * period)))
-    w = np.minimum(np.floor(starts / (span / windows)), windows - 1).astype(np.int64)
-    if fold.available():
-        assert equal(fold.windows(starts, span, windows), w)
+    w = periodicity._windows(starts, span, windows)
+    assert equal(*both(periodicity._windows, starts, span, windows))
     near = both(periodicity._near_line, starts, center, period, tol)
     assert equal(*near)
     assert equal(*both(periodicity._window_phases, starts, strength, period, tol, None))
@@ -126,7 +125,7 @@ def test_a_start_on_a_windows_edge_or_the_spans_end_is_in_numpys_window() -> Non
     needs_library()
     span = 3e9
     starts = np.array([0.0, 1e9, np.nextafter(1e9, 0), 2e9, np.nextafter(span, 0), span])  # the last: rounding
-    assert equal(fold.windows(starts, span, 3), np.minimum(np.floor(starts / (span / 3)), 2).astype(np.int64))
+    assert equal(*both(periodicity._windows, starts, span, 3))
     got = fold.windows(starts, span, 3)
     assert got is not None and got.tolist() == [0, 1, 0, 2, 2, 2]
 

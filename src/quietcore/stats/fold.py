@@ -1,8 +1,10 @@
 """The fold's per-gap loops in C (native/fold.c, built and installed beside
 the probe, in quietcore/lib), for periodicity's fits: each one pass over a
 CPU's gaps where numpy made six to eight, with a temporary of the run's
-length each. A fit on 65,000 gaps took about 2 ms, most of it in those
-passes, and a scout fits some sixty times.
+length each (the gaps near a line, a fit's members, each gap's window and
+phase bin), and each window's densest stretch of phase bins. A fit on
+65,000 gaps took about 2 ms, most of it in those passes, and a scout fits
+some sixty times.
 
 Each function gives the same bits as periodicity's numpy code, which stays
 the reference (tests/unit/test_fold.py holds them equal on real traces) and
