@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from quietcore.commands import COMMANDS
-from quietcore.facts.cpulist import parse_cpulist
+from quietcore.facts.cpulist import format_cpulist, parse_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.facts.topology import Topology
@@ -66,6 +66,32 @@ def test_lab_quick_measures_every_online_cpu(lab_quick: tuple[Path, Path, subpro
     for cpu, measured, lost in conn.execute("SELECT cpu, measured_ns, lost_ns FROM noise_cpu"):
         line = next(m for m in metrics.splitlines() if m.startswith(f'quietcore_available_ratio{{cpu="{cpu}"}}'))
         assert float(line.split()[-1]) == pytest.approx(1 - lost / measured, rel=1e-9)
+
+
+def test_a_cpu_of_either_round_is_shown_with_cpu(
+    lab_quick: tuple[Path, Path, subprocess.CompletedProcess[str]], cli_main: CliRunner
+) -> None:  # fmt: skip
+    """`results show ID --cpu N`, which the lab's output gives for a CPU's detail, for a CPU of each
+    round: its detail, and of the other round one line (it stopped at the first round without the CPU,
+    "not in this run", exit 2: every CPU past the first round could not be shown)."""
+    db_file = lab_quick[0]
+    env = {"QUIETCORE_DB": str(db_file)}
+    conn = sqlite3.connect(db_file)
+    rounds = [parse_cpulist(json.loads(p)["cpus"]) for (p,) in
+              conn.execute("SELECT params FROM runs WHERE kind = 'noise' ORDER BY seq")]  # fmt: skip
+    conn.close()
+    for cpus in rounds:
+        cpu = min(cpus)
+        shown = cli_main("results", "show", "1", "--cpu", str(cpu), env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert f"CPU {cpu}: where" in shown.stdout
+        assert shown.stdout.count(f"CPU {cpu} is not in this run.") == len(rounds) - 1
+        assert not [c for c in set().union(*rounds) - {cpu} if f"CPU {c}: where" in shown.stdout]
+    # a CPU no round measured: refused before anything is said, with the session's CPUs
+    bad = cli_main("results", "show", "1", "--cpu", "999", env=env)
+    valid = format_cpulist(frozenset(set().union(*rounds)))
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert f"invalid --cpu 999: not in session 1 (valid: {valid})" in bad.stderr
 
 
 def test_the_audit_orders_its_findings_by_the_time_each_cost_in_the_last_lab(

@@ -306,7 +306,7 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     )
     assert len(same.stdout.splitlines()) <= 5, same.stdout
     bad = cli("results", "show", "2", "--cpu", "99")
-    assert bad.returncode == 2 and "invalid --cpu 99: not in this run (valid: 0-63)" in bad.stderr
+    assert bad.returncode == 2 and "invalid --cpu 99: not in session 2 (valid: 0-63)" in bad.stderr
     # the report opens on the node (the screen above, then the heatmap); each CPU's detail folded, an outlier's open
     drawn = cli("report", "2", "--out", str(tmp_path / "report"))
     assert drawn.returncode == 0, drawn.stderr

@@ -30,6 +30,7 @@ from rich.table import Table
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.snapshot import open_root
 from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
@@ -152,14 +153,25 @@ def _took(started: str, ended: str | None) -> str:
 def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] = (None, False)) -> None:
 
     row = sessions.find_session(conn, ident)
-    out = text.console()
-    out.print(text.session_header(row))
     runs = sessions.runs_of(conn, row.id, lazy_events=True)  # the trace is read only if a run needs it
     # An experiment's table stands for its cells' runs.
     summaries = [run for run in runs if run.kind == "experiment"]
-    for run in summaries or runs:
+    shown = summaries or runs
+    only = detail[0]
+    if only is not None:
+        # Checked against the whole session before anything is said: a lab measures its CPUs in rounds, one
+        # noise run each, and --cpu N (which the lab's own output suggests) names a CPU of one of them.
+        have = frozenset(c for run in shown for c in run.spin_cpus or ())
+        if only not in have:
+            valid = format_cpulist(have) if have else "none: the session has no noise run of CPUs"
+            raise UsageError(f"invalid --cpu {only}: not in session {row.id} (valid: {valid})")
+    out = text.console()
+    out.print(text.session_header(row))
+    for run in shown:
         out.print(markup(run.title()))  # stored text (an imported run's parameters): never markup
-        if run.kind == "noise":  # many CPUs grouped, by the session's facts; --cpu N, --per-cpu
+        if run.kind == "noise" and only is not None and only not in (run.spin_cpus or [only]):
+            out.print(f"CPU {only} is not in this run.")
+        elif run.kind == "noise":  # many CPUs grouped, by the session's facts; --cpu N, --per-cpu
             NOISE.view(out, run, row.facts, *detail)
         else:
             kind_of(run).terminal(out, run)
