@@ -112,6 +112,25 @@ def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
                                    'limits {"tolerance": 0.005}')  # fmt: skip
 
 
+def test_a_runs_cpus_are_said_in_brief_in_its_title() -> None:
+    """At 384 CPUs a lab round of every other CPU was a title of 1,100 characters, and an intruders
+    run's list of numbers 2,300: `results show` says a run's CPUs in brief, the kernel's list while it
+    is short; what is neither a list of CPU numbers nor a kernel list is said as stored."""
+    from quietcore.commands.results import _brief_cpus
+
+    every_other = list(range(0, 384, 2))
+    said = params_text({"cpus": ",".join(map(str, every_other)), "duration_s": 10.0}, _brief_cpus)
+    assert said == "cpus 0-382 every 2nd (192), duration 10 s"
+    assert params_text({"cpus": every_other, "argv": []}, _brief_cpus) == "cpus 0-382 every 2nd (192), argv []"
+    assert params_text({"cpus": list(range(4, 16))}, _brief_cpus) == "cpus 4-15"
+    assert params_text({"target_cpus": "1-3,5"}, _brief_cpus) == "target cpus 1-3,5"
+    # stored text: a list that is no CPU list, or a string that is none, is said as it was
+    for odd in ("all", "0-3;rm", "3-1", [1, "x"], [True, False], [-1], []):
+        assert params_text({"cpus": odd}, _brief_cpus) == params_text({"cpus": odd})
+    # and without a formatter, as before
+    assert params_text({"cpus": every_other[:3]}) == "cpus [0, 2, 4]"
+
+
 def test_changes_are_ranked_by_the_time_each_would_remove_with_the_audits_fix() -> None:
     """lab said nothing of what to change; now at most three changes, biggest first, each with
     its finding and fix, and the host's share said as what no guest setting removes."""

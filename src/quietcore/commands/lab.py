@@ -20,7 +20,7 @@ from typing import Any
 from quietcore.attribution import busy
 from quietcore.commands import common, report
 from quietcore.commands.audit import record_audit
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.topology import Topology, places, read_topology
@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         accounts: dict[int, Account] = {}
         measured_runs: list[Run] = []
         for i, cpus in enumerate(plan):
-            label = f"noise, round {i + 1}/{len(plan)}: CPU {format_cpulist(cpus)}"
+            # in brief: a round of every other CPU of 384 was a progress line of 1,100 characters
+            label = f"noise, round {i + 1}/{len(plan)}: {cpus_phrase(cpus)}"
             measured = session.add(
                 session.node.noise(
                     NoiseOptions(cpus, per_round, max_events=cap, max_events_basis=basis),

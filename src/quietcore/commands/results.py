@@ -24,13 +24,14 @@ import json
 import sqlite3
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import brief_cpulist, format_cpulist, parse_cpulist
 from quietcore.facts.snapshot import open_root
 from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
@@ -168,7 +169,7 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
     out = text.console()
     out.print(text.session_header(row))
     for run in shown:
-        out.print(markup(run.title()))  # stored text (an imported run's parameters): never markup
+        out.print(markup(run.title(_brief_cpus)))  # stored text (an imported run's parameters): never markup
         if run.kind == "noise" and only is not None and only not in (run.spin_cpus or [only]):
             out.print(f"CPU {only} is not in this run.")
         elif run.kind == "noise":  # many CPUs grouped, by the session's facts; --cpu N, --per-cpu
@@ -180,6 +181,20 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
     warning = text.virt_warning(row.facts)
     if warning:
         out.print(warning)
+
+
+def _brief_cpus(value: Any) -> str | None:
+    """A run's CPUs in brief (a list of numbers, or a kernel list as stored): a lab's round of every
+    other CPU of 384 was a title of 1,100 characters, and an intruders run's list of 384 numbers
+    2,300. None for anything else, said as stored (stored text: a run imported, or written by hand)."""
+    if isinstance(value, list) and value and all(type(c) is int and c >= 0 for c in value):
+        return brief_cpulist(value)
+    if isinstance(value, str):
+        try:
+            return brief_cpulist(parse_cpulist(value)) or None
+        except ValueError:
+            return None
+    return None
 
 
 def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:

@@ -31,17 +31,22 @@ def is_cell_run(params: Mapping[str, Any]) -> bool:
 _UNITS = {"_s": "s", "_ms": "ms", "_us": "µs", "_ns": "ns"}
 
 
-def params_text(params: Mapping[str, Any]) -> str:
+def params_text(params: Mapping[str, Any], cpus: Callable[[Any], str | None] | None = None) -> str:
     """A run's parameters as `name value unit`, comma-separated: what was left
     unset (None) and how a value was chosen (NAME_basis, quietcore's own
-    provenance) are left out; they are in the JSON export."""
+    provenance) are left out; they are in the JSON export. `cpus`: how a
+    parameter of CPUs (`cpus`, `..._cpus`) is said, where it can be (else
+    None, and it is said as any other)."""
     parts = []
     for key, value in params.items():
         if value is None or key.endswith("_basis"):
             continue
         unit = next((u for suffix, u in _UNITS.items() if key.endswith(suffix)), "")
         name = key[: -len(next(s for s in _UNITS if key.endswith(s)))] if unit else key
-        if isinstance(value, bool):
+        of_cpus = cpus is not None and (key == "cpus" or key.endswith("_cpus"))
+        if of_cpus and cpus is not None and (brief := cpus(value)) is not None:
+            shown = brief
+        elif isinstance(value, bool):
             shown = "yes" if value else "no"
         elif isinstance(value, int | float):
             shown = f"{value:,g}" if isinstance(value, float) else f"{value:,}"
@@ -136,9 +141,10 @@ class Run:
                    data["envelope"], data["status"], dict(data["context"]), dict(data["analysis"]),
                    list(data["summary"]))  # fmt: skip
 
-    def title(self) -> str:
-        """`run 1: noise: cpus 0-1, duration 2 s, mode spin ... (complete)`: its parameters as a person reads them."""
-        shown = params_text(self.params)
+    def title(self, cpus: Callable[[Any], str | None] | None = None) -> str:
+        """`run 1: noise: cpus 0-1, duration 2 s, mode spin ... (complete)`: its parameters as a person reads them
+        (its CPUs as `cpus` says them: params_text)."""
+        shown = params_text(self.params, cpus)
         return f"run {self.seq}: {self.kind}{': ' + shown if shown else ''} ({self.status})"
 
     @staticmethod
