@@ -147,3 +147,14 @@ def test_an_irq_whose_affinity_is_garbled_is_not_called_stray(tmp_path: Path) ->
     assert f["irq.affinity"].status is Status.OK
     assert not any(a.target == "/proc/irq/120/smp_affinity" for a in f["irq.affinity"].actions)
     assert audit(XEON_ROOT)["irq.affinity"].status is Status.FAIL
+
+
+def test_smt_names_the_first_shared_cores_by_number_at_384_cpus(tmp_path: Path) -> None:
+    """A made-up 2 x 96 x 2 (siblings numbered after every core): the cores named in order of their CPUs,
+    and how many more; sorted as text they were 0,192, 1,193, 10,202, 100,292."""
+    from tests.fixtures.make_roots import topology_root
+
+    f = audit(topology_root(tmp_path / "node"))["cpu.smt"]
+    assert f.status is Status.INFO
+    assert f.summary == ("SMT is on: target CPUs share cores (0,192, 1,193, 2,194, 3,195, 4,196, 5,197, 6,198, "
+                         "7,199, 184 more cores)")  # fmt: skip

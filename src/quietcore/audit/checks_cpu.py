@@ -132,10 +132,11 @@ def smt(ctx: AuditContext) -> Finding:
         )
     f = Finding("cpu.smt", Status.OK, f"SMT {control or 'unknown'}")
     f.see("/sys/devices/system/cpu/smt/control", control or "missing")
-    paired = sorted({fmt(s) for c, s in multi.items() if c in ctx.targets})
-    if paired:
+    cores = sorted({tuple(sorted(s)) for c, s in multi.items() if c in ctx.targets})  # by number: 0,192 then 1,193
+    if cores:
         f.status = Status.INFO
-        f.summary = f"SMT is on: target CPUs share cores ({', '.join(paired[:8])})"
+        more = f", {len(cores) - 8} more cores" if len(cores) > 8 else ""
+        f.summary = f"SMT is on: target CPUs share cores ({', '.join(fmt(set(c)) for c in cores[:8])}{more})"
         f.act("sysfs", "/sys/devices/system/cpu/smt/control", "off", note="or place one compute thread per core")
     return f
 
