@@ -36,6 +36,10 @@ class Row:
     basis: str
 
 
+#: The rest's basis where no counter was read with the gaps (an imported trace).
+UNCOUNTED = "no counters were read with these gaps"
+
+
 @dataclass(frozen=True)
 class Account:
     cpu: int
@@ -43,6 +47,11 @@ class Account:
     rows: tuple[Row, ...]  # biggest first
     rest: Row  # untraced (traced) or unexplained (counted)
     traced: bool
+
+    @property
+    def uncounted(self) -> bool:
+        """No counter was read with the gaps (an imported trace): all is `unexplained`, and nothing says why."""
+        return not self.traced and not self.rows and self.rest.basis == UNCOUNTED
 
     def share(self, row: Row) -> float:
         """Of the time lost; never over all of it (steal's 10 ms ticks can read more)."""
@@ -97,8 +106,7 @@ def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, 
     rows = [Row(s.name, round(s.count * inside) if s.cost_ns is not None else s.count or None, s.estimate_ns,
                 _counted_basis(s.basis, s.cost_ns)) for s in a.sources]  # fmt: skip
     counted = a.counted_ns is not None or bool(a.sources)
-    rest = Row("unexplained", None, a.unexplained_ns,
-               "lost time no counter accounts for" if counted else "no counters were read with these gaps")  # fmt: skip
+    rest = Row("unexplained", None, a.unexplained_ns, "lost time no counter accounts for" if counted else UNCOUNTED)
     return Account(cpu.cpu, a.lost_ns, tuple(rows), rest, traced=False)
 
 

@@ -33,7 +33,7 @@ from rich.table import Table
 
 from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, parse_cpulist
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
-from quietcore.report.account import Account
+from quietcore.report.account import UNCOUNTED, Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
 from quietcore.stats.percentiles import lower_mad, scaled_mad
@@ -441,7 +441,11 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
     out += [*notes, *(line for line, _ in away), *periodic_lines(analyses, odd, accounts)]
     for g in found if with_accounts else ():
         mine = [accounts[c] for c in g.cpus if c in accounts]
-        if mine:
+        if mine and all(a.uncounted for a in mine):  # a table of one row, "unexplained 100%", said nothing
+            lost = sum(a.lost_ns for a in mine)
+            out.append(f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): {UNCOUNTED} (imported traces): nothing names "
+                       f"where their {lost / 1e6:,.2f} ms went but the periodic sources above")  # fmt: skip
+        elif mine:
             out.append(group_account_table(g, mine))
     out += [f"CPU {cpu}: outlier: {'; '.join(why)} ({detail.format(cpu=cpu)})" for cpu, why in sorted(odd.items())]
     return out
