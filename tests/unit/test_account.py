@@ -210,6 +210,25 @@ def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_out
     assert "of the 20 CPUs" not in every and not [line for line in lines if "CPU 11" in line]
 
 
+def test_an_outliers_source_of_time_slices_is_said_to_be_a_tasks_turns() -> None:
+    """The GPU node's CPU 0 in a check: its 250 Hz x 4 ms train, a task's turns beside the probe (the
+    CPU's detail names it), was told in the outlier's line as any source its group lacks."""
+    from quietcore.report.summary import Group, outliers
+
+    def cpu(n: int) -> CpuAnalysis:
+        turns = [{"frequency_hz": 250.0, "events": 66, "expected": 126, "median_duration_ns": 4.0152e6,
+                  "jitter_ns": 6e3, "share_of_lost": 0.99,
+                  "name": "another task's time slices (the probe was preempted 65 times on this CPU: a task "
+                          "shared it)"}] if n == 0 else []  # fmt: skip
+        return CpuAnalysis.from_json({"cpu": n, "periodic": turns})
+
+    rows = [{"cpu": n, "measured_ns": 5e8, "lost_ns": 2.55e8 if n == 0 else 7e6 + 1e4 * n} for n in range(16)]
+    odd = outliers(rows, {n: cpu(n) for n in range(16)}, [Group("all", tuple(range(16)))])
+    assert list(odd) == [0]
+    assert odd[0][1] == ("a periodic source its group lacks: 250 Hz x 4,015.2 µs, another task's time slices, "
+                         "99% of its lost time")  # fmt: skip
+
+
 def test_a_long_list_of_cpus_sharing_a_source_says_its_count_once() -> None:
     """At 384 CPUs a source on every other CPU read "192 CPUs, 0-382 every 2nd: ...; on 192 of
     the 384 CPUs"."""

@@ -14,6 +14,7 @@ from quietcore.attribution.counters import snapshot
 from quietcore.attribution.naming import Rates, name_source
 from quietcore.facts.root import Root
 from quietcore.runs.analysis import same_frequency, source_kind
+from quietcore.runs.reference import SLICES
 from quietcore.stats.periodicity import PeriodicSource
 
 COUNTERS = Path(__file__).parent.parent / "fixtures" / "counters" / "kvm-2cpu"
@@ -188,3 +189,22 @@ def test_names_the_trace_gave_are_kept_when_analysed_again() -> None:
     ]}]}  # fmt: skip
     traced_names(again, stored)
     assert [p["name"] for p in again["cpus"][0]["periodic"]] == [p["name"] for p in stored["cpus"][0]["periodic"]]
+
+
+def test_a_train_of_time_slices_the_probe_was_preempted_for_is_a_task_not_the_tick() -> None:
+    """The GPU node's CPU 0 in a check: 250 Hz x 4 ms over 66 of 126 periods, the probe preempted 65 times
+    (the account: "preempted by another task", 99 %), was named the tick because LOC ran at 250/s; and at
+    125 Hz in the next run, "every 2nd tick"."""
+    turns = PeriodicSource(250.0, 4e6, 66, 126, 6e3, 4.015e6, 66 * 4.015e6)
+    name = name_source(turns, 250, rates(0), virtualized=True, preempted=65)
+    assert name == "another task's time slices (the probe was preempted 65 times on this CPU: a task shared it)"
+    assert source_kind(name) == "another task's time slices"
+    half = PeriodicSource(125.0, 8e6, 38, 63, 24.5e3, 4.009e6, 38 * 4.009e6)
+    assert source_kind(name_source(half, 250, rates(0), virtualized=True, preempted=62)) == source_kind(name)
+    # not without the preemptions to hold it, nor for gaps shorter than a slice: the tick stays the tick
+    assert name_source(turns, 250, rates(0), virtualized=True, preempted=40).startswith("the scheduler tick")
+    # nor for a task that takes too little of the CPU to be sharing it: 1 ms in 10 is noise
+    intruder = PeriodicSource(100.0, 1e7, 995, 1000, 50.0, 1e6, 995 * 1e6)
+    assert SLICES not in name_source(intruder, 250, rates(0), virtualized=True, preempted=1000)
+    tick = PeriodicSource(250.0, 4e6, 2480, 2500, 100.0, 16e3, 2480 * 16e3)
+    assert name_source(tick, 250, rates(0), virtualized=True, preempted=5000).startswith("the scheduler tick")

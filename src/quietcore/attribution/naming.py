@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quietcore.attribution.busy import BUSY_SHARE, SLICE_NS
 from quietcore.attribution.counters import CounterSnapshot
 from quietcore.facts.cpulist import ordinal
 from quietcore.runs.analysis import same_frequency
-from quietcore.runs.reference import OUTSIDE_GUEST
+from quietcore.runs.reference import OUTSIDE_GUEST, SLICES
 from quietcore.stats.periodicity import PeriodicSource
 
 TOLERANCE = 0.2  # rates from counters, against frequencies fitted to gaps
@@ -46,9 +47,19 @@ class Rates:
         return self.per_s.get(name, 0.0) >= hz * (1 - TOLERANCE)
 
 
-def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool) -> str:
-    """What a periodic source is, where the counters allow saying it."""
+def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool,
+                preempted: int = 0) -> str:  # fmt: skip
+    """What a periodic source is, where the counters allow saying it. `preempted`: the probe's
+    involuntary context switches on the CPU over the same run."""
     f = source.frequency_hz
+    # Gaps of a time slice, as many as the times the probe was preempted, and a co-runner's share of the CPU
+    # (busy's): a task sharing the CPU, taking its turns at the tick (the GPU node's CPU 0 in a check: 250 Hz x
+    # 4 ms, named the tick since LOC ran at 250/s, and 125 Hz "every 2nd tick" in the next run, where the account
+    # gave "preempted by another task" 99 %). A task that takes less, 1 ms in 10, is noise, named as any source.
+    spanned = source.expected * source.period_ns
+    taken = source.events * source.median_duration_ns / spanned if spanned > 0 else 0.0
+    if source.median_duration_ns >= SLICE_NS and preempted >= source.events * (1 - TOLERANCE) and taken >= BUSY_SHARE:
+        return f"{SLICES} (the probe was preempted {preempted:,} times on this CPU: a task shared it)"
     loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
     if config_hz and rates.saw("LOC", f):
         if same_frequency(f, config_hz):

@@ -170,7 +170,7 @@ def analyze_cpu(
     # interrupt counted"
     counted = bool(before.interrupts or after.interrupts)
     by_trace = [_traced_name(s, idx, leaders, config_hz, virtualized) if leaders else None for s, idx in found]
-    named = [(s, t or (name_source(s, config_hz, rates, virtualized) if counted else None))
+    named = [(s, t or (name_source(s, config_hz, rates, virtualized, trace.involuntary) if counted else None))
              for s, t in zip(sources, by_trace, strict=True)]  # fmt: skip
     # one tick a CPU: a second train named the tick is at its rate, not the tick (the strongest keeps the name)
     ticks = [k for k, (_, n) in enumerate(named) if n and n.startswith("the scheduler tick")]

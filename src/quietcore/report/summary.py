@@ -36,6 +36,7 @@ from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import UNCOUNTED, Account
 from quietcore.report.text import noise_table
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
+from quietcore.runs.reference import SLICES
 from quietcore.stats.percentiles import lower_mad, scaled_mad
 from quietcore.stats.rank import mann_whitney
 
@@ -189,7 +190,9 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 having = int(vouching.size)
                 if having <= max(1, OWN_SHARE * len(mine)):  # on more it is a finding they share: their line
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
-                    out.setdefault(c, []).append(Why(f"{LACKS}{_sources(p)}{share}", source=p))
+                    # a co-runner's turns are said as such here too: a "source" the CPU's detail says is no noise
+                    turns = f", {SLICES}" if (p.name or "").startswith(SLICES) else ""
+                    out.setdefault(c, []).append(Why(f"{LACKS}{_sources(p)}{turns}{share}", source=p))
     return out
 
 

@@ -17,6 +17,8 @@ from typing import Any
 WINDOW_S = 0.1
 #: How the analysis names a periodic source faster than any interrupt the guest counted.
 OUTSIDE_GUEST = "outside the guest kernel"
+#: How it names a train of a task's turns on the CPU (attribution.naming): not noise, a co-runner.
+SLICES = "another task's time slices"
 
 
 @dataclass(frozen=True)
