@@ -33,3 +33,26 @@ def test_the_gpu_nodes_sources_each_have_a_name_and_a_basis_and_no_cpu_has_one_t
         assert names.count("the scheduler tick, CONFIG_HZ=250") == 1, names
         assert "at the tick's rate, not the tick (counted: LOC " in names, names
         assert "faster than any interrupt this CPU counted" in names, names
+
+
+SESSION8 = SESSION5.parent / "gpu-node-h200-session8-check-cpus0-1.json.gz"
+
+
+def test_a_tasks_turns_on_the_gpu_nodes_cpu_0_are_named_as_such_not_the_tick(cli: CliRunner, tmp_path: Path) -> None:
+    """The GPU node's `check` (session 8, its first run, CPUs 0 and 1): on CPU 0 a task took its turns
+    beside the probe, 250 Hz x 4 ms, the probe preempted 65 times; it was named the scheduler tick
+    because LOC ran at 250/s. Analysed again: another task's time slices, and CPU 1's tick the tick."""
+    exported = tmp_path / "session8.json"
+    exported.write_bytes(gzip.decompress(SESSION8.read_bytes()))
+    assert cli("results", "import", str(exported)).returncode == 0
+    again = cli("results", "analyse", "1")
+    assert again.returncode == 0, again.stderr
+    run = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]
+    named = {c["cpu"]: {round(p["frequency_hz"]): (p["name"], p["median_duration_ns"]) for p in c["periodic"]}
+             for c in run["analysis"]["cpus"]}  # fmt: skip
+    turns, length = named[0][250]
+    assert turns == "another task's time slices (the probe was preempted 65 times on this CPU: a task shared it)"
+    assert length > 4e6
+    assert named[1][250][0].startswith("the scheduler tick, CONFIG_HZ=250 (LOC ") and named[1][250][1] < 20e3
+    shown = cli("results", "show", "2")
+    assert "CPU 0: periodic source at 250.00 Hz: another task's time slices" in shown.stdout, shown.stdout
