@@ -208,3 +208,21 @@ def test_a_train_of_time_slices_the_probe_was_preempted_for_is_a_task_not_the_ti
     assert SLICES not in name_source(intruder, 250, rates(0), virtualized=True, preempted=1000)
     tick = PeriodicSource(250.0, 4e6, 2480, 2500, 100.0, 16e3, 2480 * 16e3)
     assert name_source(tick, 250, rates(0), virtualized=True, preempted=5000).startswith("the scheduler tick")
+
+
+def test_a_cpu_whose_source_is_a_tasks_turns_is_busy_for_check() -> None:
+    """check says UNKNOWN, and --slurm-drain drains nothing, where a task shared a measured CPU: seen by
+    its thread (busy), or, where the two looks missed the thread, by a train named its time slices (the
+    GPU node's CPU 0 in a check failed for "a new source" at 250 Hz x 4 ms)."""
+    from quietcore.attribution.busy import sliced
+
+    turns = {
+        "frequency_hz": 250.0,
+        "median_duration_ns": 4.0e6,
+        "name": "another task's time slices (the probe was preempted 65 times on this CPU: a task shared it)",
+    }
+    tick = {"frequency_hz": 250.0, "median_duration_ns": 9e3, "name": "the scheduler tick, CONFIG_HZ=250 (LOC 250/s)"}
+    analysis = {"cpus": [{"cpu": 0, "periodic": [turns]}, {"cpu": 1, "periodic": [tick, {"name": None}]},
+                         {"cpu": 7, "periodic": [tick, turns]}]}  # fmt: skip
+    assert sliced(analysis) == [0, 7]
+    assert sliced({"cpus": [{"cpu": 1, "periodic": [tick]}]}) == [] and sliced({}) == []

@@ -18,6 +18,7 @@ from typing import Any
 
 from quietcore.attribution.sampled import Thread, threads
 from quietcore.facts.cpulist import cpus_phrase
+from quietcore.runs.reference import SLICES
 from quietcore.safe import plain
 
 #: A thread that ran this share of a measured CPU's time shared it with the probe: a co-runner (an always
@@ -95,3 +96,11 @@ def lines(analysis: Mapping[str, Any], why: bool = True) -> list[str]:
         more = f" and {len(tasks) - 3} more" if len(tasks) > 3 else ""
         out.append(f"CPU {cpu} busy: {plain(who)}{more} of it: a task, not noise{slices}")
     return out
+
+
+def sliced(analysis: Mapping[str, Any]) -> list[int]:
+    """The CPUs where the analysis named a periodic source a task's time slices (attribution.naming: gaps of a
+    slice as often as the probe was preempted), busy as surely as where a thread was seen (the two looks can
+    miss one: a task that ended before the second, or moved)."""
+    return sorted(int(c["cpu"]) for c in analysis.get("cpus") or ()
+                  if any(str(p.get("name") or "").startswith(SLICES) for p in c.get("periodic") or ()))  # fmt: skip

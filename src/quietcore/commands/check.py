@@ -29,7 +29,7 @@ from quietcore.attribution import busy
 from quietcore.commands import common
 from quietcore.commands.audit import record_audit
 from quietcore.errors import CommandError, UsageError
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.fleet import slurm
@@ -39,7 +39,7 @@ from quietcore.options import USABLE, cpus_option, duration_option, positive_flo
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
 from quietcore.runs.model import Run
-from quietcore.runs.reference import Reference
+from quietcore.runs.reference import SLICES, Reference
 from quietcore.session import Session
 from quietcore.store import references
 
@@ -184,6 +184,9 @@ def _not_busy(measured: Run) -> Run:
     task is not the node's noise, so no verdict, and with --slurm-drain no drain."""
     if measured.analysis.get("busy"):
         raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
+    if cpus := busy.sliced(measured.analysis):
+        raise CommandError(f"{cpus_phrase(cpus)} busy: {SLICES} (the probe preempted as often): a task, not noise",
+                           UNKNOWN)  # fmt: skip
     return measured
 
 
