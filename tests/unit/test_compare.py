@@ -73,3 +73,37 @@ def test_quick_reps_leave_room_for_one_run_out_of_order() -> None:
     assert quick_reps(1) == 6 and quick_reps(8) == 6
     # 20 comparisons (sched): 6 against 6 passes Holm only with perfect separation.
     assert quick_reps(20) == 7
+
+
+def test_a_source_both_sessions_have_is_said_dearer_not_new() -> None:
+    """The GPU node's two noise sessions (idle, busy GPU): its host timer at 1 kHz on every CPU of both
+    was "new in B" on seven of twelve CPUs, where it went from 0.57 % of a CPU to 0.88 %; and a 1.5 Hz
+    train of 0.00011 % of the CPU was a change beside it."""
+    from quietcore.report.noisecompare import _changed
+    from quietcore.runs.reference import CpuNoise, Periodic
+
+    def cpu(*sources: Periodic) -> CpuNoise:
+        return CpuNoise(5, 10.0, 0.01, 1500.0, 2e-4, (0.01, 0.01), sources)
+
+    tick = Periodic(250.0, 8.1e-6, 0.002, "the scheduler tick")
+    a = cpu(tick, Periodic(1000.0, 7.6e-6, 0.0057, None))
+    b = cpu(tick, Periodic(1000.0, 11.1e-6, 0.0088, None), Periodic(1.5, 0.685e-6, 1.1e-6, None))
+    assert _changed(b, a, "new in B", "dearer in B", ("B", "A")) == [
+        "dearer in B: 1 kHz x 11.1 µs (0.88 % of the CPU in B, 0.57 % in A)"
+    ]
+    assert _changed(a, b, "gone in B", "cheaper in B", ("A", "B")) == []
+    # a source of its own rate, from 10 µs a second, is new; the reverse is gone, or cheaper
+    c = cpu(tick, Periodic(1000.0, 7.6e-6, 0.0057, None), Periodic(20.0, 32.6e-6, 6.5e-4, None))
+    assert _changed(c, a, "new in B", "dearer in B", ("B", "A")) == ["new in B: 20 Hz x 32.6 µs (0.065 % of the CPU)"]
+    assert _changed(c, b, "gone in B", "cheaper in B", ("A", "B")) == [
+        "gone in B: 20 Hz x 32.6 µs (0.065 % of the CPU)"
+    ]
+    assert _changed(b, c, "gone in B", "cheaper in B", ("A", "B")) == [
+        "cheaper in B: 1 kHz x 11.1 µs (0.88 % of the CPU in A, 0.57 % in B)"
+    ]
+    # at a rate A has, but of another length (past four times): a source of its own, new in B
+    planted = cpu(tick, Periodic(100.0, 241e-6, 0.025, None))
+    host = cpu(tick, Periodic(100.0, 17e-6, 0.004, None))
+    assert _changed(planted, host, "new in B", "dearer in B", ("B", "A")) == [
+        "new in B: 100 Hz x 241 µs (2.5 % of the CPU)"
+    ]

@@ -124,7 +124,7 @@ def hodges_lehmann(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
     return float(np.median(diffs))
 
 
-def _known(s: Periodic, ref: CpuNoise) -> list[Periodic]:
+def known_sources(s: Periodic, ref: CpuNoise) -> list[Periodic]:
     """The reference's sources at the check source's frequency (same_frequency)."""
     return [r for r in ref.periodic if same_frequency(s.frequency_hz, r.frequency_hz)]
 
@@ -138,14 +138,14 @@ def new_sources(check: CpuNoise, ref: CpuNoise, tolerance: float = TOLERANCE) ->
     host's own (a 100 Hz source on one host here)."""
     out = []
     for s in check.periodic:
-        known = _known(s, ref)
+        known = known_sources(s, ref)
         if not known or s.lost_ratio - sum(r.lost_ratio for r in known) > tolerance:
             out.append(s)
     return out
 
 
 def _source_words(s: Periodic, ref: CpuNoise) -> str:
-    known = _known(s, ref)
+    known = known_sources(s, ref)
     if not known:
         return f"new periodic source {s.label()} ({pct(s.lost_ratio)} of the CPU)"
     was = " + ".join(r.label() for r in known)
@@ -243,7 +243,7 @@ def _hosts_source(c: CpuNoise, ref: CpuNoise, s: Periodic, limits: Limits, virtu
     """On a VM, whether a source the reference lacks or had cheaper may be the host's: none of the
     guest's counters rose by half its frequency (see _guest_rose_at), and it is outside the guest
     kernel or the reference's own source grown dearer."""
-    if not virtual or limits.host_noise == "fail" or not (s.outside_guest or _known(s, ref)):
+    if not virtual or limits.host_noise == "fail" or not (s.outside_guest or known_sources(s, ref)):
         return False
     return not _guest_rose_at(c, ref, s.frequency_hz, moved)
 
