@@ -266,6 +266,14 @@ def test_on_a_vm_a_shift_the_guests_counters_do_not_account_for_is_the_hosts() -
     hostly = replace(_noise(windows, (host_timer,)), guest=(replace(tick, per_s=252.0, cost_s=30e-6),))
     on_vm = judge([hostly], _reference(ref), Limits(), [], virtual=True)
     assert on_vm.passed and "the host's noise rose" in on_vm.cpus[0].notes[0], on_vm.cpus[0].notes
+    assert re.search(r"the guest's own events, counted, rose by [\d.e-]+ % of the CPU: the host's noise rose",
+                     on_vm.cpus[0].notes[0]), on_vm.cpus[0].notes  # fmt: skip
+    # fewer of the guest's events than the reference's: a fall, said so ("account for -0.011 %" it read)
+    fewer = replace(hostly, guest=(replace(tick, per_s=240.0),))
+    (note, *_) = judge([fewer], _reference(ref), Limits(), [], virtual=True).cpus[0].notes
+    assert re.search(r"the guest's own events, counted, fell by [\d.e-]+ % of the CPU: the host's noise rose", note), (
+        note
+    )
     assert on_vm.line().endswith("; the host's noise rose on CPU 1 (not this node's: reported, not failed)")
     assert any("the host's, outside the guest kernel" in n for n in on_vm.cpus[0].notes)
     assert not judge([hostly], _reference(ref), Limits(), [], virtual=False).passed

@@ -268,9 +268,11 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
                     v.reasons.append(words)
                 else:
                     v.host_rose = True
-                    v.notes.append(f"{words}, but the guest's own events, counted, account for {host * 100:+.2g} % "
-                                   "of the CPU: the host's noise rose (not this node's; --host-noise fail "
-                                   "counts it)")  # fmt: skip
+                    # the guest's events' change may be a fall: "account for -0.011 %" said it oddly
+                    said = (f"rose by {host * 100:.2g} % of the CPU" if host > 0 else
+                            "did not rise" if host == 0 else f"fell by {-host * 100:.2g} % of the CPU")  # fmt: skip
+                    v.notes.append(f"{words}, but the guest's own events, counted, {said}: the host's noise rose (not "
+                                   "this node's; --host-noise fail counts it)")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
                 hosts = s.lost_ratio > limits.tolerance and _hosts_source(c, ref, s, limits, virtual, moved.get(c.cpu))
                 if hosts and s.outside_guest:
