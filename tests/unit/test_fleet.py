@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from quietcore.errors import UsageError
+from quietcore.facts.cpulist import parse_cpulist
 from quietcore.fleet import prometheus, slurm
 from quietcore.fleet.baseline import window_lost
-from quietcore.fleet.verdict import Limits, confirm, drift, judge, new_sources
+from quietcore.fleet.verdict import CpuVerdict, Limits, Verdict, confirm, drift, judge, new_sources
 from quietcore.peers.read import parse
 from quietcore.report.kinds.peer import RTLA
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
@@ -381,3 +382,26 @@ def test_a_daemon_that_moved_to_the_other_cpu_is_not_a_rise_but_a_new_one_is() -
     assert any(
         r.startswith("periodic source 40 Hz") for r in judge(added40, ref40, Limits(), [], virtual=True).cpus[1].reasons
     )
+
+
+def test_the_line_at_384_cpus_failing_together_names_the_worst_three_and_counts_the_rest() -> None:
+    """A health check's one line is a Slurm reason and an NHC message: every CPU's reasons at 384 CPUs
+    failing together made it 17,663 characters, and a host's rise on all of them listed 384 numbers."""
+    from dataclasses import replace
+
+    ref = _reference(*(replace(REF, cpu=c) for c in range(384)))
+    noisy = [_noise(list(0.03 + 0.001 * RNG.standard_normal(10) + (0.02 if c == 200 else 0.0)), cpu=c)
+             for c in range(384)]  # fmt: skip
+    line = judge(noisy, ref, Limits(), []).line()
+    assert line.startswith("FAIL CPU 200: 5 % lost (reference 1 %, p < 0.001); CPU "), line
+    told = [int(m.group(1)) for m in re.finditer(r"(?:FAIL |; )CPU (\d+): ", line)]
+    assert len(told) == 3 and line.count("% lost") == 3 and len(line) < 300, line
+    assert re.search(r"; and 381 more failed \([\d,-]+\)$", line), line
+    others = parse_cpulist(line.rsplit("(", 1)[1].rstrip(")"))
+    assert len(others) == 381 and not set(told) & others, line
+    # four failing CPUs: each one's reasons, in CPU order, as before
+    few = judge(noisy[:4], _reference(*(replace(REF, cpu=c) for c in range(4))), Limits(), []).line()
+    assert [m.group(1) for m in re.finditer(r"(?:FAIL |; )CPU (\d+): ", few)] == ["0", "1", "2", "3"], few
+    # a host's rise on every CPU: in brief
+    hostly = Verdict(True, [CpuVerdict(c, True, 0.02, 0.01, 1e-6, host_rose=True) for c in range(384)], None, [])
+    assert hostly.line().endswith("; the host's noise rose on CPUs 0-383 (not this node's: reported, not failed)")

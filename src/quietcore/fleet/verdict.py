@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.facts.cpulist import parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, parse_cpulist
 from quietcore.facts.fingerprint import changed
 from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
@@ -41,6 +41,8 @@ from quietcore.stats.rank import mann_whitney
 
 ALPHA = 0.001
 TOLERANCE = 0.005  # of the CPU's time: 0.5 % more lost than the reference
+#: Up to this many failing CPUs the line gives each one's reasons; past it, the three that lost most and a count.
+FAILED_EACH_UP_TO = 4
 
 
 HOST_NOISE = ("report", "fail")
@@ -95,12 +97,19 @@ class Verdict:
             cpus = f"{len(self.cpus)} CPU{'s' if len(self.cpus) > 1 else ''}"
             head = f"PASS {cpus}: at most {pct(worst.lost_ratio)} lost (CPU {worst.cpu}{against})"
         else:
-            head = "FAIL " + "; ".join([*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in failed)])
+            # A health check's one line (a Slurm reason, an NHC message): at 384 CPUs failing together, every
+            # CPU's reasons were a line of 17,663 characters. Past FAILED_EACH_UP_TO, the worst few and a count.
+            told = failed if len(failed) <= FAILED_EACH_UP_TO else sorted(failed, key=lambda c: -c.lost_ratio)[:3]
+            parts = [*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in told)]
+            if len(told) < len(failed):
+                rest = frozenset(c.cpu for c in failed) - {c.cpu for c in told}
+                parts.append(f"and {len(rest)} more failed ({brief_cpulist(rest)})")
+            head = "FAIL " + "; ".join(parts)
         if self.first is not None and failed:
             head += " (and so in a second measurement)"
-        hosts = [str(c.cpu) for c in self.cpus if c.host_rose]
+        hosts = frozenset(c.cpu for c in self.cpus if c.host_rose)
         if hosts:
-            head += f"; the host's noise rose on CPU {', '.join(hosts)} (not this node's: reported, not failed)"
+            head += f"; the host's noise rose on {cpus_phrase(hosts)} (not this node's: reported, not failed)"
         if self.drift:
             head += f"; configuration drift since the reference: {', '.join(self.drift)}"
         return head
