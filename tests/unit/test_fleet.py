@@ -405,3 +405,16 @@ def test_the_line_at_384_cpus_failing_together_names_the_worst_three_and_counts_
     # a host's rise on every CPU: in brief
     hostly = Verdict(True, [CpuVerdict(c, True, 0.02, 0.01, 1e-6, host_rose=True) for c in range(384)], None, [])
     assert hostly.line().endswith("; the host's noise rose on CPUs 0-383 (not this node's: reported, not failed)")
+
+
+def test_reference_set_says_384_cpus_lost_figures_in_brief() -> None:
+    """`reference set` gave each CPU's figure in its one line: 5,546 characters at 384 CPUs."""
+    from dataclasses import replace
+
+    from quietcore.commands.reference import _lost
+
+    cpus = [replace(REF, cpu=c, lost_ratio=0.01 + (0.02 if c == 96 else c * 1e-5)) for c in range(384)]
+    said = _lost(cpus)
+    assert said == "1 % to 3 % (median 1.2 %; the most on CPU 96; `reference show` gives each)", said
+    # up to eight CPUs, each one's, as the check's line gives them
+    assert _lost(cpus[:2]) == "CPU 0 1 %, CPU 1 1 %"

@@ -19,12 +19,14 @@ import argparse
 import json
 import re
 import socket
+import statistics
 from typing import Any
 
 from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
+from quietcore.facts.cpulist import brief_cpulist
 from quietcore.report import text
 from quietcore.runs.reference import CpuNoise, Reference
 from quietcore.safe import plain
@@ -70,7 +72,6 @@ def set_(conn: Any, ident: str, name: str | None) -> None:
     if row.status != "complete":
         raise UsageError(f"session {row.id} is {row.status}: a reference needs a complete session")
     from quietcore.fleet.baseline import from_session  # numpy: deferred, `list` and `show NAME` only read
-    from quietcore.fleet.verdict import pct
 
     taken = from_session(row.command, sessions.runs_of(conn, row.id), row.host)
     if not taken.hosts:
@@ -82,13 +83,30 @@ def set_(conn: Any, ident: str, name: str | None) -> None:
         fingerprint = row.fingerprint if host == row.host else _node_fingerprint(conn, row.id, host)
         chosen = name or fingerprint
         references.put(conn, chosen, host, fingerprint, row.id, facts, cpus)
-        # each CPU's figure as the check's line gives it ("reference 1.4 %"): it said "at most 1.7 % lost"
-        lost = ", ".join(f"CPU {c.cpu} {pct(c.lost_ratio)}" for c in sorted(cpus, key=lambda c: c.cpu))
         out.print(plain(f"Reference {chosen!r} for {host} ({fingerprint}), from session {row.id}: CPUs "
-                        f"{','.join(str(c.cpu) for c in cpus)}, {min(c.measured_s for c in cpus):.3g} s each; "
-                        f"lost: {lost}"), highlight=False)  # fmt: skip
+                        f"{brief_cpulist([c.cpu for c in cpus])}, {min(c.measured_s for c in cpus):.3g} s each; "
+                        f"lost: {_lost(cpus)}"), highlight=False)  # fmt: skip
     for why in taken.refused:
         out.print(plain(f"  left out: {why}"), highlight=False)
+
+
+#: Up to this many CPUs `reference set` gives each one's figure; past it, their range and the most's CPU.
+EACH_UP_TO = 8
+
+
+def _lost(cpus: list[CpuNoise]) -> str:
+    """Each CPU's figure as the check's line gives it ("reference 1.4 %": it said "at most 1.7 % lost"); at
+    384 CPUs that was 5,546 characters of one line (its CPUs 1,425 more), so past EACH_UP_TO their range,
+    median and the most's CPU."""
+    from quietcore.fleet.verdict import pct
+
+    ordered = sorted(cpus, key=lambda c: c.cpu)
+    if len(ordered) <= EACH_UP_TO:
+        return ", ".join(f"CPU {c.cpu} {pct(c.lost_ratio)}" for c in ordered)
+    ratios = sorted(c.lost_ratio for c in ordered)
+    most = max(ordered, key=lambda c: c.lost_ratio)
+    return (f"{pct(ratios[0])} to {pct(ratios[-1])} (median {pct(statistics.median(ratios))}; the most on CPU "
+            f"{most.cpu}; `reference show` gives each)")  # fmt: skip
 
 
 def _node_fingerprint(conn: Any, session_id: int, host: str) -> str:
@@ -111,7 +129,7 @@ def list_(conn: Any) -> None:
         table.add_column(name)
     for r in rows:
         table.add_row(plain(r.name), plain(r.host), r.fingerprint, str(r.session_id), r.created_at[:19],
-                      ",".join(str(c) for c in sorted(r.cpus)),
+                      brief_cpulist(list(r.cpus)),
                       f"{max(c.lost_ratio for c in r.cpus.values()) * 100:.2g} %")  # fmt: skip
     out.print(table)
 
