@@ -31,7 +31,7 @@ from rich.table import Table
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.facts.cpulist import brief_cpulist, format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, format_cpulist, parse_cpulist
 from quietcore.facts.snapshot import open_root
 from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
@@ -323,6 +323,6 @@ def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str,
                                          got.facts, "imported", tags)  # fmt: skip
     sessions.add_run(conn, session_id, got.run)
     sessions.finish_session(conn, session_id, "complete")
-    cpus = ", ".join(str(c["cpu"]) for c in got.run.result["cpus"])
-    print(plain(f"Imported {path} ({tool}, CPU {cpus}) as session {session_id}. Next: quietcore results show "
+    cpus = cpus_phrase([int(c["cpu"]) for c in got.run.result["cpus"]])  # in brief: a list of 384 numbers was
+    print(plain(f"Imported {path} ({tool}, {cpus}) as session {session_id}. Next: quietcore results show "
                 f"{session_id}, or quietcore compare {session_id} ID"))  # fmt: skip
