@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -418,3 +419,30 @@ def test_reference_set_says_384_cpus_lost_figures_in_brief() -> None:
     assert said == "1 % to 3 % (median 1.2 %; the most on CPU 96; `reference show` gives each)", said
     # up to eight CPUs, each one's, as the check's line gives them
     assert _lost(cpus[:2]) == "CPU 0 1 %, CPU 1 1 %"
+
+
+def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: Path, capsys: Any) -> None:
+    """`reference show` was a row a CPU whatever their count: 1,541 lines at 384 CPUs (two named
+    sources each, 200 columns)."""
+    from dataclasses import replace
+
+    from quietcore.commands.reference import show
+    from quietcore.store import db, references, sessions
+
+    tick = Periodic(250.0, 9e-6, 0.002, "the scheduler tick, CONFIG_HZ=250 (LOC 250/s)")
+    planted = Periodic(100.0, 200e-6, 0.02, None)
+    cpus = [replace(REF, cpu=c, periodic=(replace(tick, median_duration_s=(8 + c % 5) * 1e-6),
+                                          *((planted,) if c == 96 else ())))
+            for c in range(384)]  # fmt: skip
+    conn = db.open_db(tmp_path / "r.db", create=True, chosen=True)
+    session = sessions.create_session(conn, "noise", ["quietcore", "noise"], {}, "fp", {})
+    references.put(conn, "big", "node17", "fp", session, {}, cpus)
+    show(conn, "big", False)
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) <= 12, said
+    assert any(line.startswith("│ 0-383 (384)") for line in said), said
+    assert "CPUs 0-383: 250 Hz x 8-12 µs the scheduler tick, CONFIG_HZ=250" in said, said
+    assert "CPU 96: 100 Hz x 200-200 µs" in said, said
+    assert said[-1] == "384 CPUs; --per-cpu for a row each, --json for everything."
+    show(conn, "big", False, per_cpu=True)
+    assert capsys.readouterr().out.count("the scheduler tick") == 384

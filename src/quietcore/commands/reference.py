@@ -26,13 +26,16 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.facts.cpulist import brief_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase
 from quietcore.report import text
+from quietcore.runs.analysis import source_kind
 from quietcore.runs.reference import CpuNoise, Reference
 from quietcore.safe import plain
 from quietcore.store import db, references, sessions
 
 NAME = "reference"
+#: Up to this many CPUs `show` is a row a CPU (as `results show`'s table); above, summed up (--per-cpu: each).
+FULL_UP_TO = 32
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="a reference's CPUs: lost time, windows, periodic sources")
     show.add_argument("name", metavar="NAME", nargs="?")
     show.add_argument("--json", action="store_true", help="print it as JSON")
+    show.add_argument("--per-cpu", action="store_true", help=f"a row per CPU, however many (summed up above "
+                      f"{FULL_UP_TO})")  # fmt: skip
     for action in sub.choices.values():
         common.add_db(action, default=argparse.SUPPRESS)
 
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "list":
             list_(conn)
         else:
-            show(conn, args.name, args.json)
+            show(conn, args.name, args.json, args.per_cpu)
     finally:
         conn.close()
     return 0
@@ -134,7 +139,7 @@ def list_(conn: Any) -> None:
     out.print(table)
 
 
-def show(conn: Any, name: str | None, as_json: bool) -> None:
+def show(conn: Any, name: str | None, as_json: bool, per_cpu: bool = False) -> None:
     host = socket.gethostname()
     if name is not None:
         ref = references.named(conn, name, host)
@@ -152,6 +157,9 @@ def show(conn: Any, name: str | None, as_json: bool) -> None:
     out = text.console()
     out.print(plain(f"Reference {ref.name!r}: {ref.host}, fingerprint {ref.fingerprint}, from session "
                     f"{ref.session_id}, set {ref.created_at[:19]} UTC"), highlight=False)  # fmt: skip
+    if len(ref.cpus) > FULL_UP_TO and not per_cpu:
+        _summed(out, list(ref.cpus.values()))
+        return
     table = Table()
     for col in ("CPU", "measured", "lost", "windows p50 / p90 / max", "events/s", "max gap", "periodic sources"):
         table.add_column(col)
@@ -164,6 +172,36 @@ def show(conn: Any, name: str | None, as_json: bool) -> None:
                       f"{c.events_per_s:.0f}", f"{c.max_gap_s * 1e6:.0f} µs",
                       _sources(c))  # fmt: skip
     out.print(table)
+
+
+def _summed(out: Any, cpus: list[CpuNoise]) -> None:
+    """Many CPUs: one row of their min / median / max, and a line per periodic source with the CPUs that have
+    it (at 384 CPUs, each with the GPU node's tick and host timer, the table was
+    1,541 lines of 200 columns)."""
+
+    def spread(values: list[float], fmt: str) -> str:
+        v = sorted(values)
+        return " / ".join(format(x, fmt) for x in (v[0], statistics.median(v), v[-1]))
+
+    table = Table(title="The CPUs (min / median / max)", title_justify="left")
+    for col in ("CPUs", "measured s", "lost %", "events/s", "max gap µs"):
+        table.add_column(col)
+    table.add_row(f"{brief_cpulist([c.cpu for c in cpus])} ({len(cpus)})",
+                  spread([c.measured_s for c in cpus], ".3g"), spread([c.lost_ratio * 100 for c in cpus], ".2g"),
+                  spread([c.events_per_s for c in cpus], ".0f"),
+                  spread([c.max_gap_s * 1e6 for c in cpus], ".0f"))  # fmt: skip
+    out.print(table)
+    kinds: dict[tuple[str, str], list[tuple[int, float]]] = {}  # (rate, name's kind) -> (CPU, burst s)
+    for c in cpus:
+        for p in c.periodic:
+            rate = p.label().split(" x ")[0]
+            kinds.setdefault((rate, source_kind(p.name) if p.name else ""), []).append((c.cpu, p.median_duration_s))
+    for (rate, kind), seen in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        lengths = sorted(d * 1e6 for _, d in seen)
+        named = f" {kind}" if kind else ""
+        out.print(plain(f"{cpus_phrase([c for c, _ in seen])}: {rate} x {lengths[0]:.3g}-{lengths[-1]:.3g} µs"
+                        f"{named}"), highlight=False)  # fmt: skip
+    out.print(f"{len(cpus)} CPUs; --per-cpu for a row each, --json for everything.")
 
 
 def _sources(c: CpuNoise) -> str:
