@@ -137,9 +137,9 @@ def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
 
 
 def test_a_runs_cpus_are_said_in_brief_in_its_title() -> None:
-    """At 384 CPUs a lab round of every other CPU was a title of 1,100 characters, and an intruders
-    run's list of numbers 2,300: `results show` says a run's CPUs in brief, the kernel's list while it
-    is short; what is neither a list of CPU numbers nor a kernel list is said as stored."""
+    """At 384 CPUs a lab round of every other CPU made a title's parameters 789 characters, and an
+    intruders run's list of numbers 1,849: `results show` says a run's CPUs in brief, the kernel's
+    list while it is short; what is neither a list of CPU numbers nor a kernel list is said as stored."""
     from quietcore.commands.results import _brief_cpus
 
     every_other = list(range(0, 384, 2))

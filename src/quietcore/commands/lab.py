@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         accounts: dict[int, Account] = {}
         measured_runs: list[Run] = []
         for i, cpus in enumerate(plan):
-            # in brief: a round of every other CPU of 384 was a progress line of 1,100 characters
+            # in brief: a round of every other CPU of 384 was a progress line of 734 characters
             label = f"noise, round {i + 1}/{len(plan)}: {cpus_phrase(cpus)}"
             measured = session.add(
                 session.node.noise(

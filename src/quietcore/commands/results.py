@@ -185,8 +185,9 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
 
 def _brief_cpus(value: Any) -> str | None:
     """A run's CPUs in brief (a list of numbers, or a kernel list as stored): a lab's round of every
-    other CPU of 384 was a title of 1,100 characters, and an intruders run's list of 384 numbers
-    2,300. None for anything else, said as stored (stored text: a run imported, or written by hand)."""
+    other CPU of 384 made a title's parameters 789 characters, and an intruders run's list of 384
+    numbers 1,849. None for anything else, said as stored (stored text: a run imported, or written by
+    hand)."""
     if isinstance(value, list) and value and all(type(c) is int and c >= 0 for c in value):
         return brief_cpulist(value)
     if isinstance(value, str):

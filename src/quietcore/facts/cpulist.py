@@ -58,7 +58,7 @@ BRIEF_WIDTH = 40
 def brief_cpulist(cpus: frozenset[int] | set[int] | list[int], width: int = BRIEF_WIDTH) -> str:
     """A CPU list a table cell holds: the kernel's list while it is short; else
     "0-382 every 2nd (192)" or "6-378, 134 of them (6,10,14,...)". At 384 CPUs
-    the kernel's list of every other CPU was 1,100 characters."""
+    the kernel's list of every other CPU was 712 characters."""
     ordered = sorted(set(cpus))
     full = format_cpulist(ordered)
     if len(full) <= width:
