@@ -40,6 +40,9 @@ class Section:
     grids: list[Grid] = field(default_factory=list)
     figures: list[Rendered] = field(default_factory=list)
     folds: list[Fold] = field(default_factory=list)  # after the figures
+    #: lines and tables in the order a terminal gives them, after the grids and paragraphs: a node of many
+    #: CPUs, whose account table followed its groups' table, before the lines that lead to it
+    screen: list[str | Grid] = field(default_factory=list)
 
 
 @dataclass

@@ -45,6 +45,8 @@ def markdown(report: Report) -> str:
         for g in s.grids:
             lines += _md_grid(g)
         lines += [f"{p}\n" for p in s.paragraphs]
+        for item in s.screen:
+            lines += [f"{item}\n"] if isinstance(item, str) else _md_grid(item)
         for f in s.figures:
             lines += [f"![{f.caption}]({f.files[1]})", "", f"*{f.caption}* ([SVG]({f.files[0]}))", ""]
         for d in s.folds:  # HTML in Markdown: GitHub and most renderers fold it as the HTML report does

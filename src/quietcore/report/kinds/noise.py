@@ -101,8 +101,8 @@ class NoiseKind(Kind):
             self._node_section(b, s, run, accounts)
         else:
             self._cpus_section(s, run, accounts)
-        if "explained" in run.analysis:
-            s.paragraphs += explain.lines(run.analysis["explained"])
+        if "explained" in run.analysis:  # after the screen, as a terminal gives them
+            (s.screen if many else s.paragraphs).extend(explain.lines(run.analysis["explained"]))
         if many:  # the node at a glance first
             b.figure(s, figures.noise_heatmap(trace, where=run.context.get("topology")), "noise-heatmap",
                      "Lost time by CPU over the run, summed per slice: a row a CPU, so a CPU or a group of CPUs "
@@ -145,10 +145,7 @@ class NoiseKind(Kind):
         facts = b.facts.get(run.session_id or -1, {})
         for item in summary.screen(run.summary, run.noise.cpus, accounts, facts, lines(run),
                                    "its detail is open below", where=run.context.get("topology")):  # fmt: skip
-            if isinstance(item, str):
-                s.paragraphs.append(item)
-            else:
-                s.grids.append(grid(item))
+            s.screen.append(item if isinstance(item, str) else grid(item))  # in its order: tables among lines
         odd = summary.odd_cpus(run.summary, run.noise.cpus, facts, run.context.get("topology"))
         s.folds.append(Fold(f"Every CPU's row ({len(run.summary)} CPUs)",
                             grids=[grid(text.noise_table(run.summary, "Per CPU"))]))  # fmt: skip
