@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import socket
 import sqlite3
 import stat
@@ -41,7 +42,7 @@ from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.node import read_node
-from quietcore.facts.cpulist import format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist, parse_cpulist
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import open_root
@@ -215,6 +216,48 @@ def show_plan(plan: Plan) -> None:
             print(f"  {name}: {line}")
 
 
+_THREADS = ("task-affinity", "cpuset-task")
+
+
+def _outcome_rows(actions: list[Action], outcomes: list[state.Outcome]) -> list[tuple[str, ...]]:
+    """apply's table, as the plan's (_device_rows, show_plan): a row a knob; a device's IRQs alike (now,
+    result) in one row, "IRQs 42-49 (NVIDIA H200 at 0000:00:06.0)", and tasks and kthreads alike in one,
+    "40 threads (20 kthreads)", where it was a row a vector and a row a thread (a node of 384 CPUs has
+    hundreds of each). `--json` gives each."""
+
+    def family(a: Action, o: state.Outcome) -> tuple[str, int | None]:
+        found = re.fullmatch(r"IRQ (\d+) \((.+?)\)(, with its thread .*)?", o.knob)
+        if a.kind == "irq-affinity" and found:  # the plan names a device's vectors by the device
+            return f"IRQs of {found.group(2)}", int(found.group(1))
+        return ("threads", None) if a.kind in _THREADS else ("", None)
+
+    pairs = list(zip(actions, outcomes, strict=False))  # an outcome an action, in order, up to a refusal's stop
+    groups: dict[tuple[str, str, str], list[tuple[int | None, state.Outcome]]] = {}
+    for a, o in pairs:
+        kind, number = family(a, o)
+        if kind:
+            groups.setdefault((kind, o.new, o.result), []).append((number, o))
+    rows: list[tuple[str, ...]] = []
+    told: set[tuple[str, str, str]] = set()
+    for a, o in pairs:
+        key = (family(a, o)[0], o.new, o.result)
+        if not key[0] or len(groups[key]) == 1:
+            rows.append((o.knob, o.old or "-", o.new, o.result))
+            continue
+        if key in told:
+            continue
+        told.add(key)
+        alike = groups[key]
+        was = {x.old or "-" for _, x in alike}
+        if key[0] == "threads":
+            label = f"{len(alike)} threads ({sum(x.knob.startswith('kthread') for _, x in alike)} kthreads)"
+        else:
+            numbers = [n for n, _ in alike if n is not None]
+            label = f"IRQs {format_cpulist(numbers)} ({key[0].removeprefix('IRQs of ')})"
+        rows.append((label, was.pop() if len(was) == 1 else "various", o.new, o.result))
+    return rows
+
+
 def _apply(args: argparse.Namespace) -> int:
     if args.plan and (args.cpus or args.housekeeping):
         raise UsageError("give --plan FILE or --cpus/--housekeeping, not both")
@@ -241,8 +284,7 @@ def _apply(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([o.__dict__ for o in outcomes], indent=2))
     else:
-        rows = [(o.knob, o.old or "-", o.new, o.result) for o in outcomes]
-        print("\n".join(_table(rows, ("knob", "was", "now", "result"))))
+        print("\n".join(_table(_outcome_rows(actions, outcomes), ("knob", "was", "now", "result"))))
         refused = sum(o.result.startswith("refused") for o in outcomes)
         print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
               "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
@@ -341,7 +383,7 @@ def _prove(args: argparse.Namespace) -> int:
     workloads = _experiment_cells(args.experiment, plan.targets) if args.experiment else []
     units: dict[str, str] = {}
     path, chosen = common.db_path(args)
-    print(f"Proving on CPUs {sorted(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
+    print(f"Proving on {cpus_phrase(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
           f"{len(plan.actions)} run-time changes, order seed {seed}.", file=sys.stderr)  # fmt: skip
     with (
         common.node_lock(args, plan.targets, (*NAMES, state.LEVER)),
