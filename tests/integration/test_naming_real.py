@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 from quietcore.runs.analysis import source_kind
 from tests.conftest import CliRunner
@@ -13,15 +14,22 @@ from tests.conftest import CliRunner
 SESSION5 = Path(__file__).resolve().parents[1] / "fixtures" / "noise" / "gpu-node-h200-session5-cpus4-12.json.gz"
 
 
-def test_the_gpu_nodes_sources_each_have_a_name_and_a_basis_and_no_cpu_has_one_twice(
-    cli: CliRunner, tmp_path: Path
-) -> None:
-    exported = tmp_path / "session5.json"
-    exported.write_bytes(gzip.decompress(SESSION5.read_bytes()))
+def _analysed_again(cli: CliRunner, tmp_path: Path, fixture: Path) -> dict[str, Any]:
+    """The fixture's session imported (session 1) and analysed again with today's code (session 2):
+    its first run, as `results export` gives it."""
+    exported = tmp_path / "session.json"
+    exported.write_bytes(gzip.decompress(fixture.read_bytes()))
     assert cli("results", "import", str(exported)).returncode == 0
     again = cli("results", "analyse", "1")
     assert again.returncode == 0, again.stderr
-    run = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]
+    run: dict[str, Any] = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]
+    return run
+
+
+def test_the_gpu_nodes_sources_each_have_a_name_and_a_basis_and_no_cpu_has_one_twice(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    run = _analysed_again(cli, tmp_path, SESSION5)
     for cpu in run["analysis"]["cpus"]:
         periodic = cpu["periodic"]
         heavy = [p for p in periodic if (p["share_of_lost"] or 0) >= 0.01]
@@ -42,12 +50,7 @@ def test_a_tasks_turns_on_the_gpu_nodes_cpu_0_are_named_as_such_not_the_tick(cli
     """The GPU node's `check` (session 8, its first run, CPUs 0 and 1): on CPU 0 a task took its turns
     beside the probe, 250 Hz x 4 ms, the probe preempted 65 times; it was named the scheduler tick
     because LOC ran at 250/s. Analysed again: another task's time slices, and CPU 1's tick the tick."""
-    exported = tmp_path / "session8.json"
-    exported.write_bytes(gzip.decompress(SESSION8.read_bytes()))
-    assert cli("results", "import", str(exported)).returncode == 0
-    again = cli("results", "analyse", "1")
-    assert again.returncode == 0, again.stderr
-    run = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]
+    run = _analysed_again(cli, tmp_path, SESSION8)
     named = {c["cpu"]: {round(p["frequency_hz"]): (p["name"], p["median_duration_ns"]) for p in c["periodic"]}
              for c in run["analysis"]["cpus"]}  # fmt: skip
     turns, length = named[0][250]
