@@ -40,6 +40,8 @@ from quietcore.store import db, sessions
 NAME = "lab"
 ROUND_S = 10.0
 QUICK_ROUND_S = 2.0
+#: Periodic sources the lab says a CPU (the strongest; `results show` gives each).
+LAB_SOURCES = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,10 +166,10 @@ def show(
             out.print(note)
         for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
             mine = accounts.get(cpu.cpu)
-            for line in text.periodic_lines(cpu, mine)[:2]:
+            for line in text.periodic_lines(cpu, mine)[:LAB_SOURCES]:
                 out.print(line)
             if mine is not None:
-                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine, LAB_SOURCES)}")
     for line in changes.lines(accounts.values(), findings, session.virtualized):  # the audit's, ranked by time
         out.print(line)
     vendor = calibration.get("hypervisor", {}).get("vendor")

@@ -181,25 +181,28 @@ def periodic_lines(cpu: CpuAnalysis, account: Account | None = None) -> list[str
     return lines
 
 
-def account_verdict(cpu: CpuAnalysis, account: Account) -> str:
+def account_verdict(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> str:
     """The sentence under a CPU's account: the counters' verdict, or, traced, its
     long gaps (the host's preemptions, from the gaps and the probe's own switches)
-    and the untraced share of the same table."""
+    and the untraced share of the same table. `shown`: how many of the CPU's periodic
+    sources were said above it (lab says two), of which the host's are summed."""
     verdict = cpu.attribution.verdict if cpu.attribution is not None else ""
     if not account.traced:
-        return (verdict or account.rest_words() + ".") + _outside(cpu, account)
+        return (verdict or account.rest_words() + ".") + _outside(cpu, account, shown)
     host = "vCPU" in verdict or " VM" in verdict
     # its first sentence, when it counts the long gaps the host took (attribution.counters._verdict)
     first = verdict.split(". ")[0] + "." if re.match(r"\d+ gaps? over ", verdict) else ""
     rest = account.rest_words() + (": the host's, which no guest tracer sees" if host else "")
-    return f"{first} {rest}.".strip()
+    return f"{first} {rest}.".strip() + _outside(cpu, account, shown)
 
 
-def _outside(cpu: CpuAnalysis, account: Account) -> str:
-    """What of the counters' rest the periodic sources outside the guest kernel hold, in a sentence: the
-    table said "unexplained 73 %" and the line above it that the host's 1 kHz train was 71 % of the lost
-    time (the GPU node's CPU 0), two figures a reader had to join."""
-    held = sum(p.share_of_lost or 0.0 for p in cpu.periodic if (p.name or "").startswith(OUTSIDE_GUEST))
+def _outside(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> str:
+    """What of the account's rest (the counters' unexplained, or the gaps no traced event touched) the
+    periodic sources outside the guest kernel hold, in a sentence: the table said "unexplained 73 %" and
+    the line above it that the host's 1 kHz train was 71 % of the lost time (the GPU node's CPU 0), two
+    figures a reader had to join."""
+    above = cpu.periodic[:shown] if shown is not None else cpu.periodic
+    held = sum(p.share_of_lost or 0.0 for p in above if (p.name or "").startswith(OUTSIDE_GUEST))
     if account.uncounted or held < 0.01:
         return ""
     rest = account.share(account.rest)
