@@ -140,6 +140,11 @@ def test_the_explained_gaps_header_says_their_order_and_columns() -> None:
     assert text[1] == "CPU 1: 31 gaps over 50 µs; its 1 longest:"
     assert text[2] == "CPU 1 at 2.000000 s: 273.0 µs, 200.0 µs of it untraced"
     assert text[3].split() == ["+48.8", "µs", "67.4", "µs", "vector", "local_timer"]
+    # the CPUs with none over the bar in one line, not a line each (384 of them on a quiet node)
+    quiet = {**explained, "cpus": [{"cpu": c, "over": 0, "gaps": []} for c in range(384) if c != 1]
+             + [{"cpu": 1, "over": 31, "gaps": [gap]}]}  # fmt: skip
+    said = lines(quiet)
+    assert said[1] == "CPUs 0,2-383: none over 50 µs" and said[2] == text[1] and len(said) == 5, said[:3]
 
 
 def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from quietcore.attribution.traceline import LINE
+from quietcore.facts.cpulist import cpus_phrase
 
 if TYPE_CHECKING:  # annotations only: the report reads stored explanations without the tracer's numpy
     from quietcore.attribution.intruders import Episode, Trace
@@ -136,9 +137,12 @@ def lines(explained: dict[str, Any], what: str = "gaps") -> list[str]:
     out = [f"{what.capitalize()} over {above}: on each CPU its {explained['limit']} longest at most, in the order they "
            "came, and what ran in them. Under each, a line per thing that ran: when it began (from the start of the "
            "gap), how long it ran inside the gap, what it was, and how it came:"]  # fmt: skip
+    # the CPUs with none in one line, first: a line each was 384 lines of "none" on a quiet node
+    quiet = [int(cpu["cpu"]) for cpu in explained["cpus"] if not cpu["over"]]
+    if quiet:
+        out.append(f"{cpus_phrase(quiet)}: none over {above}")
     for cpu in explained["cpus"]:
         if not cpu["over"]:
-            out.append(f"CPU {cpu['cpu']}: none over {above}")
             continue
         if cpu["over"] > len(cpu["gaps"]):
             out.append(f"CPU {cpu['cpu']}: {cpu['over']:,} {what} over {above}; its {len(cpu['gaps'])} longest:")
