@@ -146,6 +146,18 @@ def test_the_explained_gaps_header_says_their_order_and_columns() -> None:
     said = lines(quiet)
     assert said[1] == "CPUs 0,2-383: none over 50 µs" and said[2] == text[1] and len(said) == 5, said[:3]
 
+    # gaps over the bar on 384 CPUs: the node's 20 longest, where each CPU's were some 7,700 gaps told
+    def twenty(c: int) -> list[dict[str, Any]]:
+        return [{**gap, "start_ns": 1e9 + c * 1e6, "duration_ns": 100e3 + c * 1e3} for _ in range(20)]
+
+    busy = {**explained, "cpus": [{"cpu": c, "over": 31, "gaps": twenty(c)} for c in range(384)]}
+    node = lines(busy)
+    assert "the node's 20 longest at most" in node[0] and node[1] == (
+        "CPUs 0-383: 11,904 gaps over 50 µs in all; the node's 20 longest (--json: each CPU's):"
+    )
+    told = [line.split()[1] for line in node if line.startswith("CPU ") and " at " in line]
+    assert len(told) == 20 and set(told) == {"383"} and len(node) == 2 + 20 * 2, node[:4]
+
 
 def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
     """`results show` printed `noise {'cpus': '0', ..., 'threshold_ns': None}`, with
