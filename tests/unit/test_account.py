@@ -415,3 +415,30 @@ def test_a_doubled_cpu_among_two_kinds_of_cpu_the_fewer_below_is_named() -> None
     rows = [{"cpu": n, "measured_ns": 1e9, "lost_ns": share * 1e9} for n, share in enumerate(lost)]
     analyses = {n: CpuAnalysis.from_json({"cpu": n, "periodic": []}) for n in range(64)}
     assert list(outliers(rows, analyses, [Group("all", tuple(range(64)))])) == [42]
+
+
+def test_the_notes_on_many_cpus_are_a_line_of_each_kind() -> None:
+    """The event cap's and steal's notes were a line a CPU: 384 lines at 384 CPUs."""
+    from quietcore.report.text import noise_notes
+
+    def row(cpu: int, **more: float) -> dict[str, Any]:
+        base = {"cpu": cpu, "threshold_ns": 500.0, "gaps": 60_000, "events_dropped": 0, "steal_ns": 0.0,
+                "lost_ns": 40e6, "measured_ns": 30e9}  # fmt: skip
+        return {**base, **more}
+
+    capped = [row(c, events_dropped=10_000 + c) for c in range(384)]
+    said = noise_notes(capped)
+    assert len(said) == 2 and said[1] == (
+        "CPUs 0-383: 10,000-10,383 of each one's gaps were over the cap of 49,617-50,000 events (--max-events) and "
+        "were counted but not recorded: the periodic sources, attribution and figures cover the recorded ones."
+    )
+    stolen = [row(c, steal_ns=(2 + c % 3) * 10e6) for c in range(384)]
+    said = noise_notes(stolen)
+    assert len(said) == 2 and said[1] == (
+        "CPUs 0-383: the hypervisor reported 20-40 ms of steal time each (±10 ms: counted in 10 ms ticks), 50-100 % "
+        "of the time lost: host noise."
+    )
+    short = [row(c, steal_ns=10e6, measured_ns=0.5e9) for c in range(384)]
+    assert noise_notes(short)[1].startswith("CPUs 0-383: the hypervisor counted 1 tick(s) of steal time each")
+    # up to four CPUs, each its own line, as before
+    assert [n.split(":")[0] for n in noise_notes(capped[:4])[1:]] == ["CPU 0", "CPU 1", "CPU 2", "CPU 3"]
