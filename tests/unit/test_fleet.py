@@ -446,3 +446,23 @@ def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: P
     assert said[-1] == "384 CPUs; --per-cpu for a row each, --json for everything."
     show(conn, "big", False, per_cpu=True)
     assert capsys.readouterr().out.count("the scheduler tick") == 384
+
+
+def test_a_session_too_short_on_384_cpus_is_refused_in_a_line_of_each_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lab's 2 s rounds on 384 CPUs were refused as a reference with a reason a CPU, 384 of them
+    joined in one error line; now a line of each kind, with the figure's range."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from quietcore.fleet import baseline
+
+    short = [replace(REF, cpu=c, measured_s=2.0 + c % 2 * 0.01, windows=REF.windows[:20]) for c in range(0, 384, 2)]
+    capped = [replace(REF, cpu=c, dropped=100 + c) for c in range(1, 384, 2)]
+    monkeypatch.setattr(baseline, "cpu_noise", lambda run: run.cpus)
+    rounds = [SimpleNamespace(kind="noise", interrupted=False, params={}, cpus=cpus) for cpus in (short, capped)]
+    taken = baseline.from_session("lab", rounds, "node17")  # type: ignore[arg-type]  # a run's four fields read
+    assert taken.hosts == {} and taken.refused == [
+        "192 CPUs, 1-383 every 2nd on node17: 101-483 gaps were not recorded (--max-events or survey --send-events "
+        "filled), so their windows undercount",
+        "192 CPUs, 0-382 every 2nd on node17: 2 s measured, a reference needs 5 s (50 windows of 100 ms)",
+    ]

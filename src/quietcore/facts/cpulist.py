@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
 MAX_CPUS = 1 << 16
@@ -78,6 +79,13 @@ def cpus_phrase(cpus: frozenset[int] | set[int] | list[int], width: int = BRIEF_
         return f"CPUs {full}"
     span, n, step = f"{ordered[0]}-{ordered[-1]}", len(ordered), _step(ordered)
     return f"{n} CPUs, {span} every {step}" if step else f"{n} CPUs in {span} ({_head(full, width)},...)"
+
+
+def figure_range(values: Sequence[float], fmt: str) -> str:
+    """A figure over many CPUs, in a line said once for them all: "12" where each reads 12, else
+    "10,000-10,383" (`fmt` as format() takes it)."""
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low}-{high}"
 
 
 def _step(ordered: list[int]) -> str | None:

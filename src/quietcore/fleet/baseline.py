@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quietcore.facts.cpulist import cpus_phrase, figure_range
 from quietcore.runs.model import Run
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic
 from quietcore.runs.trace import CpuTrace
@@ -115,24 +116,30 @@ def from_session(command: str, runs: Iterable[Run], host: str) -> Taken:
     from each rank's run; the others are all of `host`). A CPU measured twice
     keeps its longer run."""
     hosts: dict[str, dict[int, CpuNoise]] = {}
-    refused: list[str] = []
+    # refused CPUs by host and why, with each one's figure: told a line of each, not a CPU a line (a lab's
+    # 2 s rounds on 384 CPUs were 384 reasons in one error line)
+    dropped: dict[str, dict[int, int]] = {}
+    short: dict[str, dict[int, float]] = {}
     for run in runs:
         if run.kind != "noise" or run.interrupted or run.params.get("tune"):
             continue
         where = str((run.params.get("survey") or {}).get("host") or host)
         for c in cpu_noise(run):
             if c.dropped:
-                refused.append(f"CPU {c.cpu} on {where}: {c.dropped} gaps were not recorded (--max-events or "
-                               "survey --send-events filled), so its windows undercount")  # fmt: skip
+                dropped.setdefault(where, {})[c.cpu] = c.dropped
                 continue
             if len(c.windows) < MIN_WINDOWS:
-                refused.append(f"CPU {c.cpu} on {where}: {c.measured_s:.3g} s measured, a reference needs "
-                               f"{MIN_WINDOWS * WINDOW_S:g} s ({MIN_WINDOWS} windows of "
-                               f"{WINDOW_S * 1e3:g} ms)")  # fmt: skip
+                short.setdefault(where, {})[c.cpu] = c.measured_s
                 continue
             kept = hosts.setdefault(where, {})
             if c.cpu not in kept or c.measured_s > kept[c.cpu].measured_s:
                 kept[c.cpu] = c
     if command not in ("noise", "lab", "survey"):
         return Taken({}, [f"a {command} session has no noise of the node at rest (take a noise, lab or survey one)"])
+    refused = [f"{cpus_phrase(list(of))} on {where}: {figure_range(list(of.values()), 'd')} gaps were not "
+               f"recorded (--max-events or survey --send-events filled), so {'its' if len(of) == 1 else 'their'} "
+               "windows undercount" for where, of in dropped.items()]  # fmt: skip
+    refused += [f"{cpus_phrase(list(of))} on {where}: {figure_range(list(of.values()), '.3g')} s measured, a "
+                f"reference needs {MIN_WINDOWS * WINDOW_S:g} s ({MIN_WINDOWS} windows of {WINDOW_S * 1e3:g} ms)"
+                for where, of in short.items()]  # fmt: skip
     return Taken({h: sorted(c.values(), key=lambda c: c.cpu) for h, c in hosts.items()}, refused)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from quietcore.facts.cpulist import cpus_phrase
+from quietcore.facts.cpulist import cpus_phrase, figure_range
 from quietcore.facts.virt import Virtualization
 from quietcore.report.account import Account
 from quietcore.runs.analysis import CpuAnalysis
@@ -78,12 +78,12 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         )
     dropped = [row for row in rows if row["events_dropped"]]
     if len(dropped) > NOTES_EACH_UP_TO:  # one line for them all: a line each was 384 at 384 CPUs
-        kept = [row["gaps"] - row["events_dropped"] for row in dropped]
-        counts = [row["events_dropped"] for row in dropped]
+        kept = figure_range([row["gaps"] - row["events_dropped"] for row in dropped], ",")
+        counts = figure_range([row["events_dropped"] for row in dropped], ",")
         notes.append(
-            f"{cpus_phrase([int(row['cpu']) for row in dropped])}: {_span(counts, ',')} of each one's gaps were over "
-            f"the cap of {_span(kept, ',')} events (--max-events) and were counted but not recorded: the periodic "
-            "sources, attribution and figures cover the recorded ones."
+            f"{cpus_phrase([int(row['cpu']) for row in dropped])}: {counts} of each one's gaps were over the cap of "
+            f"{kept} events (--max-events) and were counted but not recorded: the periodic sources, attribution and "
+            "figures cover the recorded ones."
         )
     else:
         for row in dropped:
@@ -100,27 +100,21 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         return notes
     # a VM of many vCPUs: one line of each kind, their ranges
     if short:
-        ticks = _span([row["steal_ns"] / STEAL_TICK_NS for row in short], ",.0f")
+        ticks = figure_range([row["steal_ns"] / STEAL_TICK_NS for row in short], ",.0f")
         notes.append(f"{cpus_phrase([int(row['cpu']) for row in short])}: the hypervisor counted {ticks} tick(s) "
                      "of steal time each (in 10 ms ticks): a run this short is too short for that count to say how "
                      "much the host took.")  # fmt: skip
     if host:
-        ms = [row["steal_ns"] / 1e6 for row in host]
-        shares = [min(row["steal_ns"] / row["lost_ns"], 1.0) * 100 for row in host]
-        notes.append(f"{cpus_phrase([int(row['cpu']) for row in host])}: the hypervisor reported {_span(ms, ',.0f')} "
-                     f"ms of steal time each (±10 ms: counted in 10 ms ticks), {_span(shares, '.0f')} % of the time "
-                     "lost: host noise.")  # fmt: skip
+        ms = figure_range([row["steal_ns"] / 1e6 for row in host], ",.0f")
+        shares = figure_range([min(row["steal_ns"] / row["lost_ns"], 1.0) * 100 for row in host], ".0f")
+        notes.append(f"{cpus_phrase([int(row['cpu']) for row in host])}: the hypervisor reported {ms} ms of steal "
+                     f"time each (±10 ms: counted in 10 ms ticks), {shares} % of the time lost: host "
+                     "noise.")  # fmt: skip
     return notes
 
 
 #: Up to this many CPUs a note of one kind is a line each; past it, one line with their range.
 NOTES_EACH_UP_TO = 4
-
-
-def _span(values: Sequence[float], fmt: str) -> str:
-    """ "12" or "12-40": the range of a note's figure over its CPUs."""
-    low, high = format(min(values), fmt), format(max(values), fmt)
-    return low if low == high else f"{low}-{high}"
 
 
 #: /proc/stat counts steal in USER_HZ ticks: 100 a second on every Linux architecture quietcore runs on.
