@@ -197,7 +197,7 @@ def watch(
                 else:
                     assert duration is not None
                     time.sleep(duration)
-            trace.mark()
+                trace.mark()  # inside the stream, which reads it as it ends (Stream.__exit__)
             # After the run, a bar on a terminal: telling and accounting every CPU's events takes about 8 µs an
             # event on one CPU, a minute or more for 30 s of a 384-CPU node's (docs/many-cpus.md)
             with progress_bar(1.0, enabled=echo == 1) as update:
@@ -210,7 +210,9 @@ def watch(
                 try:
                     to_ns, window = tracer.marked_clock(raw, clock)
                 except ValueError as exc:
-                    raise CommandError(f"intruders: {exc}: trace fewer seconds") from None
+                    # the buffers overwrite their oldest events when full: with events lost, give them more room
+                    fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "trace fewer seconds"
+                    raise CommandError(f"intruders: {exc} ({fix})") from None
                 workload = () if root is None else (root,)
                 intervals = ([(float(x.start_ns), float(x.at_ns)) for x in output.samples[output.metrics[0].name]]
                              if output else [])  # fmt: skip
