@@ -92,8 +92,8 @@ class Watch:
         covariates."""
         out: dict[str, Any] = {"cpus": sorted(self._cpus)}
         if self.trace is not None and self._stream is not None:
+            self.trace.mark()  # before the stream ends, which reads it as it ends (as intruders does)
             self._stream.__exit__(None, None, None)
-            self.trace.mark()
             raw = self._stream.text()
             intervals = [(float(a), float(b)) for a, b in result.get("intervals_ns", ())]
             out["intrusions"] = _intrusions(self.trace, raw, self._cpus, self._stream, intervals)
