@@ -146,7 +146,7 @@ def test_the_explained_gaps_header_says_their_order_and_columns() -> None:
     said = lines(quiet)
     assert said[1] == "CPUs 0,2-383: none over 50 µs" and said[2] == text[1] and len(said) == 5, said[:3]
 
-    # gaps over the bar on 384 CPUs: the node's 20 longest, where each CPU's were some 7,700 gaps told
+    # gaps over the bar on 384 CPUs: the node's 20 longest, where each CPU's were up to 7,680 gaps told
     def twenty(c: int) -> list[dict[str, Any]]:
         return [{**gap, "start_ns": 1e9 + c * 1e6, "duration_ns": 100e3 + c * 1e3} for _ in range(20)]
 

@@ -144,7 +144,7 @@ def lines(explained: dict[str, Any], what: str = "gaps") -> list[str]:
     if quiet:
         out.append(f"{cpus_phrase(quiet)}: none over {above}")
     if len(over) > EACH_CPU_UP_TO:
-        # Past a few CPUs, the node's longest, not each CPU's: 384 CPUs with gaps over the bar were some 7,700
+        # Past a few CPUs, the node's longest, not each CPU's: 384 CPUs with gaps over the bar were up to 7,680
         # gaps told, each with its episodes. --json keeps every CPU's.
         every = [(gap, cpu["cpu"]) for cpu in over for gap in cpu["gaps"]]
         longest = sorted(every, key=lambda t: -t[0]["duration_ns"])[: explained["limit"]]
