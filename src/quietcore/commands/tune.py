@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import re
 import socket
 import sqlite3
 import stat
@@ -219,28 +218,26 @@ def show_plan(plan: Plan) -> None:
 _THREADS = ("task-affinity", "cpuset-task")
 
 
-def _outcome_rows(actions: list[Action], outcomes: list[state.Outcome]) -> list[tuple[str, ...]]:
-    """apply's table, as the plan's (_device_rows, show_plan): a row a knob; a device's IRQs alike (now,
-    result) in one row, "IRQs 42-49 (NVIDIA H200 at 0000:00:06.0)", and tasks and kthreads alike in one,
-    "40 threads (20 kthreads)", where it was a row a vector and a row a thread (a node of 384 CPUs has
-    hundreds of each). `--json` gives each."""
+def _outcome_rows(items: list[Item], outcomes: list[state.Outcome]) -> list[tuple[str, ...]]:
+    """apply's table, grouped as the plan's (_device_rows, show_plan), from the plan's own items (an outcome
+    each, in order, up to a refusal's stop): a device's IRQs alike (now, result) in one row, "IRQs 42-49
+    (NVIDIA H200 at 0000:00:06.0)", and tasks and kthreads alike in one, "40 threads (20 kthreads)", where
+    it was a row a vector and a row a thread (a node of 384 CPUs has hundreds of each). `--json` gives each."""
 
-    def family(a: Action, o: state.Outcome) -> tuple[str, int | None]:
-        found = re.fullmatch(r"IRQ (\d+) \((.+?)\)(, with its thread .*)?", o.knob)
-        if a.kind == "irq-affinity" and found:  # the plan names a device's vectors by the device
-            return f"IRQs of {found.group(2)}", int(found.group(1))
-        return ("threads", None) if a.kind in _THREADS else ("", None)
+    def family(i: Item) -> str:
+        if i.action is not None and i.action.kind in _THREADS:
+            return "threads"
+        return f"IRQs of {i.device}" if i.device is not None and i.irq is not None else ""
 
-    pairs = list(zip(actions, outcomes, strict=False))  # an outcome an action, in order, up to a refusal's stop
-    groups: dict[tuple[str, str, str], list[tuple[int | None, state.Outcome]]] = {}
-    for a, o in pairs:
-        kind, number = family(a, o)
-        if kind:
-            groups.setdefault((kind, o.new, o.result), []).append((number, o))
+    pairs = list(zip(items, outcomes, strict=False))
+    groups: dict[tuple[str, str, str], list[tuple[Item, state.Outcome]]] = {}
+    for i, o in pairs:
+        if family(i):
+            groups.setdefault((family(i), o.new, o.result), []).append((i, o))
     rows: list[tuple[str, ...]] = []
     told: set[tuple[str, str, str]] = set()
-    for a, o in pairs:
-        key = (family(a, o)[0], o.new, o.result)
+    for i, o in pairs:
+        key = (family(i), o.new, o.result)
         if not key[0] or len(groups[key]) == 1:
             rows.append((o.knob, o.old or "-", o.new, o.result))
             continue
@@ -250,10 +247,9 @@ def _outcome_rows(actions: list[Action], outcomes: list[state.Outcome]) -> list[
         alike = groups[key]
         was = {x.old or "-" for _, x in alike}
         if key[0] == "threads":
-            label = f"{len(alike)} threads ({sum(x.knob.startswith('kthread') for _, x in alike)} kthreads)"
+            label = f"{len(alike)} threads ({sum(x.knob.startswith('kthread') for x, _ in alike)} kthreads)"
         else:
-            numbers = [n for n, _ in alike if n is not None]
-            label = f"IRQs {format_cpulist(numbers)} ({key[0].removeprefix('IRQs of ')})"
+            label = f"IRQs {format_cpulist([x.irq for x, _ in alike if x.irq is not None])} ({i.device})"
         rows.append((label, was.pop() if len(was) == 1 else "various", o.new, o.result))
     return rows
 
@@ -284,7 +280,8 @@ def _apply(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([o.__dict__ for o in outcomes], indent=2))
     else:
-        print("\n".join(_table(_outcome_rows(actions, outcomes), ("knob", "was", "now", "result"))))
+        changed = [i for i in plan.runtime if i.action]  # plan.actions' items, in its order
+        print("\n".join(_table(_outcome_rows(changed, outcomes), ("knob", "was", "now", "result"))))
         refused = sum(o.result.startswith("refused") for o in outcomes)
         print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
               "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
@@ -308,7 +305,12 @@ def _load(path: str) -> Plan:
         action = (
             Action(a["kind"], a["target"], a["value"], fixes=a.get("fixes"), note=a.get("note") or "") if a else None
         )
-        return Item(i["knob"], i["current"], i["planned"], i["reason"], action, i.get("refused"))
+        # a device's IRQs keep their device and number, so that apply says them as the plan did
+        device, irq = i.get("device"), i.get("irq")
+        return Item(i["knob"], i["current"], i["planned"], i["reason"], action, i.get("refused"),
+                    device=str(device) if device is not None else None,
+                    irq=int(irq) if device is not None and irq is not None else None,
+                    threads=int(i.get("threads") or 0))  # fmt: skip
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -56,7 +56,10 @@ class Item:
     def to_json(self) -> dict[str, Any]:
         return {"knob": self.knob, "current": self.current, "planned": self.planned, "reason": self.reason,
                 "status": self.status, "refused": self.refused,
-                "action": self.action.to_json() if self.action else None}  # fmt: skip
+                "action": self.action.to_json() if self.action else None,
+                # a device's IRQ keeps its device, so that `apply --plan` groups its vectors as the plan does
+                **({"device": self.device, "irq": self.irq, "threads": self.threads} if self.device else {}),
+                }  # fmt: skip
 
 
 @dataclass(frozen=True)
