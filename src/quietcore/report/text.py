@@ -92,11 +92,11 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"{row['gaps'] - row['events_dropped']:,} events (--max-events) and were counted but not recorded: "
                 "the periodic sources, attribution and figures cover the recorded ones."
             )
-    stolen = [(row, note) for row in rows if (note := steal_note(row))]
-    short = [row for row, note in stolen if "too short" in note]
-    host = [row for row, note in stolen if "too short" not in note]
+    stolen = [(row, kind) for row in rows if (kind := _steal_kind(row))]
+    short = [row for row, kind in stolen if kind == "short"]
+    host = [row for row, kind in stolen if kind == "host"]
     if len(stolen) <= NOTES_EACH_UP_TO:
-        notes += [note for _, note in stolen]
+        notes += [note for row, _ in stolen if (note := steal_note(row))]
         return notes
     # a VM of many vCPUs: one line of each kind, their ranges
     if short:
@@ -126,18 +126,28 @@ def steal_note(row: Mapping[str, Any]) -> str | None:
     resolution: /proc/stat counts it in 10 ms ticks, so a run of a few
     ticks reads 0 or 10 ms whatever the host took (a 0.5 s check once read
     "10 ms, 194 % of the time lost"). Never a share over what was lost."""
-    steal, lost, measured = row.get("steal_ns"), row.get("lost_ns") or 0.0, row.get("measured_ns") or 0.0
-    if not steal:
-        return None
-    if measured < 100 * STEAL_TICK_NS:  # under a second: the count is a tick or two either way
+    kind = _steal_kind(row)
+    steal, lost, measured = row.get("steal_ns") or 0.0, row.get("lost_ns") or 0.0, row.get("measured_ns") or 0.0
+    if kind == "short":
         return (f"CPU {row['cpu']}: the hypervisor counted {steal / STEAL_TICK_NS:,.0f} tick(s) of steal time "
                 f"({steal / 1e6:,.0f} ms, in 10 ms ticks): a {measured / 1e9:,.1f} s run is too short for that "
                 "count to say how much the host took.")  # fmt: skip
-    if lost and steal >= 0.5 * lost:
+    if kind == "host":
         share = "as much as all the time lost" if steal >= lost else f"{steal / lost:.0%} of the time lost"
         return (f"CPU {row['cpu']}: the hypervisor reported {steal / 1e6:,.0f} ms of steal time (±10 ms: counted "
                 f"in 10 ms ticks), {share}: host noise.")  # fmt: skip
     return None
+
+
+def _steal_kind(row: Mapping[str, Any]) -> str | None:
+    """What a CPU's steal count says, for steal_note and the notes of many CPUs: "short" (a run under a
+    second, where the count is a tick or two either way), "host" (half the time lost or more), or nothing."""
+    steal, lost, measured = row.get("steal_ns"), row.get("lost_ns") or 0.0, row.get("measured_ns") or 0.0
+    if not steal:
+        return None
+    if measured < 100 * STEAL_TICK_NS:
+        return "short"
+    return "host" if lost and steal >= 0.5 * lost else None
 
 
 def session_header(row: SessionRecord) -> Table:
