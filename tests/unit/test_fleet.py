@@ -431,8 +431,9 @@ def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: P
 
     tick = Periodic(250.0, 9e-6, 0.002, "the scheduler tick, CONFIG_HZ=250 (LOC 250/s)")
     planted = Periodic(100.0, 200e-6, 0.02, None)
+    host = Periodic(100.0, 17e-6, 0.0017, None)  # the same rate, another source: a line of its own
     cpus = [replace(REF, cpu=c, periodic=(replace(tick, median_duration_s=(8 + c % 5) * 1e-6),
-                                          *((planted,) if c == 96 else ())))
+                                          *((planted,) if c == 96 else (host,) if c in (97, 98) else ())))
             for c in range(384)]  # fmt: skip
     conn = db.open_db(tmp_path / "r.db", create=True, chosen=True)
     session = sessions.create_session(conn, "noise", ["quietcore", "noise"], {}, "fp", {})
@@ -443,6 +444,7 @@ def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: P
     assert any(line.startswith("│ 0-383 (384)") for line in said), said
     assert "CPUs 0-383: 250 Hz x 8-12 µs the scheduler tick, CONFIG_HZ=250" in said, said
     assert "CPU 96: 100 Hz x 200-200 µs" in said, said
+    assert "CPUs 97-98: 100 Hz x 17-17 µs" in said, said
     assert said[-1] == "384 CPUs; --per-cpu for a row each, --json for everything."
     show(conn, "big", False, per_cpu=True)
     assert capsys.readouterr().out.count("the scheduler tick") == 384

@@ -26,10 +26,10 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread
 from quietcore.report import text
 from quietcore.runs.analysis import source_kind
-from quietcore.runs.reference import CpuNoise, Reference
+from quietcore.runs.reference import CpuNoise, Periodic, Reference
 from quietcore.safe import plain
 from quietcore.store import db, references, sessions
 
@@ -179,26 +179,33 @@ def _summed(out: Any, cpus: list[CpuNoise]) -> None:
     it (at 384 CPUs, each with the GPU node's tick and host timer, the table was
     1,541 lines of 200 columns)."""
 
-    def spread(values: list[float], fmt: str) -> str:
-        v = sorted(values)
-        return " / ".join(format(x, fmt) for x in (v[0], statistics.median(v), v[-1]))
-
     table = Table(title="The CPUs (min / median / max)", title_justify="left")
     for col in ("CPUs", "measured s", "lost %", "events/s", "max gap µs"):
         table.add_column(col)
     table.add_row(f"{brief_cpulist([c.cpu for c in cpus])} ({len(cpus)})",
-                  spread([c.measured_s for c in cpus], ".3g"), spread([c.lost_ratio * 100 for c in cpus], ".2g"),
-                  spread([c.events_per_s for c in cpus], ".0f"),
-                  spread([c.max_gap_s * 1e6 for c in cpus], ".0f"))  # fmt: skip
+                  figure_spread([c.measured_s for c in cpus], ".3g"),
+                  figure_spread([c.lost_ratio * 100 for c in cpus], ".2g"),
+                  figure_spread([c.events_per_s for c in cpus], ".0f"),
+                  figure_spread([c.max_gap_s * 1e6 for c in cpus], ".0f"))  # fmt: skip
     out.print(table)
-    kinds: dict[tuple[str, str], list[tuple[int, float]]] = {}  # (rate, name's kind) -> (CPU, burst s)
+    from quietcore.report.summary import SAME_SOURCE  # numpy: deferred, as set's (`show` of few CPUs only reads)
+
+    # one source on many CPUs as the screen takes it (report.summary.periodic_lines): its name's kind, the same
+    # frequency, lengths within SAME_SOURCE; by its rounded label alone, a planted 100 Hz x 200 µs and a host's
+    # 100 Hz x 17 µs would be one line
+    found: list[tuple[Periodic, str, list[tuple[int, float]]]] = []  # (first, kind, [(CPU, burst s)])
     for c in cpus:
         for p in c.periodic:
-            rate = p.label().split(" x ")[0]
-            kinds.setdefault((rate, source_kind(p.name) if p.name else ""), []).append((c.cpu, p.median_duration_s))
-    for (rate, kind), seen in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+            kind = source_kind(p.name) if p.name else ""
+            same = next((f for f in found if f[1] == kind and f[0].alike(p, SAME_SOURCE)), None)
+            if same is None:
+                found.append((p, kind, [(c.cpu, p.median_duration_s)]))
+            else:
+                same[2].append((c.cpu, p.median_duration_s))
+    for first, kind, seen in sorted(found, key=lambda f: -len(f[2])):
         lengths = sorted(d * 1e6 for _, d in seen)
         named = f" {kind}" if kind else ""
+        rate = first.label().split(" x ")[0]
         out.print(plain(f"{cpus_phrase([c for c, _ in seen])}: {rate} x {lengths[0]:.3g}-{lengths[-1]:.3g} µs"
                         f"{named}"), highlight=False)  # fmt: skip
     out.print(f"{len(cpus)} CPUs; --per-cpu for a row each, --json for everything.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 from collections.abc import Sequence
 
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
@@ -86,6 +87,11 @@ def figure_range(values: Sequence[float], fmt: str) -> str:
     "10,000-10,383" (`fmt` as format() takes it)."""
     low, high = format(min(values), fmt), format(max(values), fmt)
     return low if low == high else f"{low}-{high}"
+
+
+def figure_spread(values: Sequence[float], fmt: str) -> str:
+    """A figure over a group of CPUs, in a table's cell: "min / median / max"."""
+    return " / ".join(format(v, fmt) for v in (min(values), statistics.median(values), max(values)))
 
 
 def _step(ordered: list[int]) -> str | None:

@@ -67,8 +67,7 @@ def _changed(one: CpuNoise, other: CpuNoise, missing: str, costlier: str, sides:
         known = known_sources(s, other)
         # of a length like its own (as the screen tells one source on two CPUs): a planted 100 Hz x 241 µs beside
         # this VM's host timer at 100 Hz x 17 µs is a source new in B, not the host's timer dearer
-        if any(1 / SAME_SOURCE <= s.median_duration_s / r.median_duration_s <= SAME_SOURCE
-               for r in known if r.median_duration_s > 0):  # fmt: skip
+        if any(r.alike(s, SAME_SOURCE) for r in known):
             was = sum(r.lost_ratio for r in known)
             out.append(f"{costlier}: {s.label()} ({pct(s.lost_ratio)} of the CPU in {sides[0]}, {pct(was)} in "
                        f"{sides[1]})")  # fmt: skip

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread, parse_cpulist
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import UNCOUNTED, Account
 from quietcore.report.text import noise_table
@@ -366,18 +366,15 @@ def group_table(rows: Sequence[Mapping[str, Any]], found: list[Group], odd: Mapp
     for name in ("CPUs", "available %", "events/s", "worst gap µs", "lost ms"):
         table.add_column(name, justify="left" if name == "CPUs" else "right")
 
-    def spread(values: list[float], fmt: str) -> str:
-        return " / ".join(format(v, fmt) for v in (min(values), float(np.median(values)), max(values)))
-
     for g in found:
         mine = [by_cpu[c] for c in g.cpus if c in by_cpu]
         if not mine:
             continue
         table.add_row(f"{brief_cpulist(frozenset(g.cpus))} ({g.name}, {len(mine)})",
-                      spread([float(r["available_pct"]) for r in mine], ".3f"),
-                      spread([float(r["events_per_s"]) for r in mine], ",.0f"),
-                      spread([float(r["max_gap_ns"]) / 1000 for r in mine], ",.1f"),
-                      spread([float(r["lost_ns"]) / 1e6 for r in mine], ",.2f"))  # fmt: skip
+                      figure_spread([float(r["available_pct"]) for r in mine], ".3f"),
+                      figure_spread([float(r["events_per_s"]) for r in mine], ",.0f"),
+                      figure_spread([float(r["max_gap_ns"]) / 1000 for r in mine], ",.1f"),
+                      figure_spread([float(r["lost_ns"]) / 1e6 for r in mine], ",.2f"))  # fmt: skip
     for c in sorted(odd):
         r = by_cpu.get(c)
         if r is not None:
