@@ -107,3 +107,30 @@ def test_a_source_both_sessions_have_is_said_dearer_not_new() -> None:
     assert _changed(planted, host, "new in B", "dearer in B", ("B", "A")) == [
         "new in B: 100 Hz x 241 µs (2.5 % of the CPU)"
     ]
+
+
+def test_many_cpus_that_differ_alike_are_a_row_each_kind() -> None:
+    """Two 384-CPU replays of two templates: every CPU differed, and compare's table was 2,573 lines."""
+    import io
+
+    from rich.console import Console
+
+    from quietcore.commands.compare import noise_table
+
+    def row(cpu: int, sources: list[str]) -> dict[str, object]:
+        return {"cpu": cpu, "a": 0.02, "b": 0.01 + cpu * 1e-6, "a_windows": 300, "b_windows": 300,
+                "shift": -0.01 + cpu * 1e-6, "ci_low": -0.011, "ci_high": -0.009, "p_adjusted": 1e-40,
+                "verdict": "B quieter", "sources": sources}  # fmt: skip
+
+    tick = "dearer in B: 250 Hz x 30.7 µs (0.86 % of the CPU in B, 0.41 % in A)"
+    rows = [row(c, [tick, f"gone in B: 1 kHz x {18 + c % 3} µs (1.9 % of the CPU)"]) for c in range(384)]
+    rows[96] = row(96, [tick, "new in B: 100 Hz x 200 µs (2 % of the CPU)"])
+    out = io.StringIO()
+    Console(file=out, width=250, color_system=None).print(noise_table(rows))
+    said = out.getvalue().splitlines()
+    assert len(said) <= 12, said
+    grouped = [line for line in said if "0-95,97-383" in line]
+    assert len(grouped) == 1 and "dearer in B: 250 Hz; gone in B: 1 kHz" in grouped[0], said
+    assert "-1.000 to -0.962 %" in grouped[0] and "1e-40 at most" in grouped[0], grouped
+    (odd,) = [line for line in said if line.split("│")[1:2] == ["          96 "]]
+    assert "new in B: 100 Hz x 200 µs (2 % of the CPU)" in odd, said

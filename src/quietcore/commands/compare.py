@@ -18,7 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from quietcore.commands import common
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import brief_cpulist, figure_range, format_cpulist
 from quietcore.report import text
 from quietcore.report.experiment import fmt, shown_unit
 from quietcore.report.side import figure_rows
@@ -56,12 +56,42 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
             if not shown:
                 return f"Noise, B against A: {said} (100 ms windows, Mann-Whitney U, Holm over the CPUs; --json)"
             table.caption, table.caption_justify = said, "left"
+    if len(shown) > ALL_ROWS_UP_TO:  # many CPUs that differ alike: a row for them (384 were 2,573 lines)
+        groups: dict[tuple[str, tuple[str, ...]], list[dict[str, Any]]] = {}
+        for r in shown:
+            groups.setdefault((r["verdict"], _changes(r["sources"])), []).append(r)
+        for (verdict, changes), mine in groups.items():
+            if len(mine) == 1:
+                _row(table, mine[0])
+                continue
+            a, b = [r["a"] * 100 for r in mine], [r["b"] * 100 for r in mine]
+            shift = sorted(r["shift"] * 100 for r in mine)
+            table.add_row(brief_cpulist([r["cpu"] for r in mine]), f"{figure_range(a, '.3f')} %",
+                          f"{figure_range(b, '.3f')} %", f"{shift[0]:+.3f} to {shift[-1]:+.3f} %",
+                          f"{max(r['p_adjusted'] for r in mine):.3g} at most", verdict,
+                          "; ".join(changes) or "none")  # fmt: skip
+        return table
     for r in shown:
-        table.add_row(str(r["cpu"]), f"{r['a'] * 100:.3f} % ({r['a_windows']})",
-                      f"{r['b'] * 100:.3f} % ({r['b_windows']})",
-                      f"{r['shift'] * 100:+.3f} % [{r['ci_low'] * 100:+.3f}, {r['ci_high'] * 100:+.3f}]",
-                      f"{r['p_adjusted']:.3g}", r["verdict"], "; ".join(r["sources"]) or "none")  # fmt: skip
+        _row(table, r)
     return table
+
+
+def _row(table: Table, r: dict[str, Any]) -> None:
+    table.add_row(str(r["cpu"]), f"{r['a'] * 100:.3f} % ({r['a_windows']})",
+                  f"{r['b'] * 100:.3f} % ({r['b_windows']})",
+                  f"{r['shift'] * 100:+.3f} % [{r['ci_low'] * 100:+.3f}, {r['ci_high'] * 100:+.3f}]",
+                  f"{r['p_adjusted']:.3g}", r["verdict"], "; ".join(r["sources"]) or "none")  # fmt: skip
+
+
+def _changes(sources: list[str]) -> tuple[str, ...]:
+    """A CPU's source changes by kind and rate, its figures left out, so that CPUs alike are one row:
+    "dearer in B: 250 Hz", "new in B: 100 Hz (2)"."""
+    counted: dict[str, int] = {}
+    for said in sources:
+        word, _, rest = said.partition(": ")
+        key = f"{word}: {rest.split(' x ')[0]}"
+        counted[key] = counted.get(key, 0) + 1
+    return tuple(f"{k} ({n})" if n > 1 else k for k, n in counted.items())
 
 
 def run(args: argparse.Namespace) -> int:
