@@ -247,7 +247,8 @@ class Stream:
     page at a time, and the text is told after the run (rawtrace); where
     the kernel's pages are not known here, it reads the merged trace_pipe.
     The thread keeps off `away` (the measured CPUs), where it has somewhere
-    else to run."""
+    else to run. Its text holds a clock mark as it starts and another as it
+    ends (TraceSession.mark; marked_clock reads them)."""
 
     def __init__(self, session: TraceSession, away: frozenset[int] = frozenset(), every_s: float = 0.05,
                  raw: bool = True) -> None:  # fmt: skip
@@ -307,9 +308,21 @@ class Stream:
             self.buffers = None
         self.read = "per-CPU raw pages" if self.buffers is not None else "merged text"  # as it was opened
         self._lost_before = self.session.lost_by_cpu()
-        self._drain()  # the first mark, before a small buffer can lose it
+        self._mark()
         self._thread.start()
         return self
+
+    def _mark(self) -> None:
+        """A clock mark (TraceSession.mark), read at once: the buffers are
+        drained first, the mark written, then drained again, so that it waits
+        in its CPU's buffer for no more than a write and a read. A small buffer
+        overwrites its oldest page as it fills: written before the buffers were
+        opened, the first mark was lost under a burst of TLB-flush IPIs on its
+        CPU (`intruders --buffer-kb 4` after the fleet tests: two runs in two,
+        its CPU's buffer held 38,835 events and only the last mark)."""
+        self._drain()
+        self.session.mark()
+        self._drain()
 
     def _stop_reading(self) -> None:
         self._stop.set()
@@ -323,11 +336,7 @@ class Stream:
         if kind is not None:
             self.close()
             return
-        # What is in the buffers now, at once, as the first mark is read at the start: a last mark written
-        # before the stream ends is read before a small buffer can lose it. (A CI run's `intruders --buffer-kb
-        # 4` failed with "the trace lost its clock marks"; its buffers overwrite their oldest events. Which mark
-        # it lost, and why, was not found: eleven runs here kept both. This narrows the one gap seen.)
-        self._drain()
+        self._mark()  # the stream's last: its text spans the two marks
 
     def close(self) -> None:
         """Stopped, its pages dropped and its files closed: a run that ended

@@ -190,14 +190,12 @@ def watch(
     try:
         stacks = intruders.stack_triggers(cpus) if above is not None else {}
         with tracer.TraceSession(None, intruders.EVENTS, buffer_kb, stacks) as trace:
-            trace.mark()
-            with tracer.Stream(trace, cpus) as stream:
+            with tracer.Stream(trace, cpus) as stream:  # its text spans its clock marks
                 if argv:
                     status, root = _run(argv, cpus if pin else None, output, echo)
                 else:
                     assert duration is not None
                     time.sleep(duration)
-                trace.mark()  # inside the stream, which reads it as it ends (Stream.__exit__)
             # After the run, a bar on a terminal: telling and accounting every CPU's events takes about 8 µs an
             # event on one CPU, a minute or more for 30 s of a 384-CPU node's (docs/many-cpus.md)
             with progress_bar(1.0, enabled=echo == 1) as update:

@@ -84,15 +84,13 @@ class Watch:
         self._freq = [freq] if freq is not None else []
         if self.trace is not None:
             self.trace.skip()  # what came between runs
-            self.trace.mark()
-            self._stream = tracer.Stream(self.trace, cpus).__enter__()
+            self._stream = tracer.Stream(self.trace, cpus).__enter__()  # its text spans its clock marks
 
     def end(self, result: dict[str, Any]) -> dict[str, Any]:
         """The run's context: its intrusions (or why there are none) and its
         covariates."""
         out: dict[str, Any] = {"cpus": sorted(self._cpus)}
         if self.trace is not None and self._stream is not None:
-            self.trace.mark()  # before the stream ends, which reads it as it ends (as intruders does)
             self._stream.__exit__(None, None, None)
             raw = self._stream.text()
             intervals = [(float(a), float(b)) for a, b in result.get("intervals_ns", ())]
