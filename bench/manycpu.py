@@ -254,15 +254,29 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
           f"{sorted(sourced)} ({'PASS' if sourced == planted['source'] else 'MISS'}); the L3 group "
           f"{sorted(planted['l3'])} as noisier, {group} ({'PASS' if named_group else 'MISS'})")  # fmt: skip
     if n >= 384:  # 100 sessions of this size stored: list and show must stay instant
-        need, free = 100 * db.stat().st_size, shutil.disk_usage(db.parent).free
-        if need > 0.8 * free:  # the GPU node's 384 CPUs: 26 GB, past this machine's /dev/shm
-            print(f"  100 sessions: not measured, they need {need / 2**30:.1f} GB and {free / 2**30:.1f} are free")
-            return
-        cloned = clone(db, 100)
-        _, lw, _, _ = qc(envn, "results", "list")
-        _, sw2, _, _ = qc(envn, "results", "show", "57")
-        print(f"  100 sessions ({cloned / 2**30:.1f} GB): list {lw:.2f} s, show {sw2:.2f} s "
-              f"({'PASS' if max(lw, sw2) <= 0.5 else 'MISS'}: 0.5 s)")  # fmt: skip
+        hundred(envn, db)
+
+
+def hundred(env: dict[str, str], db: Path) -> None:
+    """`results list` and `results show` with 100 sessions of `db`'s one stored: in a copy beside it, or
+    where there is room for them (the GPU node's 384 CPUs make 24 GB, past this machine's /dev/shm: then the
+    temporary directory, on disk, as a node's database is)."""
+    need = 100 * db.stat().st_size
+    dirs = list(dict.fromkeys([db.parent, Path(tempfile.gettempdir())]))
+    room = [d for d in dirs if need <= 0.8 * shutil.disk_usage(d).free]
+    if not room:
+        free = max(shutil.disk_usage(d).free for d in dirs)
+        print(f"  100 sessions: not measured, they need {need / 2**30:.1f} GB and {free / 2**30:.1f} are free")
+        return
+    with tempfile.TemporaryDirectory(prefix="qc-hundred-", dir=room[0]) as d:
+        copy = Path(d) / "results.db"
+        shutil.copy(db, copy)
+        cloned = clone(copy, 100)
+        where = {**env, "QUIETCORE_DB": str(copy)}
+        _, lw, _, _ = qc(where, "results", "list")
+        _, sw, _, _ = qc(where, "results", "show", "57")
+        print(f"  100 sessions ({cloned / 2**30:.1f} GB in {room[0]}): list {lw:.2f} s, show {sw:.2f} s "
+              f"({'PASS' if max(lw, sw) <= 0.5 else 'MISS'}: 0.5 s)")  # fmt: skip
 
 
 def clone(db: Path, count: int) -> int:
