@@ -26,7 +26,7 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_range, figure_spread
 from quietcore.report import text
 from quietcore.runs.analysis import source_kind
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
@@ -203,11 +203,10 @@ def _summed(out: Any, cpus: list[CpuNoise]) -> None:
             else:
                 same[2].append((c.cpu, p.median_duration_s))
     for first, kind, seen in sorted(found, key=lambda f: -len(f[2])):
-        lengths = sorted(d * 1e6 for _, d in seen)
+        lengths = figure_range([d * 1e6 for _, d in seen], ".3g")
         named = f" {kind}" if kind else ""
         rate = first.label().split(" x ")[0]
-        out.print(plain(f"{cpus_phrase([c for c, _ in seen])}: {rate} x {lengths[0]:.3g}-{lengths[-1]:.3g} µs"
-                        f"{named}"), highlight=False)  # fmt: skip
+        out.print(plain(f"{cpus_phrase([c for c, _ in seen])}: {rate} x {lengths} µs{named}"), highlight=False)
     out.print(f"{len(cpus)} CPUs; --per-cpu for a row each, --json for everything.")
 
 
