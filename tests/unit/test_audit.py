@@ -158,3 +158,17 @@ def test_smt_names_the_first_shared_cores_by_number_at_384_cpus(tmp_path: Path) 
     assert f.status is Status.INFO
     assert f.summary == ("SMT is on: target CPUs share cores (0,192, 1,193, 2,194, 3,195, 4,196, 5,197, 6,198, "
                          "7,199, 184 more cores)")  # fmt: skip
+
+
+def test_a_root_without_a_kernel_release_names_no_boot_config_of_none(tmp_path: Path) -> None:
+    """A root with no proc/sys/kernel/osrelease (the made-up node): the config checks said they read
+    "/boot/config-None"; they say the release is unknown, and where the config would be."""
+    from tests.fixtures.make_roots import topology_root
+
+    found = audit(topology_root(tmp_path / "node"))
+    for check in ("kernel.config", "sched.hz"):
+        f = found[check]
+        assert f.status is Status.UNKNOWN
+        said = {e.source: e.value for e in f.evidence}
+        assert not any("None" in where for where in said), (check, said)
+        assert said["/boot/config-$(uname -r)"].startswith("not looked for: the kernel release is unknown")

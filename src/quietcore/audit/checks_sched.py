@@ -91,7 +91,7 @@ def hz(ctx: AuditContext) -> Finding:
     value = config.get("CONFIG_HZ")
     if not value:
         f = Finding("sched.hz", Status.UNKNOWN, "CONFIG_HZ unknown: no kernel config found")
-        f.see("/proc/config.gz", "missing").see(f"/boot/config-{ctx.release}", "missing")
+        f.see("/proc/config.gz", "missing").see(*ctx.boot_config)
         f.act("kernel-config", "CONFIG_IKCONFIG_PROC", "y", ("reboot",), "or install /boot/config-$(uname -r)")
         return f
     f = Finding("sched.hz", Status.INFO, f"the tick runs at {value} Hz ({1000 / int(value):g} ms) on CPUs with a tick")

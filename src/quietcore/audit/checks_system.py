@@ -84,7 +84,7 @@ def kernel_config(ctx: AuditContext) -> Finding:
     config, source = ctx.config
     if not source:
         f = Finding("kernel.config", Status.UNKNOWN, "no kernel config found: build options cannot be checked")
-        f.see("/proc/config.gz", ctx.root.read("proc/config.gz")[1]).see(f"/boot/config-{ctx.release}", "missing")
+        f.see("/proc/config.gz", ctx.root.read("proc/config.gz")[1]).see(*ctx.boot_config)
         f.act(
             "command", "modprobe configs", note="for /proc/config.gz; or install the kernel's /boot/config-$(uname -r)"
         )

@@ -48,6 +48,15 @@ class AuditContext:
     def version(self) -> str | None:
         return kernel.read_identity(self.root).version
 
+    @property
+    def boot_config(self) -> tuple[str, str]:
+        """Where the running kernel's config would be under /boot, and what was found there, as
+        evidence: with no release known (a root without proc/sys/kernel/osrelease) the path is
+        not one to look for ("/boot/config-None" was printed)."""
+        if self.release:
+            return f"/boot/config-{self.release}", "missing"
+        return "/boot/config-$(uname -r)", "not looked for: the kernel release is unknown (/proc/sys/kernel/osrelease)"
+
     @cached_property
     def config(self) -> tuple[dict[str, str], str | None]:
         return kernel.read_config(self.root, self.release)
