@@ -248,7 +248,7 @@ def test_plan_on_cgroup_v2_makes_the_shield_an_isolated_partition(cli_main: CliR
     # rcu_nocbs and isolcpus=managed_irq, but not CPU 1.
     notes = {n.split(":", 1)[0]: n for n in plan["notes"] if n.startswith("CPU ")}
     assert "in force" in notes["CPU 2"] and "need the boot part" not in notes["CPU 2"]
-    assert "its tick (nohz_full)" in notes["CPU 1"] and "managed IRQs" in notes["CPU 1"]
+    assert "the tick (nohz_full)" in notes["CPU 1"] and "managed IRQs" in notes["CPU 1"]
 
 
 @pytest.mark.parametrize(

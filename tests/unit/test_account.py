@@ -217,9 +217,9 @@ def test_the_same_note_on_many_cpus_is_one_line() -> None:
     """`tune plan` on 16 CPUs said "Note: CPU N: ..." for each of its 15 targets."""
     from quietcore.report.text import by_cpu
 
-    notes = [f"CPU {c}: the run-time part moves tasks off it; nohz_full needs the boot part" for c in range(1, 16)]
+    notes = [f"CPU {c}: the run-time part moves tasks away; nohz_full needs the boot part" for c in range(1, 16)]
     assert by_cpu(["header", *notes, "CPU 3: another thing", "  CPU 4: indented"]) == [
-        "header", "CPUs 1-15: the run-time part moves tasks off it; nohz_full needs the boot part",
+        "header", "CPUs 1-15: the run-time part moves tasks away; nohz_full needs the boot part",
         "CPU 3: another thing", "  CPU 4: indented"]  # fmt: skip
 
 

@@ -292,7 +292,7 @@ def _residue(root: Root, target: frozenset[int]) -> list[str]:
     out = []
     for cpu in sorted(target):
         left = []
-        for option, what in (("nohz_full", "its tick (nohz_full)"), ("rcu_nocbs", "its RCU callbacks (rcu_nocbs)")):
+        for option, what in (("nohz_full", "the tick (nohz_full)"), ("rcu_nocbs", "RCU callbacks (rcu_nocbs)")):
             try:
                 on = cpu in parse_cpulist(cmdline.get(option) or "")
             except ValueError:
@@ -310,7 +310,8 @@ def _residue(root: Root, target: frozenset[int]) -> list[str]:
         if not left:
             out.append(f"CPU {cpu}: the boot part is in force too (nohz_full, rcu_nocbs, isolcpus=managed_irq)")
             continue
-        out.append(f"CPU {cpu}: the run-time part moves tasks, kthreads, IRQs and workqueues off it; "
+        # said of one CPU in words that read as well of many (the notes of CPUs alike are one line: "CPUs 1-383:")
+        out.append(f"CPU {cpu}: the run-time part moves tasks, kthreads, IRQs and workqueues away; "
                    f"{', '.join(left)} need the boot part")  # fmt: skip
     return out
 
