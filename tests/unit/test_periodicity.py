@@ -507,6 +507,10 @@ def test_a_search_tries_as_many_peaks_in_vain_as_it_is_given_and_still_finds_the
         tried = failed[0] + failed[1]
         assert found == [] and len(tried) == candidates
         assert [p for p, _ in tried] == sorted((p for p, _ in tried), reverse=True)
+    # `searches`: of those, the peaks searched through their subharmonics (none here is at a known rate's harmonic)
+    failed = ([], [])
+    assert periodicity.periodic_members(noise, lengths, SPAN, threshold=4.0, failed=failed, searches=2) == []
+    assert len(failed[0] + failed[1]) == 2
     timer = train(1e9 / 250, 0.3e6, 200, rng)
     starts = np.concatenate([timer, noise])
     order = np.argsort(starts)

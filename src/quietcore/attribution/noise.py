@@ -140,6 +140,7 @@ def analyze_cpu(
     futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
     scout: bool = False,
     candidates: int = MAX_CANDIDATES,
+    searches: int = MAX_CANDIDATES,
 ) -> dict[str, Any]:
     """One CPU's analysis. `shared_hz`: rates the node's other CPUs' sources run
     at, tried first after the tick's (see analyze). `leaders`: each gap's traced
@@ -155,7 +156,7 @@ def analyze_cpu(
     found = (
         periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints, rates_hz=tuple(shared),
                          known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None, futile=futile,
-                         candidates=candidates, threshold=max(THRESHOLD, floor[0] if floor else 0.0),
+                         candidates=candidates, searches=searches, threshold=max(THRESHOLD, floor[0] if floor else 0.0),
                          light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []
     )  # fmt: skip
     sources = [s for s, _ in found]
@@ -240,8 +241,8 @@ def _analyze(trace: NoiseTrace, pool: _Pool, on_cpu: Callable[[int], None] | Non
     done = dict(zip(first, pool.spread(first, (), on_cpu, scout=True), strict=True))
     known = _shared_rates([done[k] for k in first])
     later = [k for k in scouts if k not in done]
-    done.update(zip(later, pool.spread(later, known, on_cpu, scout=True, candidates=SECOND_WAVE_CANDIDATES),
-                    strict=True))  # fmt: skip
+    done.update(zip(later, pool.spread(later, known, on_cpu, scout=True, candidates=SECOND_WAVE_CANDIDATES,
+                                       searches=SECOND_WAVE_SEARCHES), strict=True))  # fmt: skip
     shared = _shared_rates([done[k] for k in scouts])
     # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
@@ -284,6 +285,14 @@ FIRST_SCOUTS = 2
 #: tries eight: the node's rates, which every other CPU tries, come from it (with one scout in it, not two,
 #: sources changed on 14 of the 16 CPUs of this VM's replay).
 SECOND_WAVE_CANDIDATES = 5
+#: Of those, the peaks searched through their subharmonics (a peak at a harmonic of a rate the first wave found is
+#: one fit). Every source a scout of the second wave found after a peak in vain, on the 16- and 64-CPU replays of
+#: three templates and the GPU node's eight sessions, came after peaks at such harmonics, or after at most two
+#: searches (the GPU node's half-second session 2: a fourth train at 500 Hz, after two); its search after its last
+#: source spent the rest, in vain. Three keep every source and floor on all of them, byte for byte, at 0.94 of
+#: the time of the GPU node's and the busy template's 16-CPU replays and 0.99 at 64 CPUs (bench/ab.py, 3 rounds);
+#: one saved a fifth at 16, but lost that session's weaker 500 Hz trains on four CPUs.
+SECOND_WAVE_SEARCHES = 3
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
 #: A scout's result carries, until analyze takes it, the peaks its search tried in vain in each kind of spectrum
@@ -342,10 +351,11 @@ class _Pool:
 
     def spread(self, which: list[int], shared: tuple[float, ...], on_cpu: Callable[[int], None] | None,
                floor: tuple[float, float] | None = None, scout: bool = False,
-               futile: _Futile = ((), ()), candidates: int = MAX_CANDIDATES) -> list[dict[str, Any]]:  # fmt: skip
+               futile: _Futile = ((), ()), candidates: int = MAX_CANDIDATES,
+               searches: int = MAX_CANDIDATES) -> list[dict[str, Any]]:  # fmt: skip
         """The analyses of trace.cpus[k] for k in `which`, in that order."""
         global _SHARED
-        wave = (shared, floor, futile, scout, candidates)
+        wave = (shared, floor, futile, scout, candidates, searches)
         enough = len(which) >= (SCOUTS_PARALLEL_FROM if scout else PARALLEL_FROM)
         if self.pool is None and (not enough or self.workers < 2 or "fork" not in mp.get_all_start_methods()):
             out = []
@@ -370,7 +380,7 @@ class _Pool:
 PARALLEL_FROM = 8
 #: The same for a wave of scouts: each takes a few hundred ms, where a pool starts in a few.
 SCOUTS_PARALLEL_FROM = 2
-_Wave = tuple[tuple[float, ...], tuple[float, float] | None, _Futile, bool, int]
+_Wave = tuple[tuple[float, ...], tuple[float, float] | None, _Futile, bool, int, int]
 #: What a forked worker reads: the trace and its counters, set before the pool forks (a wave's own
 #: parameters come with each CPU's task: they are known only once the scouts are done).
 _SHARED: tuple[NoiseTrace, _Options] | None = None
@@ -378,10 +388,10 @@ _SHARED: tuple[NoiseTrace, _Options] | None = None
 
 def _analyze_one(trace: NoiseTrace, options: _Options, k: int, wave: _Wave) -> dict[str, Any]:
     before, after, config_hz, virtualized, user_hz, leaders = options
-    shared, floor, futile, scout, candidates = wave
+    shared, floor, futile, scout, candidates, searches = wave
     return analyze_cpu(trace.cpus[k], before, after, config_hz=config_hz, virtualized=virtualized, user_hz=user_hz,
                        shared_hz=shared, leaders=leaders.get(trace.cpus[k].cpu), floor=floor, futile=futile,
-                       scout=scout, candidates=candidates)  # fmt: skip
+                       scout=scout, candidates=candidates, searches=searches)  # fmt: skip
 
 
 def _analyze_nth(k: int, wave: _Wave) -> dict[str, Any]:

@@ -471,7 +471,8 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
 def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
                  failed: tuple[list[Tried], list[Tried]] | None = None, light_threshold: float | None = None,
                  coarse: bool = False, futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
-                 candidates: int = MAX_CANDIDATES) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                 candidates: int = MAX_CANDIDATES, searches: int = MAX_CANDIDATES
+                 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
     harmonics of known_hz are tried as themselves alone (see periodic_members).
@@ -495,7 +496,8 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     heavy = _tail_heavy(weights)
     bar = light_threshold if heavy and light_threshold is not None else threshold
     return _spectral_pass(ev, starts, np.sqrt(weights) if heavy else weights, weights, bar, known_hz,
-                          None if failed is None else failed[heavy], coarse, futile[heavy], candidates)  # fmt: skip
+                          None if failed is None else failed[heavy], coarse, futile[heavy], candidates,
+                          searches)  # fmt: skip
 
 
 #: The longest this share of the events carrying this share of the weights' squares: the rest's sources
@@ -516,11 +518,13 @@ def _tail_heavy(weights: NDArray[np.float64]) -> bool:
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
                    acf_weights: NDArray[np.float64], threshold: float, known_hz: tuple[float, ...],
                    failed: list[Tried] | None, coarse: bool,
-                   futile: tuple[Tried, ...] = (), candidates: int = MAX_CANDIDATES
-                   ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                   futile: tuple[Tried, ...] = (), candidates: int = MAX_CANDIDATES,
+                   searches: int = MAX_CANDIDATES) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
     weighed by `weights`, in bins COARSE times as wide when `coarse`; the
-    autocorrelation weighs them by acf_weights."""
+    autocorrelation weighs them by acf_weights. It tries `candidates` peaks at
+    most, of which `searches` at most through their subharmonics (a peak at a
+    harmonic of a known rate is one fit)."""
     coarse = coarse and COARSE > 1
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns * (COARSE if coarse else 1), restore=coarse)
     # No slower than a train holding min_events periods in the run: a peak there (the GPU node's replay stood at
@@ -534,8 +538,8 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
     power = power[: hi + 1].copy()
     fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None] = {}  # by frequency bin (-1: the acf's)
     spent: set[float] = set()  # known rates one of whose harmonics was tried in vain
-    tried = 0
-    while tried < candidates:
+    tried = searched = 0
+    while tried < candidates and searched < searches:
         peak = lo + int(np.argmax(power[lo:]))
         if power[peak] < threshold:
             return None
@@ -566,6 +570,7 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
             if acf_period is None:
                 acf_period = _acf_period(starts, acf_weights, ev.span_ns, ev.bin_ns)
             best = _best_harmonic(ev, power, peak, lo, df, acf_period, fits)
+            searched += 1
         if ev.accepts(best):
             return best
         tried += 1
@@ -890,6 +895,7 @@ def periodic_members(
     failed: tuple[list[Tried], list[Tried]] | None = None,
     futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
     candidates: int = MAX_CANDIDATES,
+    searches: int = MAX_CANDIDATES,
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
@@ -915,7 +921,9 @@ def periodic_members(
     light_threshold): analyze's scouts, what of the node's spectrum holds no
     source. `futile`: such peaks of other CPUs, in the same two kinds; a
     peak here at one of their frequencies, under FUTILE_FACTOR times as
-    high, is passed over as that background."""
+    high, is passed over as that background. Each search after the hints
+    tries `candidates` spectral peaks at most, `searches` of them through
+    their subharmonics."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -937,7 +945,7 @@ def periodic_members(
     while len(found) < max_sources and ev.enough_left:
         coarse = bool(known_hz) or span_ns / ev.bin_ns > COARSE_FROM_BINS
         source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse, futile=futile,
-                              candidates=candidates)  # fmt: skip
+                              candidates=candidates, searches=searches)  # fmt: skip
         if source is None:
             break
         ev.take(source, found, taken)
