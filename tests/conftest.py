@@ -41,6 +41,30 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 TMPFS = Path("/dev/shm")
 
+#: Two processes on a CPU hand a byte back and forth through pipes, on each CPU given: each hand-over a
+#: wake-up and a switch, some 500,000 events a second a CPU, faster than a reader could keep up with by
+#: reading at set times, and a burst that overflows a small trace buffer in a few ms.
+PINGPONG = """
+import os, sys
+pairs = []
+for cpu in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        os.sched_setaffinity(0, {int(cpu)})
+        a, b = os.pipe(); c, d = os.pipe()
+        if os.fork() == 0:
+            for _ in range(20000):
+                os.read(a, 1); os.write(d, b"x")
+            os._exit(0)
+        for _ in range(20000):
+            os.write(b, b"x"); os.read(c, 1)
+        os.wait()
+        os._exit(0)
+    pairs.append(pid)
+for pid in pairs:
+    os.waitpid(pid, 0)
+"""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The tests' files (databases, node state, reports) on tmpfs where there

@@ -29,7 +29,7 @@ from quietcore import cli as quietcore_cli
 from quietcore.attribution import instances
 from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.probes.runner import probe_path
-from tests.conftest import CliRunner, allowed_cpus, as_nobody
+from tests.conftest import PINGPONG, CliRunner, allowed_cpus, as_nobody
 
 ROOT = os.geteuid() == 0
 TRACEFS = Path("/proc/filesystems").read_text().count("tracefs") > 0
@@ -451,31 +451,6 @@ def test_an_ipi_is_named_with_its_sender_and_call_site(cli: CliRunner) -> None:
     ours = sum(n for how, n in tlb["came"].items() if how.startswith(f"sent by the workload on CPU {other} ("))
     assert tlb["count"] >= 10 and ours >= 2 * tlb["count"] / 3, tlb  # (KVM flushes a preempted vCPU without one)
     assert tlb["fix"].startswith("the workload's own munmap or mprotect") and "nothing isolation can fix" in tlb["fix"]
-
-
-#: Two processes on a CPU hand a byte back and forth through pipes, on each CPU given: each hand-over a
-#: wake-up and a switch, some 500,000 events a second a CPU, faster than a reader could keep up with by
-#: reading at set times.
-PINGPONG = """
-import os, sys
-pairs = []
-for cpu in sys.argv[1:]:
-    pid = os.fork()
-    if pid == 0:
-        os.sched_setaffinity(0, {int(cpu)})
-        a, b = os.pipe(); c, d = os.pipe()
-        if os.fork() == 0:
-            for _ in range(20000):
-                os.read(a, 1); os.write(d, b"x")
-            os._exit(0)
-        for _ in range(20000):
-            os.write(b, b"x"); os.read(c, 1)
-        os.wait()
-        os._exit(0)
-    pairs.append(pid)
-for pid in pairs:
-    os.waitpid(pid, 0)
-"""
 
 
 @pytest.mark.skipif(not ROOT or not TRACEFS or len(allowed_cpus()) < 2, reason="tracefs needs root; two CPUs")

@@ -10,6 +10,7 @@ import pytest
 
 from quietcore.attribution import instances, tracer
 from quietcore.attribution.tracer import Interval, converter, intervals, match_gaps
+from tests.conftest import PINGPONG
 
 SAMPLE = (Path(__file__).parents[1] / "fixtures" / "trace" / "x86-tsc.txt").read_text()
 
@@ -119,22 +120,6 @@ def test_a_stream_reads_each_cpu_raw_and_the_merged_text_where_it_cannot(monkeyp
                          or s.name.startswith(("softirq", "irq "))}  # fmt: skip
             assert hi - lo > 0.3e9 and got[read] <= set(tracer._online()), got
             assert got[read], f"no interrupt told from the {read}"
-
-
-#: Two processes on one CPU hand a byte back and forth: each hand-over a wake-up and two switches, some tens of
-#: thousands of events in 0.1 s, where a buffer of 4 KB holds a hundred.
-PINGPONG = """
-import os, sys
-os.sched_setaffinity(0, {int(sys.argv[1])})
-a, b = os.pipe(); c, d = os.pipe()
-if os.fork() == 0:
-    for _ in range(5000):
-        os.read(a, 1); os.write(d, b"x")
-    os._exit(0)
-for _ in range(5000):
-    os.write(b, b"x"); os.read(c, 1)
-os.wait()
-"""
 
 
 def test_a_burst_as_a_stream_opens_and_as_it_ends_loses_neither_clock_mark(monkeypatch: pytest.MonkeyPatch) -> None:
