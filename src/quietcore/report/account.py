@@ -65,10 +65,14 @@ class Account:
 
     def rest_words(self) -> str:
         """What the rest is, in a sentence's words."""
-        share = self.share(self.rest)
-        if self.traced:
-            return f"{share:.0%} of the lost time is in gaps no traced event touched"
-        return f"{share:.0%} of the lost time is not explained by the kernel's counters"
+        return rest_words(self.share(self.rest), self.traced)
+
+
+def rest_words(share: float, traced: bool) -> str:
+    """What an account's rest is, `share` of the lost time, in a sentence's words (a CPU's, or a group's summed)."""
+    if traced:
+        return f"{share:.0%} of the lost time is in gaps no traced event touched"
+    return f"{share:.0%} of the lost time is not explained by the kernel's counters"
 
 
 def to_json(a: Account) -> dict[str, Any]:

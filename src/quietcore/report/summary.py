@@ -33,8 +33,8 @@ from rich.table import Table
 
 from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread, parse_cpulist
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
-from quietcore.report.account import UNCOUNTED, Account
-from quietcore.report.text import noise_table
+from quietcore.report.account import UNCOUNTED, Account, rest_words
+from quietcore.report.text import noise_table, outside_words
 from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
 from quietcore.runs.reference import OUTSIDE_GUEST, SLICES
 from quietcore.stats.percentiles import lower_mad, scaled_mad
@@ -417,16 +417,10 @@ def group_verdict(g: Group, accounts: Sequence[Account], analyses: Sequence[CpuA
     figures a reader had to join, one of them a median of three lines)."""
     lost = sum(a.lost_ns for a in accounts)
     rest = min(sum(a.rest.ns for a in accounts) / lost, 1.0) if lost > 0 else 0.0
-    words = "in gaps no traced event touched" if accounts[0].traced else "not explained by the kernel's counters"
-    said = f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): {rest:.0%} of the lost time is {words}"
     mine = frozenset(g.cpus)
     held = sum(p.lost_ns for a in analyses if a.cpu in mine for p in a.periodic
                if (p.name or "").startswith(OUTSIDE_GUEST)) / lost if lost > 0 else 0.0  # fmt: skip
-    if held < 0.01:
-        return f"{said}."
-    # trains' gaps, measured, against a rest that counts x typical costs left: past it, not said to be within it
-    within = f", within those {rest:.0%}" if held <= rest + 0.005 else ""
-    return f"{said}; {held:.0%} is in the periodic sources above placed {OUTSIDE_GUEST}{within}."
+    return f"{cpus_phrase(mine)} ({g.name}): {rest_words(rest, accounts[0].traced)}.{outside_words(held, rest)}"
 
 
 def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],

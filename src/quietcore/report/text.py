@@ -240,9 +240,14 @@ def _outside(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> st
     figures a reader had to join."""
     above = cpu.periodic[:shown] if shown is not None else cpu.periodic
     held = sum(p.share_of_lost or 0.0 for p in above if (p.name or "").startswith(OUTSIDE_GUEST))
-    if account.uncounted or held < 0.01:
+    return "" if account.uncounted else outside_words(held, account.share(account.rest))
+
+
+def outside_words(held: float, rest: float) -> str:
+    """The sentence that joins an account's rest (`rest`, a share of the lost time) to the periodic sources
+    outside the guest kernel said above it (`held` of the lost time): "" under 1 %."""
+    if held < 0.01:
         return ""
-    rest = account.share(account.rest)
     # trains' gaps, measured, against a rest that counts x typical costs left: past it, not said to be within it
     within = f", within those {rest:.0%}" if held <= rest + 0.005 else ""
     return f" {held:.0%} of the lost time is in the periodic sources above placed {OUTSIDE_GUEST}{within}."
