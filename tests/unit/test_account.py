@@ -442,3 +442,53 @@ def test_the_notes_on_many_cpus_are_a_line_of_each_kind() -> None:
     assert noise_notes(short)[1].startswith("CPUs 0-383: the hypervisor counted 1 tick(s) of steal time each")
     # up to four CPUs, each its own line, as before
     assert [n.split(":")[0] for n in noise_notes(capped[:4])[1:]] == ["CPU 0", "CPU 1", "CPU 2", "CPU 3"]
+
+
+def test_a_groups_account_leaves_its_outliers_out_and_says_so() -> None:
+    """The GPU node's check: a task shared CPU 0 (255 ms of the 16 CPUs' 360), and the group's summed account
+    said "preempted by another task 70 %" of them all, where the other 15 lost theirs to the host's trains.
+    The sum is of the 15; the title and the sentence under it say which, and the outlier keeps its line."""
+    from quietcore.report.account import Row
+    from quietcore.report.summary import screen
+
+    def cpu(n: int) -> CpuAnalysis:
+        host = {
+            "frequency_hz": 1000.0,
+            "events": 500,
+            "expected": 500,
+            "median_duration_ns": 9e3,
+            "jitter_ns": 1e3,
+            "lost_ns": 4.5e6,
+            "share_of_lost": 0.64,
+            "name": "outside the guest kernel: the host's timer",
+        }
+        turns = {
+            "frequency_hz": 250.0,
+            "events": 63,
+            "expected": 126,
+            "median_duration_ns": 4.0152e6,
+            "jitter_ns": 6e3,
+            "lost_ns": 2.53e8,
+            "share_of_lost": 0.99,
+            "name": "another task's time slices",
+        }
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [host, *([turns] if n == 0 else [])]})
+
+    def booked(n: int) -> Account:
+        preempted = 2.54e8 if n == 0 else 1e5
+        lost = 2.555e8 if n == 0 else 7e6
+        return Account(n, lost, (Row("preempted by another task", 60, preempted, "counted"),
+                                 Row("LOC (Local timer interrupts)", 125, 3e5, "counted")),
+                       Row("unexplained", None, lost - preempted - 3e5, "counted"), False)  # fmt: skip
+
+    rows = [{"cpu": n, "measured_ns": 5e8, "lost_ns": lost, "min_period_ns": 24.0, "median_period_ns": 34.0,
+             "available_pct": 100 * (1 - lost / 5e8), "events_per_s": 2000.0, "max_gap_ns": 3e5}
+            for n, lost in ((n, 2.555e8 if n == 0 else 7e6 + 1e4 * n) for n in range(16))]  # fmt: skip
+    out = screen(rows, [cpu(n) for n in range(16)], {n: booked(n) for n in range(16)}, {}, [], "--cpu {cpu}")
+    said = [x for x in out if isinstance(x, str)]
+    (table,) = [x for x in out if "ms went" in str(getattr(x, "title", ""))]
+    assert table.title == "CPUs 1-15 (all but CPU 0, an outlier below): where 105.00 ms went (by the kernel's counters)"
+    assert ["preempted by another task", "1.50", "1%"] in _rows(table), _rows(table)
+    (verdict,) = [x for x in said if x.startswith("CPUs 1-15 (all but CPU 0, an outlier below): 94%")]
+    assert "64% of the lost time is in the periodic sources above placed outside the guest kernel" in verdict
+    assert any(x.startswith("CPU 0: outlier: ") and "another task's time slices" in x for x in said), said

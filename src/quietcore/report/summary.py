@@ -396,13 +396,13 @@ def group_account(accounts: Sequence[Account]) -> list[tuple[str, float, float]]
     return [(n, ns, ns / total if total else 0.0) for n, ns in [*ranked, *rest.items()]]
 
 
-def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -> Table:
-    """A group's accounts summed: its sources, biggest first, and the rest."""
+def group_account_table(label: str, accounts: Sequence[Account], shown: int = 8) -> Table:
+    """The accounts of a group's CPUs (`label`: which, as _summed_label says them) summed: its sources,
+    biggest first, and the rest."""
     summed = group_account(accounts)
     lost = sum(a.lost_ns for a in accounts)
     by = "by the trace" if accounts[0].traced else "by the kernel's counters"
-    table = Table(title=f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): where {lost / 1e6:,.2f} ms went ({by})",
-                  title_justify="left")  # fmt: skip
+    table = Table(title=f"{label}: where {lost / 1e6:,.2f} ms went ({by})", title_justify="left")
     for name in ("source", "lost ms", "share"):
         table.add_column(name, justify="left" if name == "source" else "right")
     for name, ns, share in [*summed[:shown], *summed[-1:]] if len(summed) > shown + 1 else summed:
@@ -410,17 +410,27 @@ def group_account_table(g: Group, accounts: Sequence[Account], shown: int = 8) -
     return table
 
 
-def group_verdict(g: Group, accounts: Sequence[Account], analyses: Sequence[CpuAnalysis]) -> str:
+def _summed_label(g: Group, summed: frozenset[int]) -> str:
+    """Which of a group's CPUs its account sums: "CPUs 0-15 (all)", or without its outliers, "CPUs 1-15 (all
+    but CPU 0, an outlier below)"."""
+    left = frozenset(g.cpus) - summed
+    if not left:
+        return f"{cpus_phrase(summed)} ({g.name})"
+    named = cpus_phrase(left)
+    return f"{cpus_phrase(summed)} ({g.name} but {named}, {'an outlier' if len(left) == 1 else 'outliers'} below)"
+
+
+def group_verdict(label: str, cpus: frozenset[int], accounts: Sequence[Account],
+                  analyses: Sequence[CpuAnalysis]) -> str:  # fmt: skip
     """The sentence under a group's summed account, as text.account_verdict's under one CPU's: what the rest
     is, and what of the group's lost time the periodic sources placed outside the guest kernel hold (the GPU
     node's 12 CPUs: unexplained 81 %, and the host's trains, said above the table, about 70 % of it: two
     figures a reader had to join, one of them a median of three lines)."""
     lost = sum(a.lost_ns for a in accounts)
     rest = min(sum(a.rest.ns for a in accounts) / lost, 1.0) if lost > 0 else 0.0
-    mine = frozenset(g.cpus)
-    held = sum(p.lost_ns for a in analyses if a.cpu in mine for p in a.periodic
+    held = sum(p.lost_ns for a in analyses if a.cpu in cpus for p in a.periodic
                if (p.name or "").startswith(OUTSIDE_GUEST)) / lost if lost > 0 else 0.0  # fmt: skip
-    return f"{cpus_phrase(mine)} ({g.name}): {rest_words(rest, accounts[0].traced)}.{outside_words(held, rest)}"
+    return f"{label}: {rest_words(rest, accounts[0].traced)}.{outside_words(held, rest)}"
 
 
 def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
@@ -459,6 +469,11 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
             out.append(f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): {UNCOUNTED} (imported traces): nothing names "
                        f"where their {lost / 1e6:,.2f} ms went but the periodic sources above")  # fmt: skip
         elif mine:
-            out += [group_account_table(g, mine), group_verdict(g, mine, analyses)]
+            # its outliers left out, each said below with its own cause: the GPU node's check had a task sharing
+            # CPU 0 (255 ms of the 16 CPUs' 360), and the sum said "preempted by another task 70 %" of them all
+            kept = frozenset(c for c in g.cpus if c not in odd and c in accounts) or frozenset(a.cpu for a in mine)
+            summed = [accounts[c] for c in sorted(kept)]
+            label = _summed_label(g, kept)
+            out += [group_account_table(label, summed), group_verdict(label, kept, summed, analyses)]
     out += [f"CPU {cpu}: outlier: {'; '.join(why)} ({detail.format(cpu=cpu)})" for cpu, why in sorted(odd.items())]
     return out
