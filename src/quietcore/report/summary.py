@@ -410,10 +410,9 @@ def group_account_table(label: str, accounts: Sequence[Account], shown: int = 8)
     return table
 
 
-def _summed_label(g: Group, summed: frozenset[int]) -> str:
-    """Which of a group's CPUs its account sums: "CPUs 0-15 (all)", or without its outliers, "CPUs 1-15 (all
-    but CPU 0, an outlier below)"."""
-    left = frozenset(g.cpus) - summed
+def _summed_label(g: Group, summed: frozenset[int], left: frozenset[int]) -> str:
+    """Which of a group's CPUs its account sums: "CPUs 0-15 (all)", or without its outliers (`left`), "CPUs
+    1-15 (all but CPU 0, an outlier below)"."""
     if not left:
         return f"{cpus_phrase(summed)} ({g.name})"
     named = cpus_phrase(left)
@@ -473,7 +472,7 @@ def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], a
             # CPU 0 (255 ms of the 16 CPUs' 360), and the sum said "preempted by another task 70 %" of them all
             kept = frozenset(c for c in g.cpus if c not in odd and c in accounts) or frozenset(a.cpu for a in mine)
             summed = [accounts[c] for c in sorted(kept)]
-            label = _summed_label(g, kept)
+            label = _summed_label(g, kept, frozenset(c for c in g.cpus if c in odd) - kept)
             out += [group_account_table(label, summed), group_verdict(label, kept, summed, analyses)]
     out += [f"CPU {cpu}: outlier: {'; '.join(why)} ({detail.format(cpu=cpu)})" for cpu, why in sorted(odd.items())]
     return out
