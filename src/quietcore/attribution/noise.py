@@ -241,8 +241,11 @@ def _analyze(trace: NoiseTrace, pool: _Pool, on_cpu: Callable[[int], None] | Non
     done = dict(zip(first, pool.spread(first, (), on_cpu, scout=True), strict=True))
     known = _shared_rates([done[k] for k in first])
     later = [k for k in scouts if k not in done]
+    # (the searches are limited only where the first wave found rates: where it found none, this wave searches as
+    # blind as it did)
+    searches = SECOND_WAVE_SEARCHES if known else SECOND_WAVE_CANDIDATES
     done.update(zip(later, pool.spread(later, known, on_cpu, scout=True, candidates=SECOND_WAVE_CANDIDATES,
-                                       searches=SECOND_WAVE_SEARCHES), strict=True))  # fmt: skip
+                                       searches=searches), strict=True))  # fmt: skip
     shared = _shared_rates([done[k] for k in scouts])
     # The node's own spectral background: on each scout the strongest peak its search tried in vain (a host's
     # comb of beats at multiples of 31.25 Hz on the GPU node, 30-50 over 30 s against the threshold of 25), the
@@ -291,7 +294,8 @@ SECOND_WAVE_CANDIDATES = 5
 #: searches (the GPU node's half-second session 2: a fourth train at 500 Hz, after two); its search after its last
 #: source spent the rest, in vain. Three keep every source and floor on all of them, byte for byte, at 0.94 of
 #: the time of the GPU node's and the busy template's 16-CPU replays and 0.99 at 64 CPUs (bench/ab.py, 3 rounds);
-#: one saved a fifth at 16, but lost that session's weaker 500 Hz trains on four CPUs.
+#: one saved a fifth at 16, but lost that session's weaker 500 Hz trains on four CPUs. Where the first wave found
+#: no rate, every peak is a search, and none of those runs says what three would lose: the limit is not applied.
 SECOND_WAVE_SEARCHES = 3
 #: The spectral search's threshold on a peak's power (periodicity's default): random events give about 1.
 THRESHOLD = 25.0
