@@ -291,7 +291,15 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     rate = max({round(p["frequency_hz"]) for _, p in found}, key=lambda hz: sum(
         1 for _, p in found if round(p["frequency_hz"]) == hz))  # fmt: skip
     on = [(cpu, p) for cpu, p in found if round(p["frequency_hz"]) == rate]
-    assert len({cpu for cpu, _ in on}) >= 62, (rate, sorted({cpu for cpu, _ in on}))
+    if len({cpu for cpu, _ in on}) < 62:  # what the template's own run found, to tell its fault from the replay's
+        # (a CI run once found the most shared rate, 250 Hz, on CPU 17 alone: no scout had found a rate)
+        original = json.loads(cli("results", "export", "1", "--format", "json").stdout)["runs"][0]["analysis"]["cpus"]
+        cpu = int(template.name.split("cpu")[-1].split(".")[0])
+        own = [(round(p["frequency_hz"], 2), p["events"]) for c in original if c["cpu"] == cpu for p in c["periodic"]]
+        floor = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]["analysis"]
+        raise AssertionError(f"{rate} Hz on CPUs {sorted({c for c, _ in on})} only; the template's CPU {cpu} had "
+                             f"{own} in its own run; search floor {floor.get('search_floor')}, "
+                             f"{floor.get('search_floor_light')}; its trace kept in {template}")  # fmt: skip
     duty = float(np.median([p["events"] * p["median_duration_ns"] * p["frequency_hz"] / 1e9 / p["expected"]
                             for _, p in on]))  # fmt: skip
     if duty >= SOURCE_FLOOR:
