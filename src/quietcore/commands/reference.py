@@ -188,16 +188,14 @@ def _summed(out: Any, cpus: list[CpuNoise]) -> None:
                   figure_spread([c.events_per_s for c in cpus], ".0f"),
                   figure_spread([c.max_gap_s * 1e6 for c in cpus], ".0f"))  # fmt: skip
     out.print(table)
-    from quietcore.report.summary import SAME_SOURCE  # numpy: deferred, as set's (`show` of few CPUs only reads)
-
-    # one source on many CPUs as the screen takes it (report.summary.periodic_lines): its name's kind, the same
-    # frequency, lengths within SAME_SOURCE; by its rounded label alone, a planted 100 Hz x 200 µs and a host's
-    # 100 Hz x 17 µs would be one line
+    # one source on many CPUs as the screen takes it (report.summary.periodic_lines): its name's kind, and
+    # runs.analysis.same_source; by its rounded label alone, a planted 100 Hz x 200 µs and a host's 100 Hz x
+    # 17 µs would be one line
     found: list[tuple[Periodic, str, list[tuple[int, float]]]] = []  # (first, kind, [(CPU, burst s)])
     for c in cpus:
         for p in c.periodic:
             kind = source_kind(p.name) if p.name else ""
-            same = next((f for f in found if f[1] == kind and f[0].alike(p, SAME_SOURCE)), None)
+            same = next((f for f in found if f[1] == kind and f[0].alike(p)), None)
             if same is None:
                 found.append((p, kind, [(c.cpu, p.median_duration_s)]))
             else:

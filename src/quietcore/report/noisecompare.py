@@ -20,7 +20,6 @@ import numpy as np
 
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.fleet.verdict import known_sources, new_sources, pct
-from quietcore.report.summary import SAME_SOURCE
 from quietcore.runs.model import SessionRecord
 from quietcore.runs.reference import CpuNoise
 from quietcore.stats.bootstrap import SEED
@@ -67,7 +66,7 @@ def _changed(one: CpuNoise, other: CpuNoise, missing: str, costlier: str, sides:
         known = known_sources(s, other)
         # of a length like its own (as the screen tells one source on two CPUs): a planted 100 Hz x 241 µs beside
         # this VM's host timer at 100 Hz x 17 µs is a source new in B, not the host's timer dearer
-        if any(r.alike(s, SAME_SOURCE) for r in known):
+        if any(r.alike(s) for r in known):
             was = sum(r.lost_ratio for r in known)
             out.append(f"{costlier}: {s.label()} ({pct(s.lost_ratio)} of the CPU in {sides[0]}, {pct(was)} in "
                        f"{sides[1]})")  # fmt: skip

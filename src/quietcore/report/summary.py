@@ -35,7 +35,7 @@ from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread, p
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import UNCOUNTED, Account, rest_words
 from quietcore.report.text import noise_table, outside_words
-from quietcore.runs.analysis import FREQ_MATCH, CpuAnalysis, Periodic, same_frequency
+from quietcore.runs.analysis import FREQ_MATCH, SAME_SOURCE, CpuAnalysis, Periodic, same_source
 from quietcore.runs.reference import OUTSIDE_GUEST, SLICES
 from quietcore.stats.percentiles import lower_mad, scaled_mad
 from quietcore.stats.rank import mann_whitney
@@ -110,20 +110,13 @@ def _sources(p: Periodic) -> str:
     return f"{p.frequency_hz:,.0f} Hz x {p.median_duration_ns / 1000:,.1f} µs"
 
 
-def _alike(p: Periodic, q: Periodic, factor: float) -> bool:
-    """One source on two CPUs: the same frequency, and lengths within `factor` (a
-    planted 100 Hz x 200 µs is not the host's 100 Hz x 17 µs on the CPUs beside it)."""
-    if not same_frequency(p.frequency_hz, q.frequency_hz):
-        return False
-    a, b = p.median_duration_ns, q.median_duration_ns
-    return a > 0 and b > 0 and 1 / factor <= a / b <= factor
+def _alike(p: Periodic, q: Periodic) -> bool:
+    """One source on two CPUs (runs.analysis.same_source)."""
+    return same_source(p.frequency_hz, p.median_duration_ns, q.frequency_hz, q.median_duration_ns)
 
 
 #: A counter's rate in a source's name ("the scheduler tick, CONFIG_HZ=250 (LOC 238/s)"): each CPU's own.
 _RATE = re.compile(r"\d[\d,]*(?:\.\d+)?/s")
-#: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
-#: host's timer landing in it), one source; a planted 200 µs beside a host's 17 µs at 100 Hz is another.
-SAME_SOURCE = 4.0
 
 
 #: The trace's count in a source's name ("traced: local_timer in 1,212 of 1,235 gaps"): each CPU's own.
@@ -303,7 +296,7 @@ def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[Why]]
             if p in own:
                 continue  # told as its CPU's own, on the outlier's line: not in a line of sources CPUs share
             # one name whatever each CPU's counted rate in it; one source within SAME_SOURCE of its length
-            same = next((f for f in found if _kind(f[0].name) == _kind(p.name) and _alike(f[0], p, SAME_SOURCE)),
+            same = next((f for f in found if _kind(f[0].name) == _kind(p.name) and _alike(f[0], p)),
                         None)  # fmt: skip
             if same is None:
                 found.append((p, [(a.cpu, p)]))

@@ -21,6 +21,20 @@ def same_frequency(f: float, target: float) -> bool:
     return abs(f - target) <= FREQ_MATCH * target
 
 
+#: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
+#: host's timer landing in it), one source; a planted 200 µs beside a host's 17 µs at 100 Hz is another.
+SAME_SOURCE = 4.0
+
+
+def same_source(freq_a: float, length_a: float, freq_b: float, length_b: float, factor: float = SAME_SOURCE) -> bool:
+    """Whether two periodic sources (a rate and a median length each, in one unit) are one source in two
+    places, two CPUs or two sessions: the same frequency, and lengths within `factor`. The one rule by which
+    the screen groups a source over CPUs, `reference show` over a reference's, and `compare` tells a source
+    dearer in B from one new in B."""
+    return (same_frequency(freq_a, freq_b) and length_a > 0 and length_b > 0
+            and 1 / factor <= length_a / length_b <= factor)  # fmt: skip
+
+
 def source_kind(name: str) -> str:
     """A source's name without what its CPU counted (attribution.naming writes
     those counts in parentheses or after ", counted at"): "the scheduler tick,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.runs.analysis import same_frequency
+from quietcore.runs.analysis import same_source
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
 #: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
@@ -37,14 +37,10 @@ class Periodic:
         """Named by the analysis as no interrupt of the guest's: the host's."""
         return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
 
-    def alike(self, other: Periodic, factor: float) -> bool:
-        """One source in two places (two CPUs, two sessions), as the screen tells one (report.summary._alike):
-        the same frequency, and lengths within `factor` (a planted 100 Hz x 200 µs is not a host's 100 Hz
-        x 17 µs)."""
-        a, b = self.median_duration_s, other.median_duration_s
-        return (
-            same_frequency(self.frequency_hz, other.frequency_hz) and a > 0 and b > 0 and 1 / factor <= b / a <= factor
-        )
+    def alike(self, other: Periodic) -> bool:
+        """One source in two places (two CPUs, two sessions): runs.analysis.same_source (a planted
+        100 Hz x 200 µs is not a host's 100 Hz x 17 µs)."""
+        return same_source(self.frequency_hz, self.median_duration_s, other.frequency_hz, other.median_duration_s)
 
     def label(self) -> str:
         """`100 Hz x 200 µs`, as the check's line says it."""
