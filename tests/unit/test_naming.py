@@ -13,8 +13,7 @@ import pytest
 from quietcore.attribution.counters import snapshot
 from quietcore.attribution.naming import Rates, name_source
 from quietcore.facts.root import Root
-from quietcore.runs.analysis import same_frequency, source_kind
-from quietcore.runs.reference import SLICES
+from quietcore.runs.analysis import SLICES, same_frequency, source_kind
 from quietcore.stats.periodicity import PeriodicSource
 
 COUNTERS = Path(__file__).parent.parent / "fixtures" / "counters" / "kvm-2cpu"

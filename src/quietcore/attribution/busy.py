@@ -18,7 +18,7 @@ from typing import Any
 
 from quietcore.attribution.sampled import Thread, threads
 from quietcore.facts.cpulist import cpus_phrase
-from quietcore.runs.reference import SLICES
+from quietcore.runs.analysis import SLICES
 from quietcore.safe import plain
 
 #: A thread that ran this share of a measured CPU's time shared it with the probe: a co-runner (an always

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from quietcore.attribution.busy import BUSY_SHARE, SLICE_NS
 from quietcore.attribution.counters import CounterSnapshot
 from quietcore.facts.cpulist import ordinal
-from quietcore.runs.analysis import same_frequency
-from quietcore.runs.reference import OUTSIDE_GUEST, SLICES
+from quietcore.runs.analysis import OUTSIDE_GUEST, SLICES, same_frequency
 from quietcore.stats.periodicity import PeriodicSource
 
 TOLERANCE = 0.2  # rates from counters, against frequencies fitted to gaps

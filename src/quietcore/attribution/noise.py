@@ -15,8 +15,7 @@ from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute, window_ns
 from quietcore.attribution.naming import Rates, name_source, second_at_tick
-from quietcore.runs.analysis import same_frequency, source_kind
-from quietcore.runs.reference import OUTSIDE_GUEST
+from quietcore.runs.analysis import OUTSIDE_GUEST, same_frequency, source_kind
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
 from quietcore.stats.periodicity import MAX_CANDIDATES, PeriodicSource, Tried, periodic_members

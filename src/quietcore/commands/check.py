@@ -38,8 +38,9 @@ from quietcore.fleet.verdict import HOST_NOISE, TOLERANCE, Limits, Verdict, conf
 from quietcore.options import USABLE, cpus_option, duration_option, positive_float, usable_cpus
 from quietcore.probes.noise import NoiseOptions
 from quietcore.report import text
+from quietcore.runs.analysis import SLICES
 from quietcore.runs.model import Run
-from quietcore.runs.reference import SLICES, Reference
+from quietcore.runs.reference import Reference
 from quietcore.session import Session
 from quietcore.store import references
 

@@ -35,8 +35,7 @@ from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread, p
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
 from quietcore.report.account import UNCOUNTED, Account, rest_words
 from quietcore.report.text import noise_table, outside_words
-from quietcore.runs.analysis import FREQ_MATCH, SAME_SOURCE, CpuAnalysis, Periodic, same_source
-from quietcore.runs.reference import OUTSIDE_GUEST, SLICES
+from quietcore.runs.analysis import FREQ_MATCH, SAME_SOURCE, SLICES, CpuAnalysis, Periodic, same_source
 from quietcore.stats.percentiles import lower_mad, scaled_mad
 from quietcore.stats.rank import mann_whitney
 
@@ -420,8 +419,9 @@ def group_verdict(label: str, cpus: frozenset[int], accounts: Sequence[Account],
     figures a reader had to join, one of them a median of three lines)."""
     lost = sum(a.lost_ns for a in accounts)
     rest = min(sum(a.rest.ns for a in accounts) / lost, 1.0) if lost > 0 else 0.0
-    held = sum(p.lost_ns for a in analyses if a.cpu in cpus for p in a.periodic
-               if (p.name or "").startswith(OUTSIDE_GUEST)) / lost if lost > 0 else 0.0  # fmt: skip
+    held = (
+        sum(p.lost_ns for a in analyses if a.cpu in cpus for p in a.periodic if p.outside_guest) / lost if lost else 0.0
+    )
     return f"{label}: {rest_words(rest, accounts[0].traced)}.{outside_words(held, rest)}"
 
 

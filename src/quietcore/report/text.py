@@ -13,9 +13,8 @@ from rich.text import Text
 from quietcore.facts.cpulist import cpus_phrase, figure_range
 from quietcore.facts.virt import Virtualization
 from quietcore.report.account import Account
-from quietcore.runs.analysis import CpuAnalysis
+from quietcore.runs.analysis import OUTSIDE_GUEST, CpuAnalysis
 from quietcore.runs.model import SessionRecord
-from quietcore.runs.reference import OUTSIDE_GUEST
 from quietcore.safe import plain
 
 
@@ -239,7 +238,7 @@ def _outside(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> st
     the line above it that the host's 1 kHz train was 71 % of the lost time (the GPU node's CPU 0), two
     figures a reader had to join."""
     above = cpu.periodic[:shown] if shown is not None else cpu.periodic
-    held = sum(p.share_of_lost or 0.0 for p in above if (p.name or "").startswith(OUTSIDE_GUEST))
+    held = sum(p.share_of_lost or 0.0 for p in above if p.outside_guest)
     return "" if account.uncounted else outside_words(held, account.share(account.rest))
 
 

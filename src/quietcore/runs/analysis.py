@@ -21,6 +21,10 @@ def same_frequency(f: float, target: float) -> bool:
     return abs(f - target) <= FREQ_MATCH * target
 
 
+#: How the analysis names a periodic source faster than any interrupt the guest counted.
+OUTSIDE_GUEST = "outside the guest kernel"
+#: How it names a train of a task's turns on the CPU (attribution.naming): not noise, a co-runner.
+SLICES = "another task's time slices"
 #: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
 #: host's timer landing in it), one source; a planted 200 µs beside a host's 17 µs at 100 Hz is another.
 SAME_SOURCE = 4.0
@@ -62,6 +66,11 @@ class Periodic:
     lost_ns: float
     share_of_lost: float | None  # of the CPU's lost time
     name: str | None  # "the scheduler tick, CONFIG_HZ=250", or None when the counters cannot say
+
+    @property
+    def outside_guest(self) -> bool:
+        """Named by the analysis as no interrupt of the guest's: the host's (as runs.reference.Periodic's)."""
+        return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Periodic:

@@ -12,15 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.runs.analysis import same_source
+from quietcore.runs.analysis import OUTSIDE_GUEST, same_source
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
 #: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
 WINDOW_S = 0.1
-#: How the analysis names a periodic source faster than any interrupt the guest counted.
-OUTSIDE_GUEST = "outside the guest kernel"
-#: How it names a train of a task's turns on the CPU (attribution.naming): not noise, a co-runner.
-SLICES = "another task's time slices"
 
 
 @dataclass(frozen=True)
