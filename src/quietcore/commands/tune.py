@@ -31,9 +31,9 @@ import socket
 import sqlite3
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quietcore import outputs
 from quietcore.actions import Action
@@ -142,6 +142,31 @@ def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
     return out
 
 
+#: The actions that move a task or a kthread: one row for them all, in the plan and in apply.
+_THREADS = ("task-affinity", "cpuset-task")
+_T = TypeVar("_T")
+
+
+def _grouped(entries: Sequence[_T], key: Callable[[_T], Hashable | None], one: Callable[[_T], tuple[str, ...]],
+             many: Callable[[list[_T]], tuple[str, ...]]) -> list[tuple[str, ...]]:  # fmt: skip
+    """A table's rows in the entries' order: those of one key (not None) and more than one a row, `many`,
+    where the first of them stood; every other a row of its own, `one` (the plan's and apply's tables)."""
+    groups: dict[Hashable, list[_T]] = {}
+    for e in entries:
+        if (k := key(e)) is not None:
+            groups.setdefault(k, []).append(e)
+    rows: list[tuple[str, ...]] = []
+    told: set[Hashable] = set()
+    for e in entries:
+        k = key(e)
+        if k is None or len(groups[k]) == 1:
+            rows.append(one(e))
+        elif k not in told:
+            told.add(k)
+            rows.append(many(groups[k]))
+    return rows
+
+
 def _device_rows(items: list[Item]) -> list[tuple[str, ...]]:
     """The plan's rows, a device's IRQs that go to the same CPUs as one row ("IRQs 42-49 (NVIDIA H200 at
     0000:00:06.0)": a node of 8 GPUs and 4 HCAs has some 100): --json lists each."""
@@ -150,35 +175,18 @@ def _device_rows(items: list[Item]) -> list[tuple[str, ...]]:
         return (i.knob, i.current if i.current is not None else "-", i.planned,
                 "already so" if i.status == "already" else i.reason)  # fmt: skip
 
-    order: list[Item | tuple[str, str, str]] = []
-    groups: dict[tuple[str, str, str], list[Item]] = {}
-    for i in items:
-        if i.device is None or i.status == "refused":
-            order.append(i)
-            continue
-        key = (i.device, i.planned, i.status)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(i)
-    out: list[tuple[str, ...]] = []
-    for entry in order:
-        if isinstance(entry, Item):
-            out.append(row(entry))
-            continue
-        members = groups[entry]
+    def device(members: list[Item]) -> tuple[str, ...]:
         first = members[0]
-        if len(members) == 1:
-            out.append(row(first))
-            continue
         threads = sum(m.threads for m in members)
         moved = f", with their {threads} threads (the kernel moves each with its IRQ)" if threads else ""
         why = "already so" if first.status == "already" else f"the device's IRQs to a housekeeping CPU near it{moved}"
         now = {m.current for m in members}
         shown = now.pop() if len(now) == 1 else "various"
         numbers = frozenset(m.irq for m in members if m.irq is not None)
-        out.append((f"IRQs {format_cpulist(numbers)} ({first.device})", shown or "-", first.planned, why))
-    return out
+        return (f"IRQs {format_cpulist(numbers)} ({first.device})", shown or "-", first.planned, why)
+
+    return _grouped(items, lambda i: None if i.device is None or i.status == "refused" else
+                    (i.device, i.planned, i.status), row, device)  # fmt: skip
 
 
 def show_plan(plan: Plan) -> None:
@@ -192,7 +200,7 @@ def show_plan(plan: Plan) -> None:
     for name, line in plan.boot_lines().items():
         print(f"  {name}: {line}")
     print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
-    threads = [i for i in plan.runtime if i.action and i.action.kind in ("task-affinity", "cpuset-task")]
+    threads = [i for i in plan.runtime if i.action and i.action.kind in _THREADS]
     rows = _device_rows([i for i in plan.runtime if i not in threads])
     if threads:  # one line for them all: --json lists each
         kthreads = sum(i.knob.startswith("kthread") for i in threads)
@@ -215,43 +223,34 @@ def show_plan(plan: Plan) -> None:
             print(f"  {name}: {line}")
 
 
-_THREADS = ("task-affinity", "cpuset-task")
-
-
 def _outcome_rows(items: list[Item], outcomes: list[state.Outcome]) -> list[tuple[str, ...]]:
     """apply's table, grouped as the plan's (_device_rows, show_plan), from the plan's own items (an outcome
     each, in order, up to a refusal's stop): a device's IRQs alike (now, result) in one row, "IRQs 42-49
     (NVIDIA H200 at 0000:00:06.0)", and tasks and kthreads alike in one, "40 threads (20 kthreads)", where
     it was a row a vector and a row a thread (a node of 384 CPUs has hundreds of each). `--json` gives each."""
+    Pair = tuple[Item, state.Outcome]
 
     def family(i: Item) -> str:
         if i.action is not None and i.action.kind in _THREADS:
             return "threads"
         return f"IRQs of {i.device}" if i.device is not None and i.irq is not None else ""
 
-    pairs = list(zip(items, outcomes, strict=False))
-    groups: dict[tuple[str, str, str], list[tuple[Item, state.Outcome]]] = {}
-    for i, o in pairs:
-        if family(i):
-            groups.setdefault((family(i), o.new, o.result), []).append((i, o))
-    rows: list[tuple[str, ...]] = []
-    told: set[tuple[str, str, str]] = set()
-    for i, o in pairs:
-        key = (family(i), o.new, o.result)
-        if not key[0] or len(groups[key]) == 1:
-            rows.append((o.knob, o.old or "-", o.new, o.result))
-            continue
-        if key in told:
-            continue
-        told.add(key)
-        alike = groups[key]
+    def one(pair: Pair) -> tuple[str, ...]:
+        o = pair[1]
+        return (o.knob, o.old or "-", o.new, o.result)
+
+    def many(alike: list[Pair]) -> tuple[str, ...]:
+        first, o = alike[0]
         was = {x.old or "-" for _, x in alike}
-        if key[0] == "threads":
+        if family(first) == "threads":
             label = f"{len(alike)} threads ({sum(x.knob.startswith('kthread') for x, _ in alike)} kthreads)"
         else:
-            label = f"IRQs {format_cpulist([x.irq for x, _ in alike if x.irq is not None])} ({i.device})"
-        rows.append((label, was.pop() if len(was) == 1 else "various", o.new, o.result))
-    return rows
+            label = f"IRQs {format_cpulist([x.irq for x, _ in alike if x.irq is not None])} ({first.device})"
+        return (label, was.pop() if len(was) == 1 else "various", o.new, o.result)
+
+    return _grouped(list(zip(items, outcomes, strict=False)),
+                    lambda pair: (family(pair[0]), pair[1].new, pair[1].result) if family(pair[0]) else None,
+                    one, many)  # fmt: skip
 
 
 def _apply(args: argparse.Namespace) -> int:
