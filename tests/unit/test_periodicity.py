@@ -388,6 +388,17 @@ def test_the_hosts_100_hz_beside_the_tick_is_found_under_forty_stalls(monkeypatc
     assert sum(100 not in f for f in before) >= 3 and all(250 in f for f in before), before
 
 
+def test_the_light_weights_cap_a_tail_longer_than_min_events_and_leave_a_shorter_one() -> None:
+    """_light: 40 stalls of 2 ms among 777 gaps of 20 µs (a tail of 40) weigh, together, what the others do;
+    among 60-190 gaps (a 0.5 s check: a tail of 3-9, within the min_events the run's cap already evens) the
+    square root alone, as before."""
+    many = np.concatenate([np.full(777, 20e3), np.full(40, 2e6)])
+    capped = periodicity._light(many, 10) ** 2
+    assert capped[-40:].sum() == pytest.approx(capped[:777].sum()) and capped[0] == 20e3
+    few = np.concatenate([np.full(117, 20e3), np.full(3, 2e6)])
+    assert np.array_equal(periodicity._light(few, 10), np.sqrt(few))
+
+
 def test_the_coarse_spectrum_restores_a_fast_trains_height_and_finds_it() -> None:
     """A CPU past the scouts is searched in a spectrum of bins COARSE times as wide, its power divided
     by what binning takes: a 4.4 kHz train among random gaps stands there as high as in the finest
