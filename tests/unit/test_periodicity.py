@@ -393,10 +393,10 @@ def test_the_light_weights_cap_a_tail_longer_than_min_events_and_leave_a_shorter
     among 60-190 gaps (a 0.5 s check: a tail of 3-9, within the min_events the run's cap already evens) the
     square root alone, as before."""
     many = np.concatenate([np.full(777, 20e3), np.full(40, 2e6)])
-    capped = periodicity._light(many, 10) ** 2
+    capped = periodicity._light(many, periodicity._tail(many), 10) ** 2
     assert capped[-40:].sum() == pytest.approx(capped[:777].sum()) and capped[0] == 20e3
     few = np.concatenate([np.full(117, 20e3), np.full(3, 2e6)])
-    assert np.array_equal(periodicity._light(few, 10), np.sqrt(few))
+    assert np.array_equal(periodicity._light(few, periodicity._tail(few), 10), np.sqrt(few))
 
 
 def test_the_coarse_spectrum_restores_a_fast_trains_height_and_finds_it() -> None:

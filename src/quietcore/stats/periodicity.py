@@ -493,11 +493,12 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     (threshold when None)."""
     _, starts, durations = ev.live()
     weights = np.minimum(durations, ev.cap)
-    heavy = _tail_heavy(weights)
+    tail = _tail(weights)
+    heavy = _tail_heavy(weights, tail)
     light = light_threshold if light_threshold is not None else threshold
     tried: list[Tried] = failed[heavy] if failed is not None else []
     before = len(tried)
-    found = _spectral_pass(ev, starts, _light(weights, ev.min_events) if heavy else weights, weights,
+    found = _spectral_pass(ev, starts, _light(weights, tail, ev.min_events) if heavy else weights, weights,
                            light if heavy else threshold, known_hz, tried, coarse, futile[heavy], candidates,
                            searches)  # fmt: skip
     if found is not None or heavy or known_hz or len(tried) > before or not EMPTY_SECOND_LOOK:
@@ -509,7 +510,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     # 64-CPU replay but a planted one found any source). The other kind, then. Not where rates are known: what
     # the first scouts find, every other CPU tries as a hint (on every CPU, the GPU node's 64-CPU replay took
     # 1.38 ms a CPU-second where it took 0.82, a second FFT on most CPUs past the scouts, for no source).
-    return _spectral_pass(ev, starts, _light(weights, ev.min_events), weights, light, known_hz,
+    return _spectral_pass(ev, starts, _light(weights, tail, ev.min_events), weights, light, known_hz,
                           None if failed is None else failed[True], coarse, futile[True], candidates,
                           searches)  # fmt: skip
 
@@ -523,7 +524,15 @@ EMPTY_SECOND_LOOK = True
 TAIL_EVENTS, TAIL_SHARE = 0.05, 0.98
 
 
-def _light(weights: NDArray[np.float64], min_events: int) -> NDArray[np.float64]:
+def _tail(weights: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """The longest TAIL_EVENTS of the weights, in no order (None when that is all of them): one partition for
+    both the tail's test (_tail_heavy) and the light weights' cap (_light)."""
+    n = len(weights)
+    k = max(int(n * TAIL_EVENTS), 1)
+    return None if n <= k else np.partition(weights, n - k)[n - k :]
+
+
+def _light(weights: NDArray[np.float64], tail: NDArray[np.float64] | None, min_events: int) -> NDArray[np.float64]:
     """The weights of the second kind of spectrum: the square root of each, no gap weighing more than the
     length at which the longest TAIL_EVENTS of them weigh, all together, as much as all the others (their
     squares, the lengths, summed). Weighed by the square root alone, forty host stalls of 2 ms in 2.5 s of
@@ -533,20 +542,21 @@ def _light(weights: NDArray[np.float64], min_events: int) -> NDArray[np.float64]
     Only where that tail is longer than min_events: the run's longest min_events already weigh alike (_cap),
     and the cap was measured on runs of 800 gaps and more; a 0.5 s check's 60-190 (a tail of 3-9) are left
     as they were (a CI run's check, so capped, once gave its planted 100 Hz x 200 µs at 125 µs)."""
-    n = len(weights)
-    k = max(int(n * TAIL_EVENTS), 1)
-    if not LIGHT_TAIL_CAP or n <= k or k <= min_events:
+    if not LIGHT_TAIL_CAP or tail is None or len(tail) <= min_events:
         return np.sqrt(weights)
-    tail = np.sort(np.partition(weights, n - k)[n - k :])
+    tail = np.sort(tail)
+    k = len(tail)
     body = float(weights.sum()) - float(tail.sum())
     if float(tail.sum()) <= body:
         return np.sqrt(weights)
     # The tail capped at c sums to those under c, plus c for each of the rest: between the tail's j-1-th and j-th
-    # it is under[j] + (k - j) c, so c = (body - under[j]) / (k - j) where that falls in its own stretch.
+    # it is under[j] + (k - j) c, so c = (body - under[j]) / (k - j). Before the stretch the cap falls in, that c
+    # lies past its stretch's end; from it on, at or under it: the cap is the first such (the last stretch's
+    # always is, the tail's sum being over the body's). Asking c to clear its stretch's start too could find
+    # none: where the cap falls on a stretch's end, rounding can put both stretches' c past their bounds.
     under = np.concatenate([[0.0], np.cumsum(tail)[:-1]])
     c = (body - under) / (k - np.arange(k))
-    floor = np.concatenate([[0.0], tail[:-1]])
-    j = int(np.flatnonzero((c >= floor) & (c <= tail))[0])
+    j = int(np.argmax(c <= tail))
     return np.sqrt(np.minimum(weights, max(float(c[j]), 0.0)))
 
 
@@ -554,13 +564,12 @@ def _light(weights: NDArray[np.float64], min_events: int) -> NDArray[np.float64]
 LIGHT_TAIL_CAP = True
 
 
-def _tail_heavy(weights: NDArray[np.float64]) -> bool:
-    k = max(int(len(weights) * TAIL_EVENTS), 1)
-    if len(weights) <= k:
+def _tail_heavy(weights: NDArray[np.float64], tail: NDArray[np.float64] | None) -> bool:
+    """Whether the longest TAIL_EVENTS (`tail`: _tail's) carry TAIL_SHARE of the weights' squares."""
+    if tail is None:
         return False
-    squares = weights**2
-    total = float(squares.sum())
-    return total > 0 and float(np.partition(squares, len(squares) - k)[-k:].sum()) >= TAIL_SHARE * total
+    total = float((weights**2).sum())
+    return total > 0 and float((tail**2).sum()) >= TAIL_SHARE * total
 
 
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
