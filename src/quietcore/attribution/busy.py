@@ -18,7 +18,7 @@ from typing import Any
 
 from quietcore.attribution.sampled import Thread, threads
 from quietcore.facts.cpulist import cpus_phrase
-from quietcore.runs.analysis import SLICES
+from quietcore.runs.analysis import of_slices
 from quietcore.safe import plain
 
 #: A thread that ran this share of a measured CPU's time shared it with the probe: a co-runner (an always
@@ -103,4 +103,4 @@ def sliced(analysis: Mapping[str, Any]) -> list[int]:
     slice as often as the probe was preempted), busy as surely as where a thread was seen (the two looks can
     miss one: a task that ended before the second, or moved)."""
     return sorted(int(c["cpu"]) for c in analysis.get("cpus") or ()
-                  if any(str(p.get("name") or "").startswith(SLICES) for p in c.get("periodic") or ()))  # fmt: skip
+                  if any(of_slices(p.get("name")) for p in c.get("periodic") or ()))  # fmt: skip

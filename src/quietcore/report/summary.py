@@ -187,7 +187,7 @@ def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalys
                 if having <= max(1, OWN_SHARE * len(mine)):  # on more it is a finding they share: their line
                     share = f", {p.share_of_lost:.0%} of its lost time" if p.share_of_lost is not None else ""
                     # a co-runner's turns are said as such here too: a "source" the CPU's detail says is no noise
-                    turns = f", {SLICES}" if (p.name or "").startswith(SLICES) else ""
+                    turns = f", {SLICES}" if p.slices else ""
                     out.setdefault(c, []).append(Why(f"{LACKS}{_sources(p)}{turns}{share}", source=p))
     return out
 

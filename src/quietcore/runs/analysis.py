@@ -25,6 +25,13 @@ def same_frequency(f: float, target: float) -> bool:
 OUTSIDE_GUEST = "outside the guest kernel"
 #: How it names a train of a task's turns on the CPU (attribution.naming): not noise, a co-runner.
 SLICES = "another task's time slices"
+
+
+def of_slices(name: object) -> bool:
+    """Whether a periodic source's stored name (any JSON value) says a co-runner's time slices (SLICES)."""
+    return isinstance(name, str) and name.startswith(SLICES)
+
+
 #: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
 #: host's timer landing in it), one source; a planted 200 µs beside a host's 17 µs at 100 Hz is another.
 SAME_SOURCE = 4.0
@@ -71,6 +78,11 @@ class Periodic:
     def outside_guest(self) -> bool:
         """Named by the analysis as no interrupt of the guest's: the host's (as runs.reference.Periodic's)."""
         return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
+
+    @property
+    def slices(self) -> bool:
+        """Named by the analysis as a co-runner's turns on the CPU (SLICES), not noise."""
+        return of_slices(self.name)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Periodic:
