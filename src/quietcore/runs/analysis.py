@@ -27,6 +27,11 @@ OUTSIDE_GUEST = "outside the guest kernel"
 SLICES = "another task's time slices"
 
 
+def of_outside_guest(name: object) -> bool:
+    """Whether a periodic source's stored name says no interrupt of the guest's (OUTSIDE_GUEST): the host's."""
+    return isinstance(name, str) and name.startswith(OUTSIDE_GUEST)
+
+
 def of_slices(name: object) -> bool:
     """Whether a periodic source's stored name (any JSON value) says a co-runner's time slices (SLICES)."""
     return isinstance(name, str) and name.startswith(SLICES)
@@ -77,7 +82,7 @@ class Periodic:
     @property
     def outside_guest(self) -> bool:
         """Named by the analysis as no interrupt of the guest's: the host's (as runs.reference.Periodic's)."""
-        return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
+        return of_outside_guest(self.name)
 
     @property
     def slices(self) -> bool:

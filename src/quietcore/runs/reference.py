@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.runs.analysis import OUTSIDE_GUEST, same_source
+from quietcore.runs.analysis import of_outside_guest, same_source
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
 #: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
@@ -31,7 +31,7 @@ class Periodic:
     @property
     def outside_guest(self) -> bool:
         """Named by the analysis as no interrupt of the guest's: the host's."""
-        return bool(self.name) and str(self.name).startswith(OUTSIDE_GUEST)
+        return of_outside_guest(self.name)
 
     def alike(self, other: Periodic) -> bool:
         """One source in two places (two CPUs, two sessions): runs.analysis.same_source (a planted
