@@ -390,8 +390,8 @@ def test_the_hosts_100_hz_beside_the_tick_is_found_under_forty_stalls(monkeypatc
 
 def test_the_light_weights_cap_a_tail_longer_than_min_events_and_leave_a_shorter_one() -> None:
     """_light: 40 stalls of 2 ms among 777 gaps of 20 µs (a tail of 40) weigh, together, what the others do;
-    among 60-190 gaps (a 0.5 s check: a tail of 3-9, within the min_events the run's cap already evens) the
-    square root alone, as before."""
+    among fewer (a 0.5 s check's searches had 11-193 gaps: a tail of 1-9, within the min_events the run's
+    cap already evens) the square root alone, as before."""
     many = np.concatenate([np.full(777, 20e3), np.full(40, 2e6)])
     capped = periodicity._light(many, periodicity._tail(many), 10) ** 2
     assert capped[-40:].sum() == pytest.approx(capped[:777].sum()) and capped[0] == 20e3

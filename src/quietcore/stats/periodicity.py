@@ -540,8 +540,9 @@ def _light(weights: NDArray[np.float64], tail: NDArray[np.float64] | None, min_e
     400 Hz harmonic) stood at 22 against the bar of 25; the first was lost in half of such cuts of a
     recording. The long gaps still weigh most, one by one, and a train of them, alike, stands as high.
     Only where that tail is longer than min_events: the run's longest min_events already weigh alike (_cap),
-    and the cap was measured on runs of 800 gaps and more; a 0.5 s check's 60-190 (a tail of 3-9) are left
-    as they were (a CI run's check, so capped, once gave its planted 100 Hz x 200 µs at 125 µs)."""
+    and the cap was measured on runs of 800 gaps and more; a 0.5 s check's searches of 11-193 gaps (a tail
+    of 1-9) are left as they were (a CI run's check, so capped, once gave its planted 100 Hz x 200 µs at
+    125 µs)."""
     if not LIGHT_TAIL_CAP or tail is None or len(tail) <= min_events:
         return np.sqrt(weights)
     tail = np.sort(tail)
