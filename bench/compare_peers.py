@@ -2,14 +2,15 @@
 
   noise     vs oslat (rt-tests): loop period, lost time in gaps of 2 us or
             more, gaps over 2/10/100 us; the two alternate, ROUNDS times each,
-            so that drifting host noise falls on both alike.
+            each first in turn, so that drifting host noise falls on both alike.
   latency   vs cyclictest (rt-tests): p99 and max wake-up latency, SCHED_FIFO.
   ctxswitch vs perf bench sched pipe: one pipe round trip between two
             processes pinned to the same CPU.
 
 Every figure is printed beside its peer's with the ratio quietcore/peer.
 Targets (checked, and printed as PASS/MISS): quietcore's minimum loop period
-at most 30 ns on x86-64, and its lost time within 10 % of oslat's.
+at most 30 ns on x86-64, and its lost time within 10 % of oslat's (the
+median of the rounds' ratios, each round's two runs back to back).
 
 usage: python bench/compare_peers.py [--cpu N] [--rounds R] [--seconds S] [--keep DIR]
 Needs rt-tests (oslat, cyclictest), optionally linux-perf, and root.
@@ -31,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from quietcore.probes.runner import probe_path
+
+#: Rounds of the noise pair: the lost time of one 5 s run of either tool moved by a quarter from one round
+#: to the next here (33-58 ms), and the medians of three missed the 10 % target in two runs of three.
+ROUNDS = 5
 
 
 def run_json(argv: list[str]) -> dict[str, Any]:
@@ -133,7 +138,7 @@ def row(name: str, ours: float | None, peer: float | None, unit: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--keep", metavar="DIR", type=Path, help="copy oslat's and cyclictest's JSON files here")
     args = parser.parse_args()
@@ -145,9 +150,12 @@ def main() -> int:
         return 2
     main_cpu = min(os.sched_getaffinity(0) - {args.cpu} or {args.cpu})
     q, o = [], []
-    for _ in range(args.rounds):  # alternate: drifting host noise falls on both
-        q.append(quietcore_noise(args.cpu, args.seconds))
-        o.append(oslat(args.cpu, args.seconds, main_cpu))
+    for round_ in range(args.rounds):  # alternate, each first in turn: drifting host noise falls on both
+        for ours in (True, False) if round_ % 2 == 0 else (False, True):
+            if ours:
+                q.append(quietcore_noise(args.cpu, args.seconds))
+            else:
+                o.append(oslat(args.cpu, args.seconds, main_cpu))
     med = {k: statistics.median(r[k] for r in q) for k in q[0]}
     peer = {k: statistics.median(r[k] for r in o) for k in o[0]}
     print(f"noise on CPU {args.cpu}: quietcore vs oslat, median of {args.rounds} alternating {args.seconds:g} s runs")
@@ -157,11 +165,17 @@ def main() -> int:
                             ("over_100us", "gaps over 100 us", ""), ("max_us", "max gap", "us")):  # fmt: skip
         print(row(name, med[key], peer[key], unit))
     print(row("min loop period", med["min_loop_ns"], None, "ns") + "   (oslat: 1 us resolution)")
-    lost_ratio = med["lost_2us_ms"] / peer["lost_2us_ms"] if peer["lost_2us_ms"] else float("nan")
+    # The lost time's target is judged on the rounds' own ratios (each pair ran back to back, sharing the host's
+    # drift): the ratio of the two medians above pairs a run with one of another minute. Each run's figure is
+    # printed for the host's spread (this VM: 33-58 ms in 5 s for one tool, each way of the ratio by 15 %).
+    paired = [a["lost_2us_ms"] / b["lost_2us_ms"] for a, b in zip(q, o, strict=True) if b["lost_2us_ms"]]
+    lost_ratio = statistics.median(paired) if paired else float("nan")
+    each = ", ".join(f"{a['lost_2us_ms']:.1f}/{b['lost_2us_ms']:.1f}" for a, b in zip(q, o, strict=True))
+    print(f"  lost in gaps >= 2 us, quietcore/oslat, round by round: {each} ms; the median ratio {lost_ratio:.2f}")
     targets = []
     if platform.machine() == "x86_64":
         targets.append(("minimum loop period <= 30 ns", med["min_loop_ns"] <= 30))
-    targets.append(("lost time within 10 % of oslat's", abs(lost_ratio - 1) <= 0.10))
+    targets.append(("lost time within 10 % of oslat's (the median of the rounds' ratios)", abs(lost_ratio - 1) <= 0.10))
 
     ql, cl = quietcore_latency(args.cpu, args.seconds), cyclictest(args.cpu, args.seconds)
     print(
