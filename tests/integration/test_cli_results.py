@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,13 @@ def test_traces_exported_come_back_in_as_a_noise_session_analysed_as_noise_is(cl
     imported = cli("results", "import", "--from", "trace", str(out), "--duration", "0.3")
     assert imported.returncode == 0, imported.stderr
     assert "as session 2" in imported.stdout
+    assert imported.stdout.startswith("Imported 1 CPU of 1 node, "), imported.stdout  # one CPU stored, one file
+    # the session began as the command did, before its run was read and analysed: `results list` gives the
+    # import its time (it read "took 0.0 s" for 64 CPUs, the session begun only to store what was done)
+    ((began, run_began),) = sqlite3.connect(db_file).execute(
+        "SELECT s.started_at, r.started_at FROM sessions s JOIN runs r ON r.session_id = s.id WHERE s.id = 2"
+    )
+    assert began <= run_began, (began, run_began)
     again = tmp_path / "again"
     assert cli("results", "export", "2", "--format", "trace", "--out", str(again)).returncode == 0
     assert (again / written.name).read_bytes() == written.read_bytes()

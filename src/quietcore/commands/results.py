@@ -258,6 +258,7 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
     stored as a new session whose runs name their source; the source is left as it is."""
     from quietcore.measure import reanalysed  # numpy and the analysis: deferred
 
+    began = sessions.now_iso()
     row = sessions.find_session(conn, ident)
     runs = [r for r in sessions.runs_of(conn, row.id) if r.kind == "noise" and r.trace is not None]
     if not runs:
@@ -265,7 +266,8 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
                          "or imported trace session)")  # fmt: skip
     again = [reanalysed(r, row.facts, {"session": row.id, "uuid": row.uuid, "run": r.seq}) for r in runs]
     session_id = sessions.create_session(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)], row.facts,
-                                         row.fingerprint, {**row.tags, "analysed_from": str(row.id)})  # fmt: skip
+                                         row.fingerprint, {**row.tags, "analysed_from": str(row.id)},
+                                         began)  # fmt: skip
     for run in again:
         sessions.add_run(conn, session_id, run)
     sessions.finish_session(conn, session_id, "complete")
@@ -281,6 +283,7 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
     from quietcore.measure import imported_noise  # numpy and the analysis: deferred, `results list` reads only
     from quietcore.peers.traces import read_dir
 
+    began = sessions.now_iso()
     span = positive_float(duration, "--duration", 1e-3, 1e6) if duration is not None else None
     gaps, span_ns = read_dir(directory, span)
     where: dict[str, dict[str, int]] = {}
@@ -295,12 +298,13 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
             run.context["topology"] = where
     argv = ["quietcore", "results", "import", "--from", "trace", str(directory)]
     facts = {"imported": {"tool": "trace", "file": directory.name, "host": runs[0][0] if len(runs) == 1 else ""}}
-    session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags)
+    session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags, began)
     for _, _, run in runs:
         sessions.add_run(conn, session_id, run)
     sessions.finish_session(conn, session_id, "complete")
-    print(plain(f"Imported {len(gaps)} CPUs of {len(runs)} node(s), {sum(g.starts.size for g in gaps):,} gaps over "
-                f"{span_ns / 1e9:g} s each, from {directory} as session {session_id}. Next: quietcore results show "
+    cpus, nodes = (f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((len(gaps), "CPU"), (len(runs), "node")))
+    print(plain(f"Imported {cpus} of {nodes}, {sum(g.starts.size for g in gaps):,} gaps over {span_ns / 1e9:g} s "
+                f"each, from {directory} as session {session_id}. Next: quietcore results show "
                 f"{session_id}"))  # fmt: skip
 
 

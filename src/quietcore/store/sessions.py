@@ -55,7 +55,11 @@ def create_session(
     facts: Mapping[str, Any],
     fingerprint: str,
     tags: Mapping[str, str],
+    started_at: str | None = None,
 ) -> int:
+    """A new session, running. `started_at`: when the command began (now_iso), where it stores
+    nothing until its work is done (an import or analysis stores all or nothing): its time is
+    what `results list` gives it, not the storing's."""
     with conn:
         cur = conn.execute(
             "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
@@ -67,7 +71,7 @@ def create_session(
                 socket.gethostname(),
                 _user(),
                 os.getpid(),
-                now_iso(),
+                started_at or now_iso(),
                 __version__,
                 fingerprint,
                 json.dumps(facts, sort_keys=True),
