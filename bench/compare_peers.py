@@ -34,7 +34,8 @@ from typing import Any
 from quietcore.probes.runner import probe_path
 
 #: Rounds of the noise pair: the lost time of one 5 s run of either tool moved by a quarter from one round
-#: to the next here (33-58 ms), and the medians of three missed the 10 % target in two runs of three.
+#: to the next here (33-58 ms), and the ratio of the medians of three rounds missed the 10 % target in both
+#: runs of the bench one afternoon (1.17, 1.11) where 17 rounds summed agreed within 3 %.
 ROUNDS = 5
 
 
