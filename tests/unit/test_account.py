@@ -401,6 +401,37 @@ def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_o
     assert sorted(again) == [4] and [w.source is not None for w in again[4]] == [False, True]
 
 
+def test_a_doubled_l3_group_whose_quieter_cpus_are_no_outliers_is_said_when_each_is_over_all_the_others() -> None:
+    """bench/manycpu.py's 16-CPU replay of a template of this VM (each CPU's lost ms as stored): four kinds of
+    CPU at 350-492 ms, the L3 group 0-1,8-9 and CPU 10 with every gap doubled, CPU 4 with a 100 Hz x 200 µs
+    source. The group's CPUs of the quieter kinds lose 700 ms, 1.42 times the median, no outliers alone; it
+    came out as two outliers (CPUs 1 and 9). Each of its four loses more than every CPU that is no outlier:
+    one line. Not where one of them does not, nor for a group the rank test said already."""
+    from quietcore.report.summary import Group, outliers, outlying_groups
+
+    lost_ms = [700.14, 952.04, 492.14, 365.41, 949.04, 475.97, 492.13, 365.42, 700.17, 952.06, 984.26, 365.42,
+               350.09, 475.97, 492.14, 365.41]  # fmt: skip
+    planted = [{"frequency_hz": 100.0, "events": 3000, "expected": 3000, "median_duration_ns": 200e3,
+                "jitter_ns": 100.0, "share_of_lost": 0.62, "name": None}]  # fmt: skip
+    analyses = {n: CpuAnalysis.from_json({"cpu": n, "periodic": planted if n == 4 else []}) for n in range(16)}
+    l3 = {str(c): (0 if c in (0, 1, 8, 9) else 1 if c < 4 or 8 <= c < 12 else 2) for c in range(16)}
+
+    def said(ms: list[float], away: tuple[frozenset[int], ...] = ()) -> tuple[list[str], list[int]]:
+        rows = [{"cpu": n, "measured_ns": 30e9, "lost_ns": v * 1e6} for n, v in enumerate(ms)]
+        odd = outliers(rows, analyses, [Group("all", tuple(range(16)))], away)
+        lines, odd = outlying_groups(rows, odd, {"l3": l3}, away)
+        return [line for line, _ in lines], sorted(odd)
+
+    lines, odd = said(lost_ms)
+    assert lines == ["CPUs 0-1,8-9 (L3 group 0): lose 2.33-3.17% of their time, each more than any other CPU but the "
+                     "outliers (the other CPUs' median 1.59%): a noisier L3 group"], lines  # fmt: skip
+    assert odd == [4, 10]  # the group's CPUs left out: their loss is its line
+    # one of the four under a CPU that is no outlier (492 ms): no line, the two louder stay outliers alone
+    assert said([480.0, *lost_ms[1:]]) == ([], [1, 4, 9, 10])
+    # a group the rank test said is not said again, nor set against the others
+    assert said(lost_ms, (frozenset({0, 1, 8, 9}),)) == ([], [4, 10])
+
+
 def test_a_doubled_cpu_among_two_kinds_of_cpu_the_fewer_below_is_named() -> None:
     """Where a group's CPUs are of two kinds and the fewer (here 24 of 64) lose less, its half under the
     median holds them all and spreads over both kinds (0.6 % of the CPU apart): six of that spread would
