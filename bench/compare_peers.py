@@ -34,7 +34,7 @@ from typing import Any
 from quietcore.probes.runner import probe_path
 
 #: Rounds of the noise pair: the lost time of one 5 s run of either tool moved by a quarter from one round
-#: to the next here (33-58 ms), and the ratio of the medians of three rounds missed the 10 % target in both
+#: to the next here (31-58 ms), and the ratio of the medians of three rounds missed the 10 % target in both
 #: runs of the bench one afternoon (1.17, 1.11) where 17 rounds summed agreed within 3 %.
 ROUNDS = 5
 
@@ -168,7 +168,7 @@ def main() -> int:
     print(row("min loop period", med["min_loop_ns"], None, "ns") + "   (oslat: 1 us resolution)")
     # The lost time's target is judged on the rounds' own ratios (each pair ran back to back, sharing the host's
     # drift): the ratio of the two medians above pairs a run with one of another minute. Each run's figure is
-    # printed for the host's spread (this VM: 33-58 ms in 5 s for one tool, each way of the ratio by 15 %).
+    # printed for the host's spread (this VM: 31-58 ms in 5 s for one tool, a round's ratio 0.81-1.25).
     paired = [a["lost_2us_ms"] / b["lost_2us_ms"] for a, b in zip(q, o, strict=True) if b["lost_2us_ms"]]
     lost_ratio = statistics.median(paired) if paired else float("nan")
     each = ", ".join(f"{a['lost_2us_ms']:.1f}/{b['lost_2us_ms']:.1f}" for a, b in zip(q, o, strict=True))

@@ -7,8 +7,9 @@ periodic source to the noise probe's gaps (noise with `--explain-above`,
 which traces every CPU, against `--trace off`, alternating, --pairs times
 each)? A rate is tracing's when most traced runs find it and no untraced
 one does: the host's weaker trains come and go from one 3 s run to the
-next (this VM: a second 100 Hz train in 2 of 4 runs, a 200 Hz one in 1),
-so one run of each told a host's train for tracing's now and then.
+next (this VM: a second 100 Hz train in 2 of 4 runs untraced and 3 of 4
+traced, a 200 Hz one in 1), so one run of each told a host's train for
+tracing's now and then.
 
     python bench/tracing.py [--rounds 15] [--pairs 3] [--cpu N]
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from quietcore.attribution import intruders, tracer
 from quietcore.probes.runner import probe_path
+from quietcore.runs.analysis import same_frequency
 from quietcore.stats.bootstrap import bootstrap_ci
 
 WORKLOADS = {
@@ -58,16 +60,16 @@ def periodic(extra: list[str], cpu: int, env: dict[str, str]) -> list[tuple[floa
 
 
 def tracings(untraced: list[list[float]], traced: list[list[float]]) -> list[float]:
-    """The rates tracing brings: found in more than half the traced runs and in no untraced run (rates
-    within 2 % are one). A source tracing made would come with it each time; the host's weaker trains
-    come and go from run to run, with tracing or without."""
+    """The rates tracing brings: found in more than half the traced runs and in no untraced run (one rate by
+    runs.analysis.same_frequency, as naming and the fleet's check tell them). A source tracing made would come
+    with it each time; the host's weaker trains come and go from run to run, with tracing or without."""
 
     def seen(rate: float, runs: list[list[float]]) -> int:
-        return sum(any(abs(rate - f) <= 0.02 * f for f in run) for run in runs)
+        return sum(any(same_frequency(f, rate) for f in run) for run in runs)
 
     rates: list[float] = []
     for rate in sorted({f for run in traced for f in run}):
-        fresh = not any(abs(rate - r) <= 0.02 * r for r in rates)
+        fresh = not any(same_frequency(rate, r) for r in rates)
         if fresh and seen(rate, untraced) == 0 and 2 * seen(rate, traced) > len(traced):
             rates.append(rate)
     return rates
@@ -116,7 +118,7 @@ def main() -> int:
     print(f"  periodic sources in the noise probe's gaps, {args.pairs} runs each: untraced {rates[0]} Hz, "
           f"traced {rates[1]} Hz: " + ("none tracing's PASS" if not new else f"tracing's {new} MISS"))  # fmt: skip
     for rate in new:  # what the trace named them, to tell tracing's own from a source it saw
-        names = sorted({n for run in traced_ for f, n in run if abs(rate - f) <= 0.02 * f})
+        names = sorted({n for run in traced_ for f, n in run if same_frequency(f, rate)})
         print(f"    {rate} Hz, named: {'; '.join(names)}")
     return 1 if misses or new else 0
 
