@@ -251,7 +251,13 @@ def _over_the_others(cpus: frozenset[int], shares: Mapping[int, float], outside:
     if len(cpus) < SEPARATE_MIN or len(others) < SEPARATE_MIN:
         return False
     m, r = float(np.median(mine)), float(np.median(others))
-    return min(mine) > max(others) and m >= APART_FACTOR * r and m - r >= FLOOR
+    return min(mine) > max(others) and _louder(m, r)
+
+
+def _louder(mine: float, rest: float) -> bool:
+    """Whether a group's median share lost (`mine`) stands far enough over the others' (`rest`) to be said
+    noisier, whatever test set it apart: APART_FACTOR times theirs, and FLOOR of the CPU more."""
+    return mine >= APART_FACTOR * rest and mine - rest >= FLOOR
 
 
 #: A group of CPUs is apart when a rank test sets its losses over the rest's at this level (Bonferroni over
@@ -309,7 +315,7 @@ def apart_groups(rows: Sequence[Mapping[str, Any]],
             rest = [shares[c] for c in sorted(others)]
             _, p = mann_whitney(mine, rest)
             m, r = float(np.median(mine)), float(np.median(rest))
-            if p * len(tests) < APART_ALPHA and m >= APART_FACTOR * r and m - r >= FLOOR:
+            if p * len(tests) < APART_ALPHA and _louder(m, r):
                 name = LEVEL_NAMES[level]
                 line = (f"{cpus_phrase(inside)} ({name} {g}): lose {m:.2%} of their time (median), the CPUs beside "
                         f"them {r:.2%} (rank test p = {p * len(tests):.1g}): a noisier {name}")  # fmt: skip
