@@ -40,6 +40,7 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	-$(PYTHON) bench/rounds.py
 	-$(PYTHON) bench/tracing.py
 	-$(PYTHON) bench/reader.py
+	-$(PYTHON) bench/memory.py
 	-$(PYTHON) bench/check.py
 	-$(PYTHON) bench/manycpu.py
 	$(PYTHON) bench/compare_peers.py

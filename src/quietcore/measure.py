@@ -40,9 +40,36 @@ def _spans(result: dict[str, Any], text: str, clock: str) -> list[tracer.Interva
     return tracer.intervals(text, tracer.converter(clock, result["origin"], result["counter"]["hz"]))
 
 
-def _traced(matched: list[dict[str, Any]], spans: int, text: str, why_not: str, clock: str) -> dict[str, Any]:
+def _matched(trace: NoiseTrace, spans_of: Callable[[int], list[tracer.Interval]]
+             ) -> tuple[list[dict[str, Any]], dict[int, list[str | None]]]:  # fmt: skip
+    """Each CPU's gaps matched to the spans `spans_of` gives for it (tracer.match_and_lead): the matchings, and each
+    CPU's gaps' leaders."""
+    matched, leaders = [], {}
+    for c in trace.cpus:
+        m, leaders[c.cpu] = tracer.match_and_lead(c.cpu, c.start_ns, c.duration_ns, spans_of(c.cpu))
+        matched.append(m)
+    return matched, leaders
+
+
+def _matched_each(session: tracer.TraceSession, trace: NoiseTrace, result: dict[str, Any]
+                  ) -> tuple[list[dict[str, Any]], dict[int, list[str | None]], int]:  # fmt: skip
+    """_matched, one CPU's buffer read and its spans found at a time (the session stopped): the node's whole
+    text and every span at once took some 500 bytes a gap of a traced run's memory. And how many spans."""
+    to_ns = tracer.converter(session.clock, result["origin"], result["counter"]["hz"])
+    count = 0
+
+    def spans_of(cpu: int) -> list[tracer.Interval]:
+        nonlocal count
+        mine = tracer.intervals(session.read_cpu(cpu), to_ns)
+        count += len(mine)
+        return mine
+
+    return *_matched(trace, spans_of), count
+
+
+def _traced(matched: list[dict[str, Any]], spans: int, recorded: bool, why_not: str, clock: str) -> dict[str, Any]:
     """The tracer's attribution per CPU (tracer.match_and_lead's), or why there is none."""
-    if why_not or not text:
+    if why_not or not recorded:
         return {"used": None, "why": why_not or "no trace was recorded", "osnoise": tracer.osnoise_state()}
     return {"used": "tracepoints", "clock": clock, "spans": spans, "osnoise": tracer.osnoise_state(), "cpus": matched}
 
@@ -129,7 +156,7 @@ def imported_noise(gaps: list[CpuGaps], span_ns: float, source: str,
 
 def from_probe(kind: str, params: dict[str, Any], started: str, probe: ProbeResult, **parts: Any) -> Run:
     status = "interrupted" if probe.interrupted else "complete"
-    return Run(kind, params, started, now_iso(), probe.envelope, probe.text, status, **parts)
+    return Run(kind, params, started, now_iso(), probe.envelope, probe.text, status, arrays=probe.events, **parts)
 
 
 def recorded(kind: str, params: dict[str, Any], started: str, envelope: dict[str, Any],
@@ -174,6 +201,7 @@ class Measurer:
         if explain_above_ns is not None and not trace_ok:
             raise CommandError(f"--explain-above: {trace_why}", exit_code=3)
         trace_text, clock = "", ""
+        each: tuple[list[dict[str, Any]], dict[int, list[str | None]], int] | None = None  # matched in the session
         # The counters are read right around the probe, inside the tracer's session: its setup and reading
         # took 1.4 s of a 2 s run here, the CPU idle meanwhile, and LOC counted over the 3.4 s read 188/s
         # for a 250 Hz tick, which was then named the host's. The threads are looked at outside the counters'
@@ -187,7 +215,14 @@ class Measurer:
                 seen, before = busy.look(), counters.snapshot(self.root)
                 probe = run_noise(options, on_tick)
                 after, now = counters.snapshot(self.root), busy.look()
-                trace_text, clock = session.read(), session.clock
+                clock = session.clock
+                gaps = NoiseTrace.from_result(probe.result, None, probe.events)
+                if explain_above_ns is not None:  # every CPU's lines at once, to tell the intruders
+                    trace_text = session.read()
+                elif gaps is not None:
+                    session.stop()
+                    (on_step or (lambda what: None))("matching gaps to the trace")
+                    each = _matched_each(session, gaps, probe.result)
         else:
             seen, before = busy.look(), counters.snapshot(self.root)
             probe = run_noise(options, on_tick)
@@ -202,19 +237,20 @@ class Measurer:
         if run.trace is not None:
             step = on_step or (lambda what: None)
             # the trace first: a periodic source is named by what its gaps held (attribution.noise)
-            step("matching gaps to the trace")
-            spans = _spans(run.result, trace_text, clock) if trace_ok else []
-            traced = trace_ok and bool(trace_text)
-            matched = [tracer.match_and_lead(c.cpu, c.start_ns, c.duration_ns, spans) for c in run.trace.cpus
-                       if traced]  # fmt: skip
-            leaders = {c.cpu: lead for c, (_, lead) in zip(run.trace.cpus, matched, strict=True)} if spans else None
+            if each is None:
+                step("matching gaps to the trace")
+                spans = _spans(run.result, trace_text, clock) if trace_ok else []
+                matched, by_cpu = _matched(run.trace, lambda cpu: spans) if trace_ok and trace_text else ([], {})
+                each = matched, by_cpu, len(spans)
+            matched, by_cpu, count = each
+            leaders = by_cpu if count else None
             run.analysis = self._analyze(run.trace, before, after, user_hz, lambda cpu: step(f"analysing CPU {cpu}"),
                                          leaders)  # fmt: skip
             # a task that shared a measured CPU: named, and its time slices are no periodic source
             busy.apply(run.analysis, busy.busy(seen, now, {c.cpu: c.measured_ns for c in run.trace.cpus},
                                                own_threads() | {os.getpid()},
                                                {c.cpu: c.lost_ns for c in run.trace.cpus}))  # fmt: skip
-            run.analysis["tracer"] = _traced([m for m, _ in matched], len(spans), trace_text,
+            run.analysis["tracer"] = _traced(matched, count, bool(matched) or bool(trace_text),
                                              "" if trace_ok else trace_why, clock)  # fmt: skip
             if explain_above_ns is not None and trace_text:
                 step("explaining the longest gaps")
@@ -223,7 +259,7 @@ class Measurer:
                                           spawners=(os.getpid(),), episodes=True)  # fmt: skip
                 found.name_devices(irq_owners(Root("/")))
                 run.analysis["explained"] = explain.explain_gaps(explain.probe_gaps(run.trace), found, explain_above_ns)
-                stopped = explain.stopped_at(run.result)
+                stopped = explain.stopped_at(run.result, run.trace)
                 if stopped is not None:
                     run.analysis["stopped"] = stopped | {"trace": explain.window(trace_text, to_ns, stopped)}
         return run

@@ -15,9 +15,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from quietcore.facts.cpulist import format_cpulist
+from quietcore.runs.events import decode
 from quietcore.store import db, sessions
 from tests.conftest import XEON_ROOT, CliRunner, allowed_cpus
 
@@ -46,6 +48,12 @@ def test_noise_json_is_stored_and_complete(cli: CliRunner, db_file: Path, tmp_pa
     stored = json.loads(envelope)["result"]["cpus"][0]
     assert stored["loops"] == row["loops"] and stored["histogram"] == row["histogram"]
     assert conn.execute("SELECT cpu, loops FROM noise_cpu").fetchall() == [(cpu, row["loops"])]
+    # the events, which the probe handed over apart from its envelope (probes.noise.run_noise), stored as a blob
+    assert stored["events"] == [] and "events_binary" in json.loads(envelope)["result"]
+    (blob,) = conn.execute("SELECT data FROM run_events WHERE cpu = ?", (cpu,)).fetchone()
+    starts, durations = decode(blob)
+    assert len(starts) == row["events_recorded"] == row["event_ns"]["n"] and np.all(np.diff(starts) > 0)
+    assert float(durations.max(initial=0)) <= row["max_gap_ns"] * (1 + 1e-9)
     # --prometheus DIR: the run's figures for node_exporter, as stored
     metrics = dict(line.rsplit(" ", 1) for line in (tmp_path / "quietcore.prom").read_text().splitlines()
                    if line.startswith("quietcore_"))  # fmt: skip

@@ -6,11 +6,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
+from quietcore.probes.noise import read_events
 from quietcore.probes.runner import ENVELOPE_KEYS, parse_envelope, probe_path
 from quietcore.stats.percentiles import histogram_quantile
 from tests.conftest import allowed_cpus
@@ -74,6 +77,42 @@ def test_noise_result_is_consistent_with_itself() -> None:
     assert 0 <= row["available_pct"] <= 100
     expected_lost = row["total_gap_ns"] - row["gaps"] * row["min_period_ns"]
     assert row["lost_ns"] == pytest.approx(expected_lost, rel=1e-6, abs=1)
+
+
+def test_noise_events_through_a_descriptor_are_the_runs_gaps_as_float64s() -> None:
+    """--events-fd: quietcore's way (probes.noise.run_noise). The pairs leave the JSON, the
+    descriptor holds each CPU's starts then durations, and they are the gaps the result counts."""
+    cpus = allowed_cpus()
+    fd = os.memfd_create("quietcore-test-events", os.MFD_CLOEXEC)
+    try:
+        proc = probe("noise", "--cpus", ",".join(map(str, cpus)), "--duration", "0.5", "--events-fd", str(fd),
+                     "--max-events", "100", pass_fds=(fd,))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        result = envelope_of(proc)["result"]
+        told = result["events_binary"]
+        assert told["fd"] == fd and told["byte_order"] == sys.byteorder
+        assert told["bytes"] == 16 * sum(row["events_recorded"] for row in result["cpus"]) == os.fstat(fd).st_size
+        events = read_events(fd, result)
+    finally:
+        os.close(fd)
+    threshold = result["threshold"]["ns"]
+    for row in result["cpus"]:
+        starts, durations = events[row["cpu"]]
+        assert row["events"] == [] and len(starts) == len(durations) == row["events_recorded"] > 0
+        assert row["gaps"] == row["events_recorded"] + row["events_dropped"]
+        assert np.all(np.diff(starts) > 0) and starts[0] >= 0 and starts[-1] < 0.7e9
+        # the JSON's max_gap_ns has 10 digits
+        assert np.all(durations > threshold * 0.999) and durations.max() <= row["max_gap_ns"] * (1 + 1e-9)
+        if row["events_dropped"] == 0:
+            assert float(durations.sum()) == pytest.approx(row["total_gap_ns"], rel=1e-9)
+
+
+def test_noise_events_to_a_closed_descriptor_fail_naming_it() -> None:
+    proc = probe("noise", "--cpus", str(allowed_cpus()[0]), "--duration", "0.05", "--events-fd", "1000")
+    assert proc.returncode == 1
+    assert envelope_of(proc)["error"]["message"] == "cannot write the events to --events-fd 1000: Bad file descriptor"
+    refused = probe("noise", "--cpus", str(allowed_cpus()[0]), "--duration", "0.05", "--events-fd", "2")
+    assert refused.returncode == 2 and "--events-fd" in refused.stdout + refused.stderr
 
 
 def test_explicit_threshold_and_event_cap() -> None:

@@ -100,11 +100,13 @@ def explain_gaps(
 KEPT_BEFORE_NS = 20e6  # of the trace before the gap that stopped a run, kept
 
 
-def stopped_at(result: dict[str, Any]) -> dict[str, Any] | None:
+def stopped_at(result: dict[str, Any], trace: NoiseTrace | None) -> dict[str, Any] | None:
     """The gap that stopped the probe (--stop-above): of the CPUs that saw
-    one, the earliest (each CPU's last event is its gap)."""
-    gaps = [(c["events"][-1][0], c["events"][-1][1], c["cpu"]) for c in result["cpus"]
-            if c.get("stopped_above") and c.get("events")]  # fmt: skip
+    one (the result says which), the earliest (each such CPU's last event in
+    the trace is its gap)."""
+    stopped = {int(c["cpu"]) for c in result["cpus"] if c.get("stopped_above")}
+    gaps = [(float(c.start_ns[-1]), float(c.duration_ns[-1]), c.cpu) for c in (trace.cpus if trace else ())
+            if c.cpu in stopped and c.events]  # fmt: skip
     if not gaps:
         return None
     start, duration, cpu = min(gaps)

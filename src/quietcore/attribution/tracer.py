@@ -135,9 +135,21 @@ class TraceSession:
         (self.instance / name).write_text(value)
 
     def read(self) -> str:
+        """Every CPU's buffer as one text, merged in time order by the kernel."""
+        self.stop()
         assert self.instance is not None
-        self._write("tracing_on", "0")
         return (self.instance / "trace").read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Tracing off: the buffers hold what they hold, to be read."""
+        self._write("tracing_on", "0")
+
+    def read_cpu(self, cpu: int) -> str:
+        """One CPU's buffer as text (after stop): a run's spans are each one CPU's, so a
+        noise run is matched a CPU at a time, and holds one CPU's text, not the node's
+        (the whole trace of a CPU's 8 MB buffer is some 30 MB of text)."""
+        assert self.instance is not None
+        return (self.instance / "per_cpu" / f"cpu{int(cpu)}" / "trace").read_text(errors="replace")
 
     def mark(self) -> None:
         """A line in the trace with CLOCK_MONOTONIC_RAW's time: two of them

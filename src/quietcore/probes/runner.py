@@ -9,8 +9,8 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,9 @@ class ProbeResult:
     envelope: dict[str, Any]
     text: str  # the envelope exactly as the probe printed it: kept raw
     interrupted: bool
+    #: noise: each CPU's (starts, durations) as numpy arrays, where the probe wrote them apart from its JSON
+    #: (probes.noise.run_noise); empty where they are the envelope's pairs
+    events: Mapping[int, Any] = field(default_factory=dict)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -113,6 +116,7 @@ def run_probe(
     expected_s: float,
     on_tick: Callable[[float], None] | None = None,
     away: frozenset[int] = frozenset(),
+    pass_fds: tuple[int, ...] = (),
 ) -> ProbeResult:
     """Run one probe subcommand. A watchdog kills it well after `expected_s`;
     Ctrl-C asks it to stop (it then reports what it measured so far).
@@ -122,14 +126,16 @@ def run_probe(
     when `away` leaves quietcore nowhere else to run, quietcore sleeps
     until the probe ends (a progress bar then stands still): a bar redrawn
     ten times a second on a measured CPU cost it 2 % of its time here, as
-    much as this VM's host, and the wake-ups alone 0.15 %."""
+    much as this VM's host, and the wake-ups alone 0.15 %. `pass_fds`:
+    descriptors the probe inherits (a noise run's events: probes.noise)."""
     if on_tick is not None and away and not os.sched_getaffinity(0) - away:
         on_tick(0.0)
         on_tick = None
     argv = [str(probe_path()), command, *args]
     limit = expected_s * 1.5 + 30
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                            pass_fds=pass_fds)  # fmt: skip
     moved = step_aside(away)
     try:
         out, err, interrupted = _wait(proc, command, start, limit, on_tick)

@@ -75,6 +75,9 @@ class Run:
     # to read them when first wanted (`results show` of 27 million events needs none of them)
     stored: dict[int, bytes] = field(default_factory=dict)
     load_stored: Callable[[], dict[int, bytes]] | None = None
+    #: noise: each CPU's (starts, durations), as the probe just gave them apart from its envelope
+    #: (probes.noise.run_noise), until the store encodes them
+    arrays: Mapping[int, Any] = field(default_factory=dict)
     id: int | None = None  # set by the store
     seq: int | None = None
     session_id: int | None = None
@@ -101,7 +104,7 @@ class Run:
             return None
         if self.load_stored is not None and not self.stored:
             self.stored = self.load_stored()
-        return NoiseTrace.from_result(self.result, self.stored)
+        return NoiseTrace.from_result(self.result, self.stored, self.arrays)
 
     @property
     def spin_cpus(self) -> list[int] | None:
@@ -114,23 +117,30 @@ class Run:
     def full_envelope(self) -> dict[str, Any]:
         """The envelope with every CPU's events as pairs, as the probe wrote
         them (the store keeps them exactly): what an export holds."""
-        if self.trace is None or not self.stored:
+        if self.trace is None or not (self.stored or self.arrays):
             return self.envelope
         by_cpu = {c.cpu: c for c in self.trace.cpus}
-        cpus = [{**c, "events": by_cpu[int(c["cpu"])].pairs()} if int(c["cpu"]) in self.stored else c
+        apart = set(self.stored) | set(self.arrays)
+        cpus = [{**c, "events": by_cpu[int(c["cpu"])].pairs()} if int(c["cpu"]) in apart else c
                 for c in self.result.get("cpus", [])]  # fmt: skip
-        return {**self.envelope, "result": {**self.result, "cpus": cpus}}
+        # the pairs are back in the envelope: not where the probe wrote them apart (--events-fd)
+        result = {k: v for k, v in self.result.items() if k != "events_binary"}
+        return {**self.envelope, "result": {**result, "cpus": cpus}}
 
     @cached_property
     def noise(self) -> NoiseAnalysis:
         """The analysis stored with a noise run, typed (empty for other kinds)."""
         return NoiseAnalysis.from_json(self.analysis if self.kind == "noise" else {})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, envelope: str | None = None) -> dict[str, Any]:
         """Plain JSON data, to hand a measured run to another process (a
-        cluster rank to the one that writes the database)."""
+        cluster rank to the one that writes the database): its envelope with
+        its events as pairs where the probe gave them apart (`arrays`), or
+        `envelope` (the text the caller put them in, or took them out of)."""
+        if envelope is None:
+            envelope = json.dumps(self.full_envelope()) if self.arrays else self.text
         return {"kind": self.kind, "params": self.params, "started": self.started, "ended": self.ended,
-                "envelope": self.text, "status": self.status, "context": self.context, "analysis": self.analysis,
+                "envelope": envelope, "status": self.status, "context": self.context, "analysis": self.analysis,
                 "summary": self.summary}  # fmt: skip
 
     @staticmethod

@@ -111,6 +111,10 @@ def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
         run.stored = run.load_stored()
     stored = dict(run.stored)
     cpus = run.result.get("cpus") if run.kind == "noise" else None
+    if run.arrays:  # the probe's events, apart from its envelope (probes.noise.run_noise): its text has none
+        from quietcore.runs.events import encode_many  # numpy: see quietcore.lazy
+
+        return run.text, encode_many({cpu: pair for cpu, pair in run.arrays.items() if cpu not in stored}) | stored
     if not isinstance(cpus, list) or not any(isinstance(c, dict) and c.get("events") for c in cpus):
         return run.text, stored
     from quietcore.runs.events import encode_many  # numpy: see quietcore.lazy

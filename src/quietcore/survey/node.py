@@ -28,6 +28,7 @@ from quietcore.probes.noise import NoiseOptions
 from quietcore.report.kinds.survey import describe, verdict_text
 from quietcore.runs.model import Run
 from quietcore.runs.reference import CpuNoise
+from quietcore.runs.trace import NoiseTrace
 from quietcore.stats.percentiles import tail
 from quietcore.store.sessions import now_iso
 from quietcore.survey import clock
@@ -93,14 +94,20 @@ def _shared(comm: Any, cpus: frozenset[int]) -> list[str]:
     return out
 
 
-def _strip_events(envelope: dict[str, Any], send: int) -> tuple[np.ndarray, list[float]]:
+def _strip_events(envelope: dict[str, Any], send: int, trace: NoiseTrace | None) -> tuple[np.ndarray, list[float]]:
     """Take the events out of the envelope (they travel as numpy buffers),
     the `send` longest of this rank's if it has more, in time order; each
     CPU's entry says how many it had and sent. Returns the flat triples and
-    every gap length (all of them: the node's p99.9 is its own)."""
+    every gap length (all of them: the node's p99.9 is its own). A CPU's
+    events are the trace's (`trace`: the run's, which has them where the
+    probe wrote them apart from its envelope), else the envelope's pairs."""
     triples, every = [], []
+    traced = {t.cpu: t for t in trace.cpus} if trace is not None else {}
     for c in envelope.get("result", {}).get("cpus", []):
-        pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
+        if (mine := traced.get(int(c["cpu"]))) is not None:
+            pairs = np.column_stack([mine.start_ns, mine.duration_ns])
+        else:
+            pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
         c["events"] = []
         every.append(pairs[:, 1])
         triples.append(np.column_stack([np.full(len(pairs), float(c["cpu"])), pairs]))
@@ -149,8 +156,8 @@ def measure(comm: Any, mode: str, duration: float, max_events: int, send: int, k
         first = run.trace.cpus[0]
         trace = (first.start_ns - first.span_start_ns, first.duration_ns, first.measured_ns)
     envelope = json.loads(run.text)
-    flat, gaps = _strip_events(envelope, send)
-    data = run.to_dict() | {"envelope": json.dumps(envelope)}
+    flat, gaps = _strip_events(envelope, send, run.trace)
+    data = run.to_dict(json.dumps(envelope))  # the events travel apart, as numpy buffers
     p999 = tail(gaps, 0.999)  # None from fewer than 1,000 gaps (stats.percentiles)
     p999 = p999 / 1e3 if p999 is not None else None
     payload = {"place": place, "run": data, "fingerprint": measurer.fingerprint, "config": config_of(measurer.facts),
