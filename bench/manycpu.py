@@ -30,12 +30,12 @@ import contextlib
 import gzip
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -59,27 +59,37 @@ READ_LINES_PER_S = 18e6 / 10
 GPU_NODE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gpu-node-h200" / "results.db.gz"
 
 
+#: `python -m quietcore ARGS` that writes its own peak RSS (VmHWM, in kB) to the file named first, as it exits:
+#: ru_maxrss, wait4's too, counts the pages the child had before its exec, this bench's (some 100 MB here).
+PEAK = r"""
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    with open("/proc/self/status") as f:
+        kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(out, "w") as f:
+        f.write(kb)
+atexit.register(peak)
+sys.argv[0] = "quietcore"
+runpy.run_module("quietcore", run_name="__main__", alter_sys=True)
+"""
+
+
 def qc(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float, float, float]:
-    """(the process, wall s, CPU s, peak RSS MB) of `python -m quietcore ARGS`: its own peak (wait4's,
-    the command's and the workers it waited for), where RUSAGE_CHILDREN's is the largest of every
-    command run so far."""
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "quietcore", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    got: dict[str, str] = {}
-    readers = [threading.Thread(target=lambda n=name, f=pipe: got.__setitem__(n, f.read()))
-               for name, pipe in (("out", proc.stdout), ("err", proc.stderr))]  # fmt: skip
-    for r in readers:
-        r.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    for r in readers:
-        r.join()
-    wall = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    """(the process, wall s, CPU s, peak RSS MB) of `python -m quietcore ARGS`; the peak is the command's
+    own (its analysis workers have their own)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.NamedTemporaryFile(prefix="qc-peak-") as peak:
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", PEAK, peak.name, *args], env=env, capture_output=True, text=True,
+                              check=False)  # fmt: skip
+        wall = time.perf_counter() - t
+        kb = Path(peak.name).read_text().strip()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode:
-        sys.exit(f"quietcore {' '.join(args)} failed: {got['err'].strip()}")
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, got["out"], got["err"])
-    return done, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+        sys.exit(f"quietcore {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc, wall, cpu, int(kb) / 1024 if kb else float("nan")
 
 
 def templates(env: dict[str, str], where: Path, seconds: float, given: Path | None) -> list[tuple[str, list[Path]]]:

@@ -32,7 +32,7 @@ BASE_MB, PER_EVENT = 200.0, 48.0
 
 #: The child: one noise run in this process, RSS sampled every 5 ms by stage.
 CHILD = r"""
-import json, os, resource, sys, threading, time
+import json, os, sys, threading, time
 from quietcore.heap import keep_freed_memory
 keep_freed_memory()
 from quietcore.facts.root import Root
@@ -63,7 +63,9 @@ run = measurer.noise(options, trace=trace, on_step=lambda what: stage.__setitem_
 stage[0] = "storing"
 _events_apart(run)
 stage[0] = "end"
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, this process's own peak: ru_maxrss also counts the bench's pages, which the child had before its exec
+with open("/proc/self/status") as f:
+    peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 print(json.dumps({"events": run.trace.events if run.trace else 0, "before": peaks["before"],
                   "handed": peaks.get("measuring", 0.0), "peak": peak}))
 """
