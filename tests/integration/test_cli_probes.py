@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from quietcore.attribution import tracer
+from quietcore.probes.noise import NoiseOptions, run_noise
 from tests.conftest import CliRunner, allowed_cpus
 
 CPU = str(allowed_cpus()[-1])
@@ -109,6 +111,24 @@ def test_traced_attribution_leaves_tracing_as_it_was(cli: CliRunner) -> None:
     (cpu,) = traced["cpus"]
     assert any(s["name"] == "local_timer" for s in cpu["sources"]) or cpu["unmatched"]["gaps"] > 0
     assert _tracing_state() == before  # mounted only if it was, and no instance left
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or "tracefs" not in Path("/proc/filesystems").read_text(), reason="needs root and tracefs"
+)
+def test_each_cpus_buffer_holds_the_spans_the_merged_trace_gives_it() -> None:
+    """A noise run is matched one CPU's buffer at a time (measure._matched_each), where it read every CPU's
+    lines merged: the same spans a CPU, from a real trace of the probe on every CPU here."""
+    cpus = frozenset(allowed_cpus())
+    with tracer.TraceSession(cpus) as session:
+        probe = run_noise(NoiseOptions(cpus, 0.3))
+        merged = session.read()  # stops tracing too
+        each = {cpu: session.read_cpu(cpu) for cpu in cpus}
+    to_ns = tracer.converter(session.clock, probe.result["origin"], probe.result["counter"]["hz"])
+    spans = tracer.intervals(merged, to_ns)
+    assert spans and {s.cpu for s in spans} == cpus
+    for cpu in cpus:
+        assert tracer.intervals(each[cpu], to_ns) == [s for s in spans if s.cpu == cpu]
 
 
 def test_trace_off_says_why(cli: CliRunner) -> None:
