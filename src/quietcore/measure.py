@@ -200,6 +200,7 @@ class Measurer:
             raise CommandError(f"--trace on: {trace_why}", exit_code=3)
         if explain_above_ns is not None and not trace_ok:
             raise CommandError(f"--explain-above: {trace_why}", exit_code=3)
+        step = on_step or (lambda what: None)
         trace_text, clock = "", ""
         each: tuple[list[dict[str, Any]], dict[int, list[str | None]], int] | None = None  # matched in the session
         # The counters are read right around the probe, inside the tracer's session: its setup and reading
@@ -221,7 +222,7 @@ class Measurer:
                     trace_text = session.read()
                 elif gaps is not None:
                     session.stop()
-                    (on_step or (lambda what: None))("matching gaps to the trace")
+                    step("matching gaps to the trace")
                     each = _matched_each(session, gaps, probe.result)
         else:
             seen, before = busy.look(), counters.snapshot(self.root)
@@ -235,7 +236,6 @@ class Measurer:
         run = from_probe("noise", options.params(), started, probe, context=context,
                          summary=summary_rows(probe.result, steal))  # fmt: skip
         if run.trace is not None:
-            step = on_step or (lambda what: None)
             # the trace first: a periodic source is named by what its gaps held (attribution.noise)
             if each is None:
                 step("matching gaps to the trace")
