@@ -207,6 +207,16 @@ class Measurer:
         # took 1.4 s of a 2 s run here, the CPU idle meanwhile, and LOC counted over the 3.4 s read 188/s
         # for a 250 Hz tick, which was then named the host's. The threads are looked at outside the counters'
         # window (a look reads every task's stat: 5 ms here, more on a node of thousands of tasks).
+        user_hz = os.sysconf("SC_CLK_TCK")
+
+        def as_run(probe: ProbeResult, before: counters.CounterSnapshot, after: counters.CounterSnapshot) -> Run:
+            steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
+            # where each CPU sits (socket, NUMA node, L3 group), so many CPUs are grouped as the node is
+            context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz,
+                       "topology": places(read_topology(self.root), frozenset(options.cpus))}  # fmt: skip
+            return from_probe("noise", options.params(), started, probe, context=context,
+                              summary=summary_rows(probe.result, steal))  # fmt: skip
+
         if trace_ok and options.mode == "spin":
             # To explain a gap, the senders and wakers on the other CPUs too.
             where = None if explain_above_ns is not None else options.cpus
@@ -216,25 +226,18 @@ class Measurer:
                 seen, before = busy.look(), counters.snapshot(self.root)
                 probe = run_noise(options, on_tick)
                 after, now = counters.snapshot(self.root), busy.look()
-                clock = session.clock
-                gaps = NoiseTrace.from_result(probe.result, None, probe.events)
+                session.stop()
+                run, clock = as_run(probe, before, after), session.clock
                 if explain_above_ns is not None:  # every CPU's lines at once, to tell the intruders
                     trace_text = session.read()
-                elif gaps is not None:
-                    session.stop()
+                elif run.trace is not None:  # a CPU's buffer at a time, before the session ends
                     step("matching gaps to the trace")
-                    each = _matched_each(session, gaps, probe.result)
+                    each = _matched_each(session, run.trace, run.result)
         else:
             seen, before = busy.look(), counters.snapshot(self.root)
             probe = run_noise(options, on_tick)
             after, now = counters.snapshot(self.root), busy.look()
-        user_hz = os.sysconf("SC_CLK_TCK")
-        steal = steal_delta_ns(before.cpu_times, after.cpu_times, user_hz)
-        # where each CPU sits (socket, NUMA node, L3 group), so many CPUs are grouped as the node is
-        context = {"steal_ns": {str(k): v for k, v in steal.items()}, "user_hz": user_hz,
-                   "topology": places(read_topology(self.root), frozenset(options.cpus))}  # fmt: skip
-        run = from_probe("noise", options.params(), started, probe, context=context,
-                         summary=summary_rows(probe.result, steal))  # fmt: skip
+            run = as_run(probe, before, after)
         if run.trace is not None:
             # the trace first: a periodic source is named by what its gaps held (attribution.noise)
             if each is None:

@@ -111,21 +111,21 @@ def _events_apart(run: Run) -> tuple[str, dict[int, bytes]]:
         run.stored = run.load_stored()
     stored = dict(run.stored)
     cpus = run.result.get("cpus") if run.kind == "noise" else None
-    if run.arrays:  # the probe's events, apart from its envelope (probes.noise.run_noise): its text has none
-        from quietcore.runs.events import encode_many  # numpy: see quietcore.lazy
-
-        return run.text, encode_many({cpu: pair for cpu, pair in run.arrays.items() if cpu not in stored}) | stored
-    if not isinstance(cpus, list) or not any(isinstance(c, dict) and c.get("events") for c in cpus):
+    pairs = isinstance(cpus, list) and any(isinstance(c, dict) and c.get("events") for c in cpus)
+    if not pairs and not run.arrays:
         return run.text, stored
     from quietcore.runs.events import encode_many  # numpy: see quietcore.lazy
 
     try:
-        trace = run.trace
+        trace = run.trace  # the probe's arrays (probes.noise.run_noise), else the envelope's pairs
     except (ValueError, TypeError, KeyError):
         return run.text, stored  # not pairs (an edited import): kept as given, refused where it is read
     if trace is None:
         return run.text, stored
     stored = encode_many({c.cpu: (c.start_ns, c.duration_ns) for c in trace.cpus if c.cpu not in stored}) | stored
+    if not pairs:  # the events came apart from the envelope: its text holds none
+        return run.text, stored
+    assert isinstance(cpus, list)
     kept = [{**c, "events": []} if isinstance(c, dict) and "events" in c else c for c in cpus]
     return json.dumps({**run.envelope, "result": {**run.result, "cpus": kept}}), stored
 

@@ -99,15 +99,13 @@ def _strip_events(envelope: dict[str, Any], send: int, trace: NoiseTrace | None)
     the `send` longest of this rank's if it has more, in time order; each
     CPU's entry says how many it had and sent. Returns the flat triples and
     every gap length (all of them: the node's p99.9 is its own). A CPU's
-    events are the trace's (`trace`: the run's, which has them where the
-    probe wrote them apart from its envelope), else the envelope's pairs."""
+    events are the run's trace's (the probe's arrays, or the envelope's
+    pairs: runs.trace); fwq and ftq runs have none."""
     triples, every = [], []
     traced = {t.cpu: t for t in trace.cpus} if trace is not None else {}
     for c in envelope.get("result", {}).get("cpus", []):
-        if (mine := traced.get(int(c["cpu"]))) is not None:
-            pairs = np.column_stack([mine.start_ns, mine.duration_ns])
-        else:
-            pairs = np.asarray(c.get("events") or [], dtype=np.float64).reshape(-1, 2)
+        mine = traced.get(int(c["cpu"]))
+        pairs = np.column_stack([mine.start_ns, mine.duration_ns]) if mine is not None else np.empty((0, 2))
         c["events"] = []
         every.append(pairs[:, 1])
         triples.append(np.column_stack([np.full(len(pairs), float(c["cpu"])), pairs]))
