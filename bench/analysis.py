@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from peak import own_peak_mb  # noqa: E402
 from reference import periodicity_v1, tracer_v1  # noqa: E402
 from synthetic import trace  # noqa: E402
 
@@ -64,7 +64,7 @@ def child(n: int) -> dict[str, Any]:
     t = time.perf_counter()
     match_gaps(1, starts, durations, spans)
     times["trace matching"] = time.perf_counter() - t
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_mb = own_peak_mb()  # its own: ru_maxrss counts the parent's pages, this child's before its exec
     return {"events": len(starts), "times": times, "rss_mb": rss_mb,
             "sources": [round(s.frequency_hz, 2) for s in found]}  # fmt: skip
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+import peak  # noqa: E402
 
 PY = [sys.executable]
 #: Reports timed a target (some 2.5 s each): the median of this many, or of --reps if fewer.
@@ -38,14 +40,6 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 def median_time(argv: list[str], env: dict[str, str], reps: int) -> float:
     return statistics.median(timed(argv, env)[0] for _ in range(reps))
-
-
-def peak_rss_mb(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall time and the peak RSS of the command and everything it waited for."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t, _ = timed(argv, env)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return t, max(after, before) / 1024
 
 
 def verdict(value: float, target: float) -> str:
@@ -89,7 +83,9 @@ def main() -> int:
         ok.append(line("  its index.html", size, "MB", 1.5))
         if args.long_s > 0:
             cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:2])
-            t, rss = peak_rss_mb([*QC, "noise", "--cpus", cpus, "--duration", f"{args.long_s:g}"], env)
+            proc, t, _, rss = peak.quietcore(env, "noise", "--cpus", cpus, "--duration", f"{args.long_s:g}")
+            if proc.returncode:
+                raise SystemExit(f"noise --cpus {cpus} failed: {proc.stderr.strip()}")
             print(f"{f'noise --cpus {cpus} --duration {args.long_s:g}':<44} {t:8.2f} s")
             ok.append(line("  its analysis and storing", t - args.long_s, "s", 0.1 * args.long_s))
             ok.append(line("  its peak RSS", rss, "MB", 300.0))

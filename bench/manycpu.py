@@ -30,7 +30,6 @@ import contextlib
 import gzip
 import json
 import os
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -42,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+import peak  # noqa: E402
 from tests.fixtures.make_roots import topology_root  # noqa: E402  (the made-up node the suite uses too)
 
 from quietcore.facts.cpulist import cpus_phrase  # noqa: E402
@@ -59,37 +59,12 @@ READ_LINES_PER_S = 18e6 / 10
 GPU_NODE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gpu-node-h200" / "results.db.gz"
 
 
-#: `python -m quietcore ARGS` that writes its own peak RSS (VmHWM, in kB) to the file named first, as it exits:
-#: ru_maxrss, wait4's too, counts the pages the child had before its exec, this bench's (some 100 MB here).
-PEAK = r"""
-import atexit, runpy, sys
-out = sys.argv.pop(1)
-def peak():
-    with open("/proc/self/status") as f:
-        kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
-    with open(out, "w") as f:
-        f.write(kb)
-atexit.register(peak)
-sys.argv[0] = "quietcore"
-runpy.run_module("quietcore", run_name="__main__", alter_sys=True)
-"""
-
-
 def qc(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float, float, float]:
-    """(the process, wall s, CPU s, peak RSS MB) of `python -m quietcore ARGS`; the peak is the command's
-    own (its analysis workers have their own)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.NamedTemporaryFile(prefix="qc-peak-") as peak:
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", PEAK, peak.name, *args], env=env, capture_output=True, text=True,
-                              check=False)  # fmt: skip
-        wall = time.perf_counter() - t
-        kb = Path(peak.name).read_text().strip()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    """(the process, wall s, CPU s, its own peak RSS MB: bench/peak.py) of `python -m quietcore ARGS`."""
+    proc, wall, cpu, rss = peak.quietcore(env, *args)
     if proc.returncode:
         sys.exit(f"quietcore {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc, wall, cpu, int(kb) / 1024 if kb else float("nan")
+    return proc, wall, cpu, rss
 
 
 def templates(env: dict[str, str], where: Path, seconds: float, given: Path | None) -> list[tuple[str, list[Path]]]:

@@ -40,7 +40,7 @@ from quietcore.measure import Measurer
 from quietcore.probes import noise as probe_noise
 from quietcore.store.sessions import _events_apart
 
-cpus, seconds, trace, apart = json.loads(sys.argv[1])
+cpus, seconds, trace, apart, bench = json.loads(sys.argv[1])
 probe_noise.EVENTS_APART = apart
 page = os.sysconf("SC_PAGE_SIZE")
 stage, peaks = ["before"], {}
@@ -63,9 +63,10 @@ run = measurer.noise(options, trace=trace, on_step=lambda what: stage.__setitem_
 stage[0] = "storing"
 _events_apart(run)
 stage[0] = "end"
-# VmHWM, this process's own peak: ru_maxrss also counts the bench's pages, which the child had before its exec
-with open("/proc/self/status") as f:
-    peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+sys.path.insert(0, bench)
+from peak import own_peak_mb  # ru_maxrss would count the bench's pages, this child's before its exec
+
+peak = own_peak_mb()
 print(json.dumps({"events": run.trace.events if run.trace else 0, "before": peaks["before"],
                   "handed": peaks.get("measuring", 0.0), "peak": peak}))
 """
@@ -84,8 +85,9 @@ def disturber(cpus: list[int], seconds: float) -> subprocess.Popen[str]:
 def one(cpus: list[int], seconds: float, trace: str, apart: bool, env: dict[str, str]) -> dict[str, float]:
     load = disturber(cpus, seconds + 5)
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps([cpus, seconds, trace, apart])], env=env,
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        told = json.dumps([cpus, seconds, trace, apart, str(Path(__file__).resolve().parent)])
+        proc = subprocess.run([sys.executable, "-c", CHILD, told], env=env, capture_output=True, text=True,
+                              check=False)  # fmt: skip
     finally:
         load.kill()
         load.wait()
