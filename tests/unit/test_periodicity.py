@@ -587,3 +587,64 @@ def test_a_search_tries_as_many_peaks_in_vain_as_it_is_given_and_still_finds_the
     durations = np.concatenate([np.full(len(timer), 8e3), lengths])[order]
     found = periodicity.periodic_members(starts[order], durations, SPAN, candidates=1)
     assert [round(s.frequency_hz) for s, _ in found] == [250]
+
+
+def test_a_candidate_is_judged_on_sample_events_and_at_least_sample_periods_of_its_own() -> None:
+    """The stretch a subharmonic is judged on: the run's first SAMPLE_EVENTS gaps, longer where a
+    candidate as slow as the peak's slowest subharmonic would hold fewer than SAMPLE_PERIODS periods
+    there (20,000 gaps of the GPU node's 2,400 a second are 8 s, 80 periods of 10 Hz), and the whole
+    search where the run holds fewer gaps."""
+    rng = np.random.default_rng(47)
+    span = 30e9
+    starts = np.sort(rng.uniform(0, span, 75_000))  # 2,500 a second
+    ev = periodicity._Events(starts, np.full(len(starts), 3e3), span, 50e3, np.ones(len(starts), dtype=bool),
+                             10, 0.5)  # fmt: skip
+    fast = periodicity._sample(ev, 250.0)
+    assert len(fast.starts) == periodicity.SAMPLE_EVENTS
+    assert fast.span_ns * 250.0 / 1e9 >= periodicity.SAMPLE_PERIODS, "8 s hold 2,000 periods of 250 Hz"
+    slow = periodicity._sample(ev, 10.0)
+    assert slow.span_ns * 10.0 / 1e9 >= periodicity.SAMPLE_PERIODS > fast.span_ns * 10.0 / 1e9
+    assert len(slow.starts) == pytest.approx(2_500 * periodicity.SAMPLE_PERIODS / 10.0, rel=0.05)
+    assert periodicity._sample(ev, 1.0) is ev, "200 periods of 1 Hz are longer than the run: all of it"
+    few = periodicity._Events(starts[:5_000], np.full(5_000, 3e3), float(starts[5_000]), 50e3,
+                              np.ones(5_000, dtype=bool), 10, 0.5)  # fmt: skip
+    assert periodicity._sample(few, 250.0) is few
+
+
+def test_a_peaks_subharmonics_are_judged_on_sample_periods_of_their_own_or_the_whole_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy run's peaks (a 50 Hz train's harmonics, among 2,500 random gaps a second) are searched
+    through their subharmonics, each fitted on a stretch holding SAMPLE_PERIODS of its periods or on the
+    whole run (the autocorrelation's period and _unmerge's multiples, slower than the slowest subharmonic,
+    are not held to it), and the train is found whole."""
+    rng = np.random.default_rng(48)
+    span = 30e9
+    noise = rng.uniform(0, span, 75_000)
+    timer = np.arange(7e6, span, 20e6) + rng.normal(0, 2e3, 1500)
+    starts = np.concatenate([noise, timer])
+    durations = np.concatenate([rng.uniform(1e3, 3e3, len(noise)), np.full(len(timer), 400e3)])
+    order = np.argsort(starts)
+    fitted: list[tuple[float, float, bool]] = []  # (the stretch, the period, whether it is the whole run)
+    slowest = [0.0]  # the period of the slowest subharmonic of the peak being searched
+    real_best, real_source = periodicity._best_harmonic, periodicity._source
+
+    def searched(ev: Any, power: Any, peak: int, lo: int, df: float, *args: Any) -> Any:
+        slowest[0] = 1e9 / (max(round(peak / periodicity.MAX_DIVISOR) - 1, lo) * df)
+        try:
+            return real_best(ev, power, peak, lo, df, *args)
+        finally:
+            slowest[0] = 0.0
+
+    def fit(ev: Any, period: float, refined: bool = False) -> Any:
+        if slowest[0] and period <= 1.01 * slowest[0]:
+            fitted.append((ev.span_ns, period, ev.span_ns == span))
+        return real_source(ev, period, refined)
+
+    monkeypatch.setattr(periodicity, "_best_harmonic", searched)
+    monkeypatch.setattr(periodicity, "_source", fit)
+    found = find_periodic(starts[order], durations[order], span)
+    assert [(round(s.frequency_hz, 2), s.events) for s in found] == [(50.0, 1500)]
+    # 20,000 gaps are some 8 s of this run: a candidate slower than 25 Hz needs more
+    assert any(not whole and stretch > 10e9 for stretch, _, whole in fitted), fitted
+    assert all(whole or stretch / period >= periodicity.SAMPLE_PERIODS for stretch, period, whole in fitted), fitted

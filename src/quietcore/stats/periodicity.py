@@ -47,7 +47,18 @@ WINDOW_PERIODS = 50  # phase is found afresh in each window of this many periods
 # first stretch holding this many events (all of a short run), and only the
 # winner is fitted over the whole run: the search then costs a fixed amount
 # per peak, and the whole analysis stays linear in the events.
-SAMPLE_EVENTS = 50_000
+SAMPLE_EVENTS = 20_000
+# And at least this many periods of the slowest candidate tried, in a longer
+# stretch where it needs one: 20,000 gaps at the GPU node's 2,400 a second
+# are 8 s, 80 periods of a 10 Hz candidate where 50,000 held 200. With both,
+# where SAMPLE_EVENTS was 50,000 alone, the GPU node's 16-CPU replay took
+# 0.89 of the time, and every CPU of the 16-, 64- and 384-CPU replays of
+# eight templates and of the GPU node's nine sessions kept its sources and
+# every floor, bit for bit but for a 250 Hz train's rate in its 7th digit and
+# a busier template's drifting second 100 Hz train (5 % more or fewer
+# members). 10,000 alone lost a 20 Hz train of this VM (65 % of its periods)
+# on two CPUs of sixteen.
+SAMPLE_PERIODS = 200
 PHASE_STEPS = 4  # phase resolution: tol / PHASE_STEPS (see _window_phases)
 ACF_SMOOTH = 3  # bins each side summed into a lag of the autocorrelation
 ACF_BINS = 1 << 19  # the autocorrelation's train: coarser than the spectrum's in long runs
@@ -453,6 +464,21 @@ class _Events:
                        self.min_coverage, self.cap)  # fmt: skip
 
 
+#: The fits of a spectral pass, by frequency bin (-1: the autocorrelation's period) and the events of the
+#: stretch fitted (_sample): peaks share their subharmonics, but only on the same stretch.
+_Fits = dict[tuple[int, int], tuple[PeriodicSource, NDArray[np.intp]] | None]
+
+
+def _sample(ev: _Events, slowest_hz: float) -> _Events:
+    """The run's first stretch of remaining events on which a candidate as slow as slowest_hz is judged
+    (SAMPLE_EVENTS, SAMPLE_PERIODS): the whole search where that is all of it."""
+    _, starts, _ = ev.live()
+    events = SAMPLE_EVENTS
+    if len(starts) > events and slowest_hz > 0:
+        events = max(events, int(np.searchsorted(starts, SAMPLE_PERIODS * 1e9 / slowest_hz)))
+    return ev.head(events)
+
+
 def _cap(durations: NDArray[np.float64], min_events: int) -> float:
     """The longest an event weighs in the spectrum: the run's min_events-th
     longest. Fewer events than that cannot be a source, and a few of them can
@@ -594,7 +620,7 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
         return None  # no peak to try: the autocorrelation (two FFTs more) would go unused
     acf_period: float | None = None  # found when first needed: two FFTs
     power = power[: hi + 1].copy()
-    fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None] = {}  # by frequency bin (-1: the acf's)
+    fits: _Fits = {}
     spent: set[float] = set()  # known rates one of whose harmonics was tried in vain
     tried = searched = 0
     while tried < candidates and searched < searches:
@@ -619,10 +645,12 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
             spent.add(rate)
             # A harmonic of a rate settled elsewhere: its subharmonics were tried as hints, so the peak is tried
             # as itself alone (one fit where the search tries some twenty): a source of its own rate is found.
-            if peak not in fits:
-                fits[peak] = _source(ev.head(SAMPLE_EVENTS), 1e9 / (peak * df))
-            best = fits[peak]
-            if best is not None and ev.head(SAMPLE_EVENTS) is not ev:
+            sample = _sample(ev, peak * df)
+            key = (peak, len(sample.live()[0]))
+            if key not in fits:
+                fits[key] = _source(sample, 1e9 / (peak * df))
+            best = fits[key]
+            if best is not None and sample is not ev:
                 best = _source(ev, best[0].period_ns)
         else:
             if acf_period is None:
@@ -697,20 +725,21 @@ def _best_harmonic(
     lo: int,
     df: float,
     acf_period: float,
-    fits: dict[int, tuple[PeriodicSource, NDArray[np.intp]] | None],
+    fits: _Fits,
 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
     """A spectral peak may be a harmonic of the source: try it and its
     subharmonics, and the autocorrelation's period, and keep the one that
     explains most, members x coverage. (The fundamental lines up every event
     at full coverage; a harmonic halves the coverage; a subharmonic halves
-    the members.)"""
-    sample = ev.head(SAMPLE_EVENTS)
+    the members.) The choice is made on the run's first stretch (_sample) that holds SAMPLE_PERIODS periods of
+    the slowest subharmonic tried, and only the winner is fitted over the whole run."""
+    sample = _sample(ev, max(round(peak / MAX_DIVISOR) - 1, lo) * df)  # the lowest bin the ladder fits
+    n = len(sample.live()[0])
     tried: list[tuple[float, tuple[PeriodicSource, NDArray[np.intp]]]] = []
-    if acf_period and -1 not in fits:
-        fits[-1] = _source(sample, acf_period)
-    if acf := fits.get(-1):
+    if acf_period and (-1, n) not in fits:
+        fits[-1, n] = _source(sample, acf_period)
+    if acf := fits.get((-1, n)):
         tried.append((acf_period, acf))
-    events = len(sample.live()[0])
     # A peak at the m-th harmonic of the autocorrelation's source, when that source fills its periods, is
     # tried through the divisors of m alone: the subharmonics that are themselves harmonics of that source
     # (its period may be a multiple of the true one: the autocorrelation sees no period under 3.2 ms, and
@@ -731,18 +760,16 @@ def _best_harmonic(
         # The most a train of this period could score, and every lower one less:
         # once below the best so far, the rest cannot win (the choice is the same,
         # at a quarter of the fits: a full 250 Hz train needs no 15.6 Hz try).
-        if tried and _score_bound(sample.span_ns, 1e9 / ((index + 1) * df), events) < max(
-            _score(t[1][0]) for t in tried
-        ):
+        if tried and _score_bound(sample.span_ns, 1e9 / ((index + 1) * df), n) < max(_score(t[1][0]) for t in tried):
             break
         # A subharmonic is tried even when weak in the spectrum: two pulse
         # trains of one period but different phases cancel there.
         index = max(range(max(index - 1, lo), min(index + 2, len(power))), key=lambda i: power[i])
-        if index not in fits:  # else fitted for an earlier peak: peaks share subharmonics
+        if (index, n) not in fits:  # else fitted for an earlier peak: peaks share subharmonics
             if sample.span_ns * index * df / 1e9 < ev.min_events:
                 break  # fewer periods in the sample than a source needs, and lower ones have fewer
-            fits[index] = _source(sample, 1e9 / (index * df))
-        if candidate := fits[index]:
+            fits[index, n] = _source(sample, 1e9 / (index * df))
+        if candidate := fits[index, n]:
             tried.append((1e9 / (index * df), candidate))
     if not tried:
         return None
