@@ -97,8 +97,8 @@ def templates(env: dict[str, str], where: Path, seconds: float, given: Path | No
 
 
 #: The second fresh run: this node's every CPU woken once a millisecond for 5 us (the probe's `disturb`), as the
-#: GPU node's host timer does at 1 kHz, which brings this VM's 540 gaps a CPU-second to about 1,600: the rate at
-#: which issue 33 sets its figure for the analysis.
+#: GPU node's host timer does at 1 kHz. It adds some 1,000 gaps a CPU-second to this VM's own (630-1,020 on
+#: 2026-11-27: 1,600-1,750 in all), about the rate at which issue 33 sets its figure for the analysis.
 LOADED = "this node under a 1 kHz load (about 1,500 events a CPU-second, issue 33's rate)"
 
 
