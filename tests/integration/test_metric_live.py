@@ -57,18 +57,38 @@ while not os.path.exists(stop):
 """
 
 
-@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
-def test_intruders_names_the_hog_in_exactly_its_iterations(cli: CliRunner, tmp_path: Path) -> None:
-    flag, stop = tmp_path / "flag", tmp_path / "stop"
-    (tmp_path / "bench.py").write_text(BENCH)
+def hogged_run(cli: CliRunner, where: Path) -> subprocess.CompletedProcess[str]:
+    """`intruders --metric jmh` on BENCH, the hog spinning on its CPU in iterations 4 and 5."""
+    where.mkdir()
+    flag, stop = where / "flag", where / "stop"
+    (where / "bench.py").write_text(BENCH)
     hog = subprocess.Popen(["taskset", "-c", str(CPU), sys.executable, "-c", HOG, str(flag), str(stop)])
     try:
         time.sleep(0.2)
-        r = cli("intruders", "--cpus", str(CPU), "--metric", "jmh", "--json", "--",
-                    sys.executable, str(tmp_path / "bench.py"), str(flag))  # fmt: skip
+        return cli("intruders", "--cpus", str(CPU), "--metric", "jmh", "--json", "--",
+                   sys.executable, str(where / "bench.py"), str(flag))  # fmt: skip
     finally:
         stop.touch()
         hog.wait(timeout=10)
+
+
+def steady(r: subprocess.CompletedProcess[str]) -> bool:
+    """Whether the iterations the hog left alone scored within half again of one another: this VM's own vary
+    by 15-30 %. A CI run's host once made one of them 1.8 times as fast as the others, which spread the score
+    as widely as the hog's 75 ms took from it, and the iterations the hog took most in were rightly not told
+    from that spread."""
+    if r.returncode:
+        return True  # the assertions below say why
+    rows = json.loads(r.stdout)["metric"]["samples"]["score"]
+    others = [row["value"] for row in rows if row["iteration"] not in HOGGED]
+    return bool(others) and max(others) <= 1.5 * min(others)
+
+
+@pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
+def test_intruders_names_the_hog_in_exactly_its_iterations(cli: CliRunner, tmp_path: Path) -> None:
+    r = hogged_run(cli, tmp_path / "first")
+    if not steady(r):  # the host, not the hog, moved the score: measured once more
+        r = hogged_run(cli, tmp_path / "again")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert "Iteration   8:" in r.stderr  # the benchmark's output still reaches the user (stderr, beside --json)
