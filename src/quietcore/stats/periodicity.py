@@ -48,9 +48,11 @@ WINDOW_PERIODS = 50  # phase is found afresh in each window of this many periods
 # winner is fitted over the whole run: the search then costs a fixed amount
 # per peak, and the whole analysis stays linear in the events.
 SAMPLE_EVENTS = 20_000
-# And at least this many periods of the slowest candidate tried, in a longer
-# stretch where it needs one: 20,000 gaps at the GPU node's 2,400 a second
-# are 8 s, 80 periods of a 10 Hz candidate where 50,000 held 200. With both,
+# And at least this many periods of the slowest subharmonic a peak's ladder
+# tries, in a longer stretch where it needs one (the autocorrelation's period
+# and _unmerge's multiples are judged on the same stretch): 20,000 gaps at the
+# GPU node's 2,400 a second are 8 s, 80 periods of a 10 Hz candidate where
+# 50,000 held 200. With both,
 # where SAMPLE_EVENTS was 50,000 alone, the GPU node's 16-CPU replay took
 # 0.89 of the time, and every CPU of the 16-, 64- and 384-CPU replays of
 # eight templates and of the GPU node's nine sessions kept its sources and
