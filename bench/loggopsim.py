@@ -198,9 +198,14 @@ def main() -> int:
         points = sorted(kept + points, key=lambda pt: (pt["ranks"], pt["work_us"], pt["network"], pt["noise"]))
     worst = max(abs(pt["ratio"] - 1) for pt in points)
     doc = {
-        "loggopsim": {"repository": "https://github.com/spcl/LogGOPSim", "revision": args.revision,
-                      "commands": ["txt2bin -i job.goal -o job.bin",
-                                   "LogGOPSim -f job.bin -b -L L -o o -g g -G G [--noise-trace FILE]"]},
+        "loggopsim": {
+            "repository": "https://github.com/spcl/LogGOPSim",
+            "revision": args.revision,
+            "commands": [
+                "txt2bin -i job.goal -o job.bin",
+                "LogGOPSim -f job.bin -b -L L -o o -g g -G G [--noise-trace FILE]",
+            ],
+        },
         "job": {"iterations": ITERATIONS, "bytes": BYTES, "algorithm": "recursive-doubling"},
         "networks_ns": {k: dict(zip(("L", "o", "g", "G"), v, strict=True)) for k, v in NETWORKS.items()},
         "patterns": {k: {"hz": v[0], "duration_ns": v[1]} for k, v in PATTERNS.items()},

@@ -86,8 +86,11 @@ def memory() -> bool:
         peaks[ranks] = int(got["rss_bytes"])
     growth = (peaks[1_000_000] - peaks[100_000]) / 900_000
     early = (peaks[100_000] - peaks[10_000]) / 90_000
-    print("memory: " + ", ".join(f"{n:,} ranks {p / 2**20:.0f} MiB" for n, p in peaks.items())
-          + f"; {early:.0f} bytes a rank from 10,000 to 100,000, {growth:.0f} from 100,000 to 1,000,000")
+    print(
+        "memory: "
+        + ", ".join(f"{n:,} ranks {p / 2**20:.0f} MiB" for n, p in peaks.items())
+        + f"; {early:.0f} bytes a rank from 10,000 to 100,000, {growth:.0f} from 100,000 to 1,000,000"
+    )
     return abs(growth / early - 1) < 0.25
 
 

@@ -76,8 +76,10 @@ def direct_max_check() -> None:
     t = time.perf_counter()
     predicted = 1 + max_of_iid(finish(tl, places, work) - places - work, RANKS, 100_000, rng).mean() / work
     direct = time.perf_counter() - t
-    print(f"memoryless noise at N = 100,000: explicit replay {got['slowdown']:.4f}, direct max {predicted:.4f} "
-          f"({abs(got['slowdown'] / predicted - 1) * 100:.1f} % apart; the direct max took {direct:.2f} s)")
+    print(
+        f"memoryless noise at N = 100,000: explicit replay {got['slowdown']:.4f}, direct max {predicted:.4f} "
+        f"({abs(got['slowdown'] / predicted - 1) * 100:.1f} % apart; the direct max took {direct:.2f} s)"
+    )
 
 
 def main() -> int:
