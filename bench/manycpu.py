@@ -41,13 +41,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 import peak  # noqa: E402
+from load import disturbed  # noqa: E402
 from tests.fixtures.make_roots import topology_root  # noqa: E402  (the made-up node the suite uses too)
 
 from quietcore.facts.cpulist import cpus_phrase  # noqa: E402
@@ -85,7 +85,7 @@ def templates(env: dict[str, str], where: Path, seconds: float, given: Path | No
     sets = []
     for name, out, load in (("this node, fresh", where / "measured", False),
                             (LOADED, where / "loaded", True)):  # fmt: skip
-        with loaded(cpus, min(seconds, 30.0) + 5) if load else contextlib.nullcontext():
+        with disturbed(cpus, min(seconds, 30.0) + 5, 1000, 5) if load else contextlib.nullcontext():
             qc(env, "noise", "--cpus", cpus, "--duration", str(min(seconds, 30.0)), "--trace", "off")
         qc(env, "results", "export", "last", "--format", "trace", "--out", str(out))
         sets.append((name, sorted(out.glob("*.trace"))))
@@ -102,25 +102,6 @@ def templates(env: dict[str, str], where: Path, seconds: float, given: Path | No
 #: GPU node's host timer does at 1 kHz. It adds some 1,000 gaps a CPU-second to this VM's own (630-1,020 on
 #: 2026-11-27: 1,600-1,750 in all), about the rate at which issue 33 sets its figure for the analysis.
 LOADED = "this node under a 1 kHz load (about 1,500 events a CPU-second, issue 33's rate)"
-
-
-@contextlib.contextmanager
-def loaded(cpus: str, seconds: float) -> Iterator[None]:
-    """The probe's disturber on `cpus` for the block (at most `seconds`), then stopped."""
-    from quietcore.probes.runner import probe_path
-
-    argv = [str(probe_path()), "disturb", "--cpus", cpus, "--period-us", "1000", "--burst-us", "5",
-            "--duration", f"{seconds:g}"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        told = proc.stderr.readline()
-        if "running" not in told:
-            sys.exit(f"the probe's disturber did not start: {told.strip() or proc.wait()}")
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int]) -> dict[str, set[int]]:

@@ -26,7 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from load import disturbed  # noqa: E402
 
 BASE_MB, PER_EVENT = 200.0, 48.0
 
@@ -72,25 +73,11 @@ print(json.dumps({"events": run.trace.events if run.trace else 0, "before": peak
 """
 
 
-def disturber(cpus: list[int], seconds: float) -> subprocess.Popen[str]:
-    from quietcore.probes.runner import probe_path
-
-    argv = [str(probe_path()), "disturb", "--cpus", ",".join(map(str, cpus)), "--period-us", "50", "--burst-us", "3",
-            "--duration", f"{seconds:g}"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None and "running" in proc.stderr.readline()
-    return proc
-
-
 def one(cpus: list[int], seconds: float, trace: str, apart: bool, env: dict[str, str]) -> dict[str, float]:
-    load = disturber(cpus, seconds + 5)
-    try:
+    with disturbed(",".join(map(str, cpus)), seconds + 5, 50, 3):
         told = json.dumps([cpus, seconds, trace, apart, str(Path(__file__).resolve().parent)])
         proc = subprocess.run([sys.executable, "-c", CHILD, told], env=env, capture_output=True, text=True,
                               check=False)  # fmt: skip
-    finally:
-        load.kill()
-        load.wait()
     if proc.returncode:
         sys.exit(f"the noise run failed: {proc.stderr.strip()}")
     got: dict[str, float] = json.loads(proc.stdout.splitlines()[-1])
