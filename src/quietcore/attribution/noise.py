@@ -287,11 +287,12 @@ FIRST_SCOUTS = 2
 #: tries eight: the node's rates, which every other CPU tries, come from it (with one scout in it, not two,
 #: sources changed on 14 of the 16 CPUs of this VM's replay).
 SECOND_WAVE_CANDIDATES = 5
-#: Of those, the peaks searched through their subharmonics (a peak at a harmonic of a rate the first wave found is
-#: one fit). Every source a scout of the second wave found after a peak in vain, on the 16- and 64-CPU replays of
-#: three templates and the GPU node's eight sessions, came after peaks at such harmonics, or after at most two
-#: searches (the GPU node's half-second session 2: a fourth train at 500 Hz, after two); its search after its last
-#: source spent the rest, in vain. Three keep every source and floor on all of them, byte for byte, at 0.94 of
+#: Of those, the peaks searched through their fundamentals (a peak at a harmonic of a rate the first wave found is
+#: one or two fits). Measured with the search of sixteen subharmonics that harmonic sums replaced: every source
+#: a scout of the second wave found after a peak in vain, on the 16- and 64-CPU replays of three templates and the
+#: GPU node's eight sessions, came after peaks at such harmonics, or after at most two searches (the GPU node's
+#: half-second session 2: a fourth train at 500 Hz, after two); its search after its last source spent the rest,
+#: in vain. Three keep every source and floor on all of them, byte for byte, at 0.94 of
 #: the time of the GPU node's and the busy template's 16-CPU replays and 0.99 at 64 CPUs (bench/ab.py, 3 rounds);
 #: one saved a fifth at 16, but lost that session's weaker 500 Hz trains on four CPUs. Where the first wave found
 #: no rate, every peak is a search, and none of those runs says what three would lose: the limit is not applied.

@@ -2,14 +2,16 @@
 
 The events (gaps over the threshold) are binned into a spike train, each
 weighted by its duration, whose power spectrum shows a periodic source as a
-comb of peaks at its frequency and harmonics. The strongest peak is taken
-with its subharmonics (a narrow pulse train has power at every harmonic)
-and the train's autocorrelation period (which finds the fundamental however
-high the strongest harmonic), and the candidate that lines up most events
-over most of its periods wins, after a check that it is not several sources
-in step (its events part by length). Its period is refined by least squares
-on the events that line up with it; those events are removed and the search
-repeats. This is the periodogram of a point process (Bartlett 1963); the
+comb of peaks at its frequency and harmonics. Each bin is judged against
+its neighbourhood where that stands above white noise (the slow swell of a
+host's bursts). The strongest peak is taken with the fundamentals whose
+harmonics, summed, stand highest (a narrow pulse train has power at every
+harmonic, and its strongest may be its 48th), and the candidate that lines
+up most events over most of its periods wins, after a check that it is not
+several sources in step (its events part by length). Its period is refined
+by least squares on the events that line up with it; those events are
+removed and the search repeats. This is the periodogram of a point process
+(Bartlett 1963) with the incoherent harmonic sums of pulsar searches; the
 threshold on peak power guards against the many frequencies searched."""
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quietcore.stats import fold
-from quietcore.stats.windows import minimum_filter1d, next_fast_len
+from quietcore.stats.windows import next_fast_len
 
 MAX_BINS = 1 << 22  # spectrum size bound: long runs get coarser bins
 # The spike train's finest bin. Its Nyquist frequency, 20 kHz, is four times
@@ -40,17 +42,17 @@ COARSE = 2
 COARSE_FROM_BINS = 1 << 19
 MIN_FREQ_HZ = 0.2
 MAX_FREQ_HZ = 5000.0  # ticks run at 100-1000 Hz; faster "periods" are bursts
-MAX_CANDIDATES = 8  # spectral peaks tried per source (with the autocorrelation's candidate besides)
-MAX_DIVISOR = 16  # the strongest peak can be a high harmonic of a narrow pulse train (seen: the 10th)
+MAX_CANDIDATES = 8  # spectral peaks tried per source
+MAX_DIVISOR = 16  # a known rate's dense comb is counted as its own up to this harmonic (see _harmonic_of)
 WINDOW_PERIODS = 50  # phase is found afresh in each window of this many periods
-# Which subharmonic of a spectral peak is the source is decided on the run's
+# Which fundamental of a spectral peak is the source is decided on the run's
 # first stretch holding this many events (all of a short run), and only the
 # winner is fitted over the whole run: the search then costs a fixed amount
 # per peak, and the whole analysis stays linear in the events.
 SAMPLE_EVENTS = 20_000
-# And at least this many periods of the slowest subharmonic a peak's ladder
-# tries, in a longer stretch where it needs one (the autocorrelation's period
-# and _unmerge's multiples are judged on the same stretch): 20,000 gaps at the
+# And at least this many periods of the slower fundamental a peak's search
+# fits, in a longer stretch where it needs one (_unmerge's multiples are
+# judged on the same stretch): 20,000 gaps at the
 # GPU node's 2,400 a second are 8 s, 80 periods of a 10 Hz candidate where
 # 50,000 held 200. With both,
 # where SAMPLE_EVENTS was 50,000 alone, the GPU node's 16-CPU replay took
@@ -62,10 +64,8 @@ SAMPLE_EVENTS = 20_000
 # on two CPUs of sixteen.
 SAMPLE_PERIODS = 200
 PHASE_STEPS = 4  # phase resolution: tol / PHASE_STEPS (see _window_phases)
-ACF_SMOOTH = 3  # bins each side summed into a lag of the autocorrelation
-ACF_BINS = 1 << 19  # the autocorrelation's train: coarser than the spectrum's in long runs
-FULL_COVERAGE = 0.9  # a train this full is the fundamental its peak's subharmonics are searched for
 MAX_MERGED = 4  # sources in step that one train may hold (see _unmerge)
+FULL_COVERAGE = 0.9  # a train this full may be every k-th period of a faster one (see _faster)
 PREFILTER = 512  # a hint's members _hinted looks past first, for a faster train
 PREFILTER_MARGIN = 0.1  # under its bar by this much on them, not looked for on all
 UNMERGE_FACTOR = 2.0  # median lengths this far apart are two sources (see _unmerge)
@@ -131,50 +131,37 @@ def _restoring(top: int, nbins: int) -> NDArray[np.float64]:
     return factor
 
 
-def _acf_period(starts: NDArray[np.float64], durations: NDArray[np.float64], span_ns: float, bin_ns: float) -> float:
-    """The lag at which the spike train best matches itself (its
-    autocorrelation, by FFT). A train of narrow pulses has a flat comb of
-    harmonics up to MAX_FREQ_HZ, so the strongest spectral peak can be its
-    48th harmonic, past any subharmonic search (seen: a 100 Hz timer found
-    as 150 Hz); in the time domain its period is the first strong lag,
-    whatever its harmonics. Events weigh the square root of their length,
-    as in a fold: weighed by length, a few stalls of milliseconds outweigh
-    a whole train of 50 µs gaps. Lags run to the longest period that still
-    holds ten periods in the run; bins are coarsened to at most ACF_BINS
-    (the multiples below restore precision)."""
-    nbins = next_fast_len(int(span_ns // max(bin_ns, span_ns / ACF_BINS)) + 1)
-    bin_ns = span_ns / (nbins - 1)
-    # From the longest period the subharmonic search cannot reach (shorter
-    # lags hold clusters of host events more than periods), and lag 0 out of
-    # every sum.
-    first = max(int(np.ceil(1e9 * MAX_DIVISOR / MAX_FREQ_HZ / bin_ns)), 2 * ACF_SMOOTH + 1)
-    last = min(int(min(1e9 / MIN_FREQ_HZ, span_ns / 10) / bin_ns), nbins // 2)
-    if last <= first:
-        return 0.0
-    train = np.bincount(np.minimum(np.floor(starts / bin_ns), nbins - 1).astype(np.int64), weights=np.sqrt(durations),
-                        minlength=nbins)  # fmt: skip
-    train -= train.mean()
-    acf = np.fft.irfft(np.abs(np.fft.rfft(train)) ** 2, n=nbins)[: last + ACF_SMOOTH + 1]
-    # A jittered source's lag spreads over a few bins, so each lag is summed
-    # with its neighbours. Clusters of host events raise a broad hump at
-    # short lags, so a lag counts by how far it stands above the lowest
-    # point within the shortest period around it. A period's multiples
-    # stand as high as it does, so it is the first lag within half of the
-    # best, then its local peak.
-    smooth = np.convolve(acf, np.ones(2 * ACF_SMOOTH + 1), mode="same")[: last + 1]
-    height = (smooth - minimum_filter1d(smooth, size=first))[first:]
-    strong = first + int(np.argmax(height >= 0.5 * height.max()))
-    end = min(strong + max(int(0.05 * strong), ACF_SMOOTH) + 1, last + 1)
-    lag = strong + int(np.argmax(smooth[strong:end]))
-    # A few bins in one period is too coarse (30 µs in 10 ms drifts 15 ms
-    # over a 5 s run): the match at twice the lag halves the error, and so on
-    # out to the longest lag, each looked for where the last estimate puts it.
-    period, m = float(lag), 1
-    while 2 * m * period + 4 * ACF_SMOOTH <= last:
-        m *= 2
-        lo = max(int(m * period) - 4 * ACF_SMOOTH, first)
-        period = (lo + int(np.argmax(smooth[lo : lo + 8 * ACF_SMOOTH + 1]))) / m
-    return period * bin_ns
+#: A bin's background is the median of its block of this many bins (over ln 2, white noise's median power): 2 Hz in
+#: a 30 s run, where this VM's background fell from 180 times white noise's at 0.2-0.5 Hz to 2 at 50 Hz.
+WHITEN_BLOCK = 64
+#: Bins whose background stands over this many times white noise's are divided down to it: the slow swell of a
+#: host's bursts of gaps, not a source. Dividing down to white noise itself (1) also dimmed the combs of the sources
+#: that stand on a lesser swell: a 16-CPU replay of this VM found 40 sources where it found 58.
+RED_NOISE = 2.0
+
+
+def _whitened(power: NDArray[np.float64], hi: int) -> NDArray[np.float64]:
+    """The spectrum's first hi + 1 bins, each divided by how far its neighbourhood's background stands over
+    RED_NOISE times white noise's (by nothing where it does not), the background interpolated between
+    WHITEN_BLOCK-bin blocks. A host's bursts of gaps swell the spectrum of this VM's runs to 50-230 times white
+    noise's under 2 Hz, where its peaks (0.4 Hz at 892, where none over 50 Hz stood past 136) were every
+    candidate a scout tried once its strong trains were taken, in vain, and set the node's floor at 662: the
+    host's second 100 Hz train was found or lost by how the autocorrelation those searches also tried
+    happened to bin, on most CPUs of a replay."""
+    out = power[: hi + 1].copy()
+    blocks = (hi + 1) // WHITEN_BLOCK
+    if blocks < 1:
+        return out
+    middle = WHITEN_BLOCK // 2
+    background = np.partition(out[: blocks * WHITEN_BLOCK].reshape(blocks, WHITEN_BLOCK), middle, axis=1)[:, middle]
+    background /= np.log(2)
+    red = np.flatnonzero(background > RED_NOISE)
+    if not len(red):
+        return out
+    end = min((int(red[-1]) + 2) * WHITEN_BLOCK, hi + 1)  # past the last red block, the background is white
+    level = np.interp(np.arange(end), (np.arange(blocks) + 0.5) * WHITEN_BLOCK, background)
+    out[:end] /= np.maximum(level / RED_NOISE, 1.0)
+    return out
 
 
 def _densest_phase(starts: NDArray[np.float64], strength: NDArray[np.float64], period: float, tol: float) -> float:
@@ -466,8 +453,8 @@ class _Events:
                        self.min_coverage, self.cap)  # fmt: skip
 
 
-#: The fits of a spectral pass, by frequency bin (-1: the autocorrelation's period) and the events of the
-#: stretch fitted (_sample): peaks share their subharmonics, but only on the same stretch.
+#: The fits of a spectral pass, by frequency bin and the events of the stretch fitted (_sample): peaks share their
+#: fundamentals, but only on the same stretch.
 _Fits = dict[tuple[int, int], tuple[PeriodicSource, NDArray[np.intp]] | None]
 
 
@@ -526,7 +513,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     light = light_threshold if light_threshold is not None else threshold
     tried: list[Tried] = failed[heavy] if failed is not None else []
     before = len(tried)
-    found = _spectral_pass(ev, starts, _light(weights, tail, ev.min_events) if heavy else weights, weights,
+    found = _spectral_pass(ev, starts, _light(weights, tail, ev.min_events) if heavy else weights,
                            light if heavy else threshold, known_hz, tried, coarse, futile[heavy], candidates,
                            searches)  # fmt: skip
     if found is not None or heavy or known_hz or len(tried) > before or not EMPTY_SECOND_LOOK:
@@ -538,7 +525,7 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     # 64-CPU replay but a planted one found any source). The other kind, then. Not where rates are known: what
     # the first scouts find, every other CPU tries as a hint (on every CPU, the GPU node's 64-CPU replay took
     # 1.38 ms a CPU-second where it took 0.82, a second FFT on most CPUs past the scouts, for no source).
-    return _spectral_pass(ev, starts, _light(weights, tail, ev.min_events), weights, light, known_hz,
+    return _spectral_pass(ev, starts, _light(weights, tail, ev.min_events), light, known_hz,
                           None if failed is None else failed[True], coarse, futile[True], candidates,
                           searches)  # fmt: skip
 
@@ -602,26 +589,27 @@ def _tail_heavy(weights: NDArray[np.float64], tail: NDArray[np.float64] | None) 
 
 
 def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np.float64],
-                   acf_weights: NDArray[np.float64], threshold: float, known_hz: tuple[float, ...],
+                   threshold: float, known_hz: tuple[float, ...],
                    failed: list[Tried] | None, coarse: bool,
                    futile: tuple[Tried, ...] = (), candidates: int = MAX_CANDIDATES,
                    searches: int = MAX_CANDIDATES) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
-    weighed by `weights`, in bins COARSE times as wide when `coarse`; the
-    autocorrelation weighs them by acf_weights. It tries `candidates` peaks at
-    most, of which `searches` at most through their subharmonics (a peak at a
-    harmonic of a known rate is one fit)."""
+    weighed by `weights`, in bins COARSE times as wide when `coarse`, and
+    whitened (_whitened). It tries `candidates` peaks at most, of which
+    `searches` at most through their fundamentals (a peak at a harmonic of a
+    known rate is one or two fits)."""
     coarse = coarse and COARSE > 1
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns * (COARSE if coarse else 1), restore=coarse)
     # No slower than a train holding min_events periods in the run: a peak there (the GPU node's replay stood at
     # 0.17-0.27 Hz, 5-8 periods in 30 s, over the floor on a sixth of its CPUs) can be no source, nor can its
-    # subharmonics, and was tried with the autocorrelation (two FFTs) and a fit.
+    # subharmonics, and was tried with a fit.
     slowest = int(np.ceil((ev.min_events - 1) * 1e9 / ev.span_ns / df))
     lo, hi = max(int(MIN_FREQ_HZ / df), slowest, 1), min(int(MAX_FREQ_HZ / df), len(power) - 1)
-    if lo >= hi or power[lo : hi + 1].max() < threshold:
-        return None  # no peak to try: the autocorrelation (two FFTs more) would go unused
-    acf_period: float | None = None  # found when first needed: two FFTs
-    power = power[: hi + 1].copy()
+    if lo >= hi:
+        return None
+    power = _whitened(power, hi)
+    if power[lo:].max() < threshold:
+        return None  # no peak to try
     fits: _Fits = {}
     spent: set[float] = set()  # known rates one of whose harmonics was tried in vain
     tried = searched = 0
@@ -633,7 +621,7 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
         if _futile(futile, peak, df, float(power[peak])):
             # The node's background at this frequency: other CPUs searched a peak here, as high or nearly, in vain
             # (seen: the 19th harmonic of the tick's leftovers, 4.75 kHz, over the floor on half the CPUs of this
-            # VM's 64-CPU replay, each searched through its subharmonics and the autocorrelation in vain).
+            # VM's 64-CPU replay, each searched through its subharmonics in vain).
             power[max(peak - _reach(peak), 0) : peak + _reach(peak) + 1] = 0
             continue
         if known := _harmonic_of(known_hz, peak, df):
@@ -645,19 +633,20 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
                 power[max(peak - width, 0) : peak + width + 1] = 0
                 continue
             spent.add(rate)
-            # A harmonic of a rate settled elsewhere: its subharmonics were tried as hints, so the peak is tried
-            # as itself alone (one fit where the search tries some twenty): a source of its own rate is found.
-            sample = _sample(ev, peak * df)
+            # A harmonic of a rate settled elsewhere: the hints took as many trains at it as the node's other CPUs
+            # have, so the peak is tried as itself (a source of its own rate is found) and, where the rate is
+            # resolved, the rate once more (a train more at it here: a replay's planted 100 Hz train beside the
+            # host's, where the node's scouts had the one), both on a stretch holding the slower's periods.
+            sample = _sample(ev, rate or peak * df)
             key = (peak, len(sample.live()[0]))
             if key not in fits:
                 fits[key] = _source(sample, 1e9 / (peak * df))
-            best = fits[key]
+            found = [f for f in (fits[key], _source(sample, 1e9 / rate) if rate else None) if f is not None]
+            best = max(found, key=lambda f: _score(f[0])) if found else None
             if best is not None and sample is not ev:
                 best = _source(ev, best[0].period_ns)
         else:
-            if acf_period is None:
-                acf_period = _acf_period(starts, acf_weights, ev.span_ns, ev.bin_ns)
-            best = _best_harmonic(ev, power, peak, lo, df, acf_period, fits)
+            best = _best_harmonic(ev, power, peak, lo, df, fits)
             searched += 1
         if ev.accepts(best):
             return best
@@ -697,8 +686,7 @@ def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int
     make every other peak one): such a peak is tried as itself, but it says
     nothing of the rate's other harmonics. Where a rate's harmonics
     lie close (their reaches over a SPARSE-th of the spectrum), a peak is one
-    only up to the MAX_DIVISOR-th, as far as the subharmonic search would
-    reach the rate itself: the GPU node's replay settled 1 Hz and 0.7 Hz,
+    only up to the MAX_DIVISOR-th: the GPU node's replay settled 1 Hz and 0.7 Hz,
     which made the 400 Hz peak of one CPU's own 100 Hz x 200 µs train a
     "harmonic", tried as itself alone, and the train was never found. A
     sparse comb's match says something at any harmonic: the tick's leftovers
@@ -720,66 +708,116 @@ def _harmonic_of(known_hz: tuple[float, ...], peak: int, df: float) -> tuple[int
 SPARSE = 100
 
 
+#: A peak's candidate fundamentals: the peak over 1 to this many (a narrow pulse train's strongest harmonic can be
+#: its 48th: a 100 Hz timer was found as 150 Hz when the search reached the 16th).
+HARMONIC_DIVISORS = 48
+#: Harmonics summed for a candidate, at most (a 20 Hz train's up to 1.28 kHz).
+HARMONICS = 64
+#: Candidates fitted a peak, the highest by their harmonics' sum. A ladder that fitted every one of 16 subharmonics
+#: (and the autocorrelation's period, two FFTs) made a scout's search after its last source some 120 fits in vain.
+HARMONIC_FITS = 2
+#: The mean and variance of the largest of three bins of white noise (exponential powers): a harmonic is read as
+#: the highest bin of three about it, as a rate known to a bin drifts by one at its higher harmonics.
+_MEAN3, _VAR3 = 1 + 1 / 2 + 1 / 3, 1 + 1 / 4 + 1 / 9
+#: Sums within this fraction of the highest are one: the slowest of them is the fundamental (see _fundamentals).
+TIED = 0.05
+#: A harmonic's line is seen, and its place refines the fundamental, from this power (white noise's highest of
+#: three bins passes it once in a thousand).
+HARMONIC_SEEN = 8.0
+
+
+def _fundamentals(power: NDArray[np.float64], peak: int, lo: int) -> NDArray[np.float64]:
+    """The peak's candidate fundamentals (bins, fractional), peak / d for d up to HARMONIC_DIVISORS and no lower
+    than lo, the likeliest first: by how far the sum of each one's first HARMONICS harmonics (to the spectrum's
+    end) stands over what white noise would sum to there, in its standard deviations. The fundamental wins
+    over its subharmonics, which add as many bins of noise as of its comb. Its harmonics, where its first 64
+    are all in the comb (a slow train whose gaps are narrow and on time: its lines stand alike to 5 kHz), sum
+    as full a comb, as high: of candidates within TIED of the highest, the slowest comes first."""
+    hi = len(power) - 1
+    f = peak / np.arange(1, HARMONIC_DIVISORS + 1, dtype=np.float64)
+    f = f[f >= lo]
+    at = np.rint(f[:, None] * np.arange(1, HARMONICS + 1, dtype=np.float64)[None, :]).astype(np.int64)
+    inside = at + 1 <= hi
+    at = np.minimum(at, hi - 1)
+    highest = np.maximum(np.maximum(power[at - 1], power[at]), power[at + 1])
+    n = inside.sum(axis=1)
+    z = (np.where(inside, highest, 0.0).sum(axis=1) - n * _MEAN3) / np.sqrt(np.maximum(n, 1) * _VAR3)
+    tied = z >= z.max() - TIED * abs(z.max())
+    # the tied first, slowest first (f descends with d), then the rest by their sums
+    order = np.concatenate([np.flatnonzero(tied)[::-1], np.flatnonzero(~tied)[np.argsort(-z[~tied], kind="stable")]])
+    ranked: NDArray[np.float64] = f[order]
+    return ranked
+
+
+def _refined(power: NDArray[np.float64], f: float) -> float:
+    """The fundamental f (in bins) to a fraction of a bin: the least squares of the places of its harmonics'
+    lines (m f), weighed by their power, over the first 2, 4, 8, ... harmonics, each stage looking for the
+    lines where the last put them. A bin is too coarse a period: a 100 Hz train fitted at its bin in a 4 s
+    run (99.93 Hz) drifted 3 ms and gave each 50-period window a phase of its own, a slightly wrong period
+    whose members held one stray gap."""
+    hi = len(power) - 1
+    top = 1
+    while 2 * top <= HARMONICS and 2 * top * f + 2 <= hi:
+        top *= 2
+        m = np.arange(1, top + 1, dtype=np.float64)
+        at = np.rint(m * f).astype(np.int64)
+        near = power[at[:, None] + np.array([-1, 0, 1])]
+        line = at + near.argmax(axis=1) - 1
+        weight = near.max(axis=1)
+        seen = weight >= HARMONIC_SEEN
+        if not seen.any():
+            break
+        m, line, weight = m[seen], line[seen], weight[seen]
+        f = float((weight * m * line).sum() / (weight * m * m).sum())
+    return f
+
+
 def _best_harmonic(
-    ev: _Events,
-    power: NDArray[np.float64],
-    peak: int,
-    lo: int,
-    df: float,
-    acf_period: float,
-    fits: _Fits,
+    ev: _Events, power: NDArray[np.float64], peak: int, lo: int, df: float, fits: _Fits
 ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
-    """A spectral peak may be a harmonic of the source: try it and its
-    subharmonics, and the autocorrelation's period, and keep the one that
-    explains most, members x coverage. (The fundamental lines up every event
-    at full coverage; a harmonic halves the coverage; a subharmonic halves
-    the members.) The choice is made on the run's first stretch (_sample) that holds SAMPLE_PERIODS periods of
-    the slowest subharmonic tried, and only the winner is fitted over the whole run."""
-    sample = _sample(ev, max(round(peak / MAX_DIVISOR) - 1, lo) * df)  # the lowest bin the ladder fits
+    """A spectral peak may be a harmonic of the source: fit the HARMONIC_FITS likeliest fundamentals
+    (_fundamentals), and keep the one that explains most, members x coverage. (The fundamental lines up every
+    event at full coverage; a harmonic halves the coverage; a subharmonic halves the members.) The choice is made
+    on the run's first stretch (_sample) that holds SAMPLE_PERIODS periods of the slower candidate, and only the
+    winner is fitted over the whole run."""
+    candidates = _fundamentals(power, peak, lo)[:HARMONIC_FITS]
+    sample = _sample(ev, float(candidates.min()) * df)
     n = len(sample.live()[0])
     tried: list[tuple[float, tuple[PeriodicSource, NDArray[np.intp]]]] = []
-    if acf_period and (-1, n) not in fits:
-        fits[-1, n] = _source(sample, acf_period)
-    if acf := fits.get((-1, n)):
-        tried.append((acf_period, acf))
-    # A peak at the m-th harmonic of the autocorrelation's source, when that source fills its periods, is
-    # tried through the divisors of m alone: the subharmonics that are themselves harmonics of that source
-    # (its period may be a multiple of the true one: the autocorrelation sees no period under 3.2 ms, and
-    # gave 250 Hz for the GPU node's 1 kHz timer), and the peak itself (a source of its own rate is found).
-    # The others are no better fundamentals, and a source at one of them stands at its own peak, tried in
-    # turn. The scouts of this VM's 64-CPU replay fitted 762 times where they fitted 862 (the tick's 10th
-    # harmonic, 2.5 kHz, tried at 4 divisors where it was tried at 11). A partial train is no such guide:
-    # two 100 Hz trains 5 ms apart gave a "200 Hz" of 66 % whose subharmonic held more.
-    divisors = list(range(1, MAX_DIVISOR + 1))
-    m = round(peak * df * acf_period / 1e9) if acf_period else 0
-    full = acf is not None and sample.accepts(acf) and acf[0].coverage >= FULL_COVERAGE
-    if full and m >= 1 and _harmonic_of((1e9 / acf_period,), peak, df):
-        divisors = [d for d in divisors if m % d == 0]
-    for div in divisors:
-        index = round(peak / div)
-        if index < lo:
-            break
-        # The most a train of this period could score, and every lower one less:
-        # once below the best so far, the rest cannot win (the choice is the same,
-        # at a quarter of the fits: a full 250 Hz train needs no 15.6 Hz try).
-        if tried and _score_bound(sample.span_ns, 1e9 / ((index + 1) * df), n) < max(_score(t[1][0]) for t in tried):
-            break
-        # A subharmonic is tried even when weak in the spectrum: two pulse
-        # trains of one period but different phases cancel there.
-        index = max(range(max(index - 1, lo), min(index + 2, len(power))), key=lambda i: power[i])
-        if (index, n) not in fits:  # else fitted for an earlier peak: peaks share subharmonics
-            if sample.span_ns * index * df / 1e9 < ev.min_events:
-                break  # fewer periods in the sample than a source needs, and lower ones have fewer
-            fits[index, n] = _source(sample, 1e9 / (index * df))
+    for f in candidates.tolist():
+        f = _refined(power, f)
+        index = round(f)
+        if (index, n) not in fits:  # else fitted for an earlier peak: peaks share their fundamentals
+            if sample.span_ns * f * df / 1e9 < ev.min_events:
+                continue  # fewer periods in the sample than a source needs
+            fits[index, n] = _source(sample, 1e9 / (f * df))
         if candidate := fits[index, n]:
-            tried.append((1e9 / (index * df), candidate))
+            tried.append((1e9 / (f * df), candidate))
     if not tried:
         return None
-    best_period, best = max(tried, key=lambda t: _score(t[1][0]))
+    best_period, best = _faster(sample, *max(tried, key=lambda t: _score(t[1][0])))
     best_period, best = _unmerge(sample, best_period, best)
     if sample is ev:
         return best
     return _source(ev, best_period)
+
+
+def _faster(
+    ev: _Events, period: float, best: tuple[PeriodicSource, NDArray[np.intp]]
+) -> tuple[float, tuple[PeriodicSource, NDArray[np.intp]]]:
+    """A full train may be every 2nd or 3rd period of a faster one (a fit takes one gap a period, the closest):
+    the train at 2 or 3 times its rate, when it explains more (members x coverage), and so on. The sums of
+    harmonics can rank a common divisor of two sources' rates over either: the GPU node's 1 kHz timer beside
+    its 250 Hz tick stood first at 500 Hz on a scout of its 384-CPU replay, every other gap of the timer,
+    where a search of every subharmonic had fitted the 1 kHz too."""
+    while best[0].coverage >= FULL_COVERAGE:
+        faster = [(period / k, f) for k in (2, 3) if 1e9 * k / period <= MAX_FREQ_HZ
+                  if (f := _source(ev, period / k)) is not None]  # fmt: skip
+        top = max(faster, key=lambda t: _score(t[1][0]), default=None)
+        if top is None or _score(top[1][0]) <= _score(best[0]):
+            break
+        period, best = top
+    return period, best
 
 
 def _hinted(ev: _Events, period: float) -> tuple[PeriodicSource, NDArray[np.intp]] | None:
@@ -892,18 +930,6 @@ def _score(source: PeriodicSource) -> float:
     return source.events * min(source.coverage, 1.0)
 
 
-def _score_bound(span_ns: float, period: float, events: int) -> float:
-    """The highest _score a train of this period could reach among `events`
-    events: its members are at most one a period in each phase window (a
-    window may hold one more than its share) and at most the events there
-    are, and the score is at most its members. The fit may shorten the
-    period by up to 1 % (_refit): 2 % is allowed."""
-    if period <= 0:
-        return float(events)
-    periods = 1.02 * span_ns / period
-    return float(min(events, periods + max(1, round(periods / WINDOW_PERIODS)) + 2))
-
-
 def _tolerance(ev: _Events, period: float) -> float:
     """How far from its line a train's member may lie: 2 % of the period, and at least two spectrum bins."""
     return max(2 * ev.bin_ns, 0.02 * period)
@@ -1010,7 +1036,7 @@ def periodic_members(
     peak here at one of their frequencies, under FUTILE_FACTOR times as
     high, is passed over as that background. Each search after the hints
     tries `candidates` spectral peaks at most, `searches` of them through
-    their subharmonics."""
+    their fundamentals."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
