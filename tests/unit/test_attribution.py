@@ -226,3 +226,39 @@ def test_each_kind_of_spectrum_has_the_floor_of_the_scouts_that_searched_one() -
     assert _floors([None, 3.0, 5.0], [None, None, 10.0]) == (4.0, 10.0)
     assert _floors([1.0, 2.0], [None, None]) == (1.5, 1.5)
     assert _floors([None], [None]) == (0.0, 0.0)
+
+
+def test_the_scouts_rates_are_hinted_fastest_first_so_a_slower_rate_takes_no_slot_of_a_faster_train() -> None:
+    """A 1 kHz timer half of whose fires show (the others in the gaps of the tick and a host's 250 Hz train,
+    as on the GPU node): each 250 Hz hint tried before it took one of its slots, and the CPU read four 250 Hz
+    trains. The scouts' rates come fastest first, so the timer is taken whole and the 250 Hz hints take the
+    tick's and the host's trains."""
+    from quietcore.attribution import noise
+    from quietcore.stats.periodicity import periodic_members
+
+    scouted = [{"periodic": [{"frequency_hz": f} for f in rates]}
+               for rates in ([250.0, 250.0, 1000.0], [250.0, 1000.0, 250.0], [250.0, 250.0, 1000.0])]  # fmt: skip
+    shared = noise._shared_rates(scouted)
+    assert shared == (1000.0, 250.0, 250.0)
+    span, rng = 10e9, np.random.default_rng(61)
+
+    def every_4_ms(at: float) -> np.ndarray:
+        return np.arange(at, span, 4e6) + rng.normal(0, 300, 2_500)
+
+    tick, host, timer = every_4_ms(0.2e6), every_4_ms(1.7e6), np.concatenate([every_4_ms(2.2e6), every_4_ms(3.2e6)])
+    others = rng.uniform(0, span, 10_000)
+    starts = np.concatenate([tick, host, timer, others])
+    order = np.argsort(starts)
+    lengths = np.concatenate([np.full(2_500, 12e3), np.full(2_500, 9e3), np.full(5_000, 9e3),
+                              rng.exponential(2e3, 10_000)])[order]  # fmt: skip
+
+    def found(rates: tuple[float, ...]) -> list[tuple[int, int]]:
+        # as analyze_cpu hints them: the tick's rate first, once less among the shared
+        got = periodic_members(starts[order], lengths, span, hints_hz=(250.0,), rates_hz=rates,
+                               known_hz=(1000.0, 250.0))  # fmt: skip
+        return [(round(s.frequency_hz), s.events) for s, _ in got]
+
+    fastest = found((1000.0, 250.0))
+    assert [f for f, _ in fastest] == [250, 1000, 250] and 5_000 <= fastest[1][1] <= 5_600, fastest
+    slowest = found((250.0, 1000.0))
+    assert 1000 not in [f for f, _ in slowest], f"tried last, its slots were taken: {slowest}"

@@ -305,9 +305,14 @@ FAILED = "_failed_power"
 
 
 def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
-    """The scouts' sources' rates, the most widely found first, each as many times as
-    most of the scouts that have it do (a VM's tick and its host's timer at the tick's
-    rate are two trains at 250 Hz on every CPU of the GPU node)."""
+    """The scouts' sources' rates, the fastest first, each as many times as most of the
+    scouts that have it do (a VM's tick and its host's timer at the tick's rate are two
+    trains at 250 Hz on every CPU of the GPU node). They are tried as hints in this
+    order, and a slower rate's fit can take every k-th gap of a faster train, never the
+    other way: the GPU node's 1 kHz timer, where half its fires showed (the others fall
+    in its two 250 Hz trains' gaps), lost one of its slots to each 250 Hz hint tried
+    before it, and read as two more 250 Hz trains on some CPUs of each session; tried
+    first, it is the 1 kHz train on every CPU, and the 250 Hz hints take the rest."""
     rates: list[float] = []
     counts: list[list[int]] = []  # per rate, its count on each scout that has it
     for cpu in scouted:
@@ -322,7 +327,7 @@ def _shared_rates(scouted: list[dict[str, Any]]) -> tuple[float, ...]:
             mine[k] = mine.get(k, 0) + 1
         for k, n in mine.items():
             counts[k].append(n)
-    order = sorted(range(len(rates)), key=lambda k: -len(counts[k]))
+    order = sorted(range(len(rates)), key=lambda k: -rates[k])
     return tuple(rates[k] for k in order for _ in range(sorted(counts[k])[(len(counts[k]) - 1) // 2]))
 
 
