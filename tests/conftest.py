@@ -168,8 +168,9 @@ def cli_process(cli_env: dict[str, str]) -> CliRunner:
     holds that list)."""
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "quietcore", *args], capture_output=True, text=True,
-                              env={**cli_env, **(env or {})}, timeout=timeout, check=False)  # fmt: skip
+        return read_as_a_person(subprocess.run([sys.executable, "-m", "quietcore", *args], capture_output=True,
+                                               text=True, env={**cli_env, **(env or {})}, timeout=timeout,
+                                               check=False))  # fmt: skip
 
     return run
 
@@ -217,7 +218,8 @@ def cli_main(cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliRun
             finally:
                 for sig, handler in handlers.items():
                     signal.signal(sig, handler)
-        return subprocess.CompletedProcess(["quietcore", *args], code, out.getvalue(), err.getvalue())
+        return read_as_a_person(subprocess.CompletedProcess(["quietcore", *args], code, out.getvalue(),
+                                                            err.getvalue()))  # fmt: skip
 
     return run
 
@@ -308,7 +310,73 @@ def forked_main(args: Sequence[str], env: dict[str, str], timeout: float = 120) 
     `subprocess.run` waits for `python -m quietcore`."""
     child = Forked(args, env)
     out, err = child.communicate(timeout)
-    return subprocess.CompletedProcess(child.args, child.wait(), out, err)
+    return read_as_a_person(subprocess.CompletedProcess(child.args, child.wait(), out, err))
+
+
+def screen_table(text: str, title: str) -> list[list[str]]:
+    """The rows of the table printed under the line `title` (report.screen's style: a header, a rule, then
+    rows, cells two spaces apart or more), a cell's wrapped lines joined to it: empty when there is none."""
+    import re
+
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip().startswith(title)), None)
+    if at is None:
+        return []
+    rule = next((i for i in range(at + 1, min(at + 6, len(lines))) if lines[i].startswith("─")), None)
+    if rule is None:
+        return []
+    head = lines[rule - 1]
+    starts = [m.start() for m in re.finditer(r"(?:(?<=  )|^)\S", head)]
+    rows: list[list[str]] = []
+    for line in lines[rule + 1 :]:
+        # a row has cells two spaces apart, or is a wrapped cell's line (indented past a prose line's hang)
+        if not line.strip() or not (re.search(r"\S {2,}\S", line) or line.startswith("   ")):
+            break
+        cells = _cut(line, starts)
+        if rows and not cells[0]:  # a wrapped cell's next line
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+    return rows
+
+
+def _cut(line: str, starts: list[int]) -> list[str]:
+    """A row's cells, by where the header's columns start (a right-aligned cell may start before its header:
+    each cell is what lies between two gaps of two spaces, put in the column it ends in)."""
+    import re
+
+    cells = [""] * len(starts)
+    for m in re.finditer(r"\S+(?: \S+)*", line):
+        column = max((k for k, s in enumerate(starts) if s <= m.end() - 1), default=0)
+        cells[column] = f"{cells[column]} {m.group()}".strip()
+    return cells
+
+
+#: Commands whose output is for a program, not a person: JSON, CSV, a metrics file, help from argparse.
+FOR_PROGRAMS = ("--json", "--help", "-h", "--format", "export", "schema", "--version")
+
+
+def read_as_a_person(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """Every output a command of the suite printed for a person, checked as issue 56 reads it (tests/readable.py):
+    no line over 120 characters but a command or a path, no sentence over 40 words, no parenthesis inside a
+    parenthesis. A test's command output that reads badly fails it. QUIETCORE_READABLE_LOG=FILE: writes what
+    reads badly to FILE instead, for a survey of the whole suite."""
+    from tests import readable
+
+    args = [str(a) for a in proc.args]
+    if any(a in FOR_PROGRAMS for a in args):
+        return proc
+    from quietcore.report.screen import FILE_WIDTH
+
+    bad = readable.problems(proc.stdout, FILE_WIDTH) + readable.problems(proc.stderr, FILE_WIDTH)
+    if bad:
+        log = os.environ.get("QUIETCORE_READABLE_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"## {' '.join(args)}\n" + "\n".join(bad) + "\n")
+        else:
+            raise AssertionError(f"{' '.join(args)} reads badly:\n" + "\n".join(bad))
+    return proc
 
 
 def _child(

@@ -18,6 +18,7 @@ from quietcore.commands import COMMANDS
 from quietcore.commands import load as load_command
 from quietcore.errors import QuietcoreError, UsageError
 from quietcore.heap import keep_freed_memory
+from quietcore.wrap import terminal_width, wrap
 
 REQUIRED = "the following arguments are required: "
 
@@ -71,8 +72,21 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(command)
+        _verbose(command, False)
         command.set_defaults(run=module.run)
     return parser
+
+
+def _verbose(command: argparse.ArgumentParser, default: object) -> None:
+    """--verbose on a command and on each of its actions (`results list --verbose`, as a user types it); an
+    action's default is SUPPRESS, so `results --verbose list` keeps the command's True."""
+    command.add_argument("--verbose", action="store_true", default=default,
+                         help="also say the journal's housekeeping: what an ended quietcore left changed and this "
+                              "command put back")  # fmt: skip
+    for action in command._actions:  # argparse has no public way to list a parser's subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _verbose(child, argparse.SUPPRESS)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -87,6 +101,12 @@ def healthcheck() -> int:
     argv = ["check", "--slurm-drain", "--wait", "30", *sys.argv[1:]]
     sys.argv[1:] = argv  # the session stores the command as it ran
     return main(argv)
+
+
+def _error(line: str) -> None:
+    """An error in one line: in a file or pipe as it is, for a log's reader and grep; in a terminal wrapped to
+    its width."""
+    print("\n".join(wrap(line, terminal_width())) if sys.stderr.isatty() else line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     except QuietcoreError as exc:
-        print(f"quietcore: error: {exc}", file=sys.stderr)
+        _error(f"quietcore: error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
         print("quietcore: interrupted", file=sys.stderr)
