@@ -42,6 +42,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,6 @@ import peak  # noqa: E402
 from load import disturbed  # noqa: E402
 from tests.fixtures.make_roots import topology_root  # noqa: E402  (the made-up node the suite uses too)
 
-from quietcore.facts.cpulist import cpus_phrase  # noqa: E402
 from quietcore.facts.root import Root  # noqa: E402
 from quietcore.facts.topology import places, read_topology  # noqa: E402
 
@@ -242,6 +242,23 @@ def split_child(traces: Path, span: float) -> tuple[float, float, float, float, 
 SPLITS = 3
 
 
+def named(db: Path) -> tuple[dict[int, list[Any]], list[tuple[str, frozenset[int]]]]:
+    """What `results show` names of session 1, as data (report.summary.findings): its outliers with why, and the
+    topology groups it says are noisier, each with its CPUs."""
+    from quietcore.report import summary
+    from quietcore.store import db as store
+    from quietcore.store import sessions
+
+    conn = store.open_db(db, create=False, write=False)
+    try:
+        row = sessions.find_session(conn, "1")
+        (run,) = [r for r in sessions.runs_of(conn, row.id) if r.kind == "noise"]
+        _, away, odd = summary.findings(run.summary, run.noise.cpus, row.facts, run.context.get("topology"))
+    finally:
+        conn.close()
+    return dict(odd), away
+
+
 def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: float, splits: int = SPLITS) -> None:
     """One replay of `n` CPUs: import, analyse, show, report, and what each cost."""
     where.mkdir()
@@ -256,8 +273,8 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
     shown, sw, sc, sm = qc(envn, "results", "show", "1")
     _, rw, rc, rm = qc(envn, "report", "1", "--out", str(where / "report"), "--force")
     said = shown.stdout.splitlines()
-    odd = {int(line.split()[1].rstrip(":")) for line in said if ": outlier:" in line}
-    groups = [line for line in said if ": a noisier " in line]
+    outliers, groups = named(db)
+    odd = set(outliers)
     lines_ok = len(said) <= LINES + len(odd)
     report_mb = sum(f.stat().st_size for f in (where / "report").rglob("*") if f.is_file()) / 2**20
     per_event = db.stat().st_size / max(events, 1)
@@ -297,12 +314,13 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
     print(f"  database {per_event:.1f} bytes per event "
           f"({'PASS' if per_event <= BYTES_PER_EVENT else 'MISS'}: {BYTES_PER_EVENT:g})")  # fmt: skip
     wanted = planted["source"] | planted["loss"]
-    named_group = any(line.startswith(cpus_named(planted["l3"])) for line in groups) and len(groups) == 1
-    group = "named" if named_group else "MISSED: " + "; ".join(groups)
+    named_group = [cpus for _, cpus in groups] == [frozenset(planted["l3"])]
+    group = "named" if named_group else "MISSED: " + "; ".join(line for line, _ in groups)
     # the source's CPU named for its source, not only for the loss it adds (the GPU node's 384 CPUs once named
     # CPU 96 for its loss alone: the train was not found)
-    sourced = {int(line.split()[1].rstrip(":")) for line in said
-               if ": outlier:" in line and "a periodic source its group lacks: 100 Hz x 200" in line}  # fmt: skip
+    sourced = {cpu for cpu, why in outliers.items()
+               if any(w.source is not None and round(w.source.frequency_hz) == 100
+                      and 150e3 < w.source.median_duration_ns < 300e3 for w in why)}  # fmt: skip
     print(f"  planted: CPUs {sorted(wanted)} as outliers, named {sorted(odd)} "
           f"({'PASS' if odd == wanted else 'MISS'}), the source's CPUs {sorted(planted['source'])} for it "
           f"{sorted(sourced)} ({'PASS' if sourced == planted['source'] else 'MISS'}); the L3 group "
@@ -354,10 +372,6 @@ def clone(db: Path, count: int) -> int:
             # the database's 12.9 for the GPU node's 384 CPUs), twice what `hundred` reckons with
             conn.commit()
     return db.stat().st_size
-
-
-def cpus_named(cpus: set[int]) -> str:
-    return cpus_phrase(frozenset(cpus))
 
 
 if __name__ == "__main__":

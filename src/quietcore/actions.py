@@ -70,9 +70,15 @@ def _render(a: Action) -> str:
 
 
 def boot_line(words: str) -> str:
-    return (
-        f"add {words} to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot"
-    )
+    return (f"add {words} to the kernel command line and reboot; with GRUB, in GRUB_CMDLINE_LINUX of "
+            "/etc/default/grub, then update-grub")  # fmt: skip
+
+
+def sentence(note: str) -> str:
+    """A note as a sentence of its own: capitalised, with its end."""
+    note = note.strip().rstrip(".")
+    first = note.split(" ", 1)[0]
+    return note[:1].upper() + note[1:] if first.isalpha() and first.islower() else note
 
 
 def boot_word(a: Action) -> str:
@@ -93,9 +99,9 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
             j += 1
         group = actions[i:j]
         if a.kind == "boot-parameter" and len(group) > 1:
-            notes = "; ".join(g.note for g in group if g.note)
+            notes = [g.note for g in group if g.note]
             words = " ".join(boot_word(g) for g in group)
-            lines.append(boot_line(words) + (f" ({notes})" if notes else ""))
+            lines.append(boot_line(words) + "".join(f". {sentence(n)}" for n in notes))
         elif a.kind == "task-affinity" and len(group) > 1:
             pids = " ".join(str(ThreadTarget.parse(g.target, g.kind).tid) for g in group)
             lines.append(f"for pid in {pids}; do taskset -pc {a.value} $pid; done")

@@ -13,14 +13,34 @@ from pathlib import Path
 from rich.markup import escape
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+#: What Markdown reads as markup (emphasis, code, links, raw HTML, tables), escaped with a backslash, as
+#: CommonMark allows for any ASCII punctuation. "_" is left: inside a word (local_timer) it is no emphasis.
+_MARKDOWN = re.compile(r"([\\`*\[\]<>&|!])")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_-]+")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
-def plain(text: str) -> str:
+def plain(text: str, newlines: bool = False) -> str:
     """Control characters (an escape sequence that moves the cursor or
-    retitles the terminal, a newline that forges a line) shown as \\xNN."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    retitles the terminal, a newline that forges a line) shown as \\xNN,
+    or \\n, \\t and \\r;
+    with `newlines`, a newline is kept (a figure's title of two lines)."""
+    return (_CONTROL_BUT_NEWLINE if newlines else _CONTROL).sub(_shown, text)
+
+
+#: The control characters a reader knows by their C escape: a command line's newline reads "\\n".
+_KNOWN = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _shown(m: re.Match[str]) -> str:
+    return _KNOWN.get(m.group()) or f"\\x{ord(m.group()):02x}"
+
+
+def md(text: str) -> str:
+    """For Markdown: plain()'s text, with what Markdown reads as markup escaped, so a task named
+    `<img src=x onerror=...>` or `[a](javascript:...)` is its name in the rendered page too."""
+    return _MARKDOWN.sub(r"\\\1", plain(text))
 
 
 def markup(text: str) -> str:

@@ -152,7 +152,8 @@ def test_a_forged_journal_row_in_a_users_database_writes_nothing(cli: CliRunner,
     listed = cli("results", "--db", str(path), "list")
     # THEN it lists them, says what it found, and writes nothing anywhere
     assert listed.returncode == 0, listed.stderr
-    assert "1 open journal entry of an older quietcore; not replayed and not moved" in listed.stderr
+    said = " ".join(listed.stderr.split())  # one message, wrapped to the width of a file
+    assert "holds 1 open journal entry of an older quietcore. They are not replayed" in said
     assert canary.untouched()
     assert sqlite3.connect(path).execute("SELECT state FROM journal").fetchone() == ("temporary",)
 
@@ -166,7 +167,7 @@ def test_a_forged_row_in_roots_own_database_is_moved_but_its_target_refused(
     db.open_db(db_file).close()
     _forge(db_file, canary.path)
     # WHEN any command runs
-    listed = cli("results", "list")
+    listed = cli("results", "list", "--verbose")  # the journal's housekeeping: said when asked
     # THEN the entry moves to the node journal, and its kind refuses the target: nothing is written
     assert listed.returncode == 0, listed.stderr
     assert "moved 1 open journal entry" in listed.stderr
@@ -289,6 +290,83 @@ def test_a_hostile_experiment_name_runs_no_script_in_the_report_and_no_formula_i
     csv = cli("results", "export", "1", "--format", "csv")
     assert csv.returncode == 0, csv.stderr
     assert "'=1+1[bold]" in csv.stdout and ",=1+1" not in csv.stdout
+
+
+#: A task's name that would retitle a terminal and clear its screen (OSC 2, then CSI 2J), 15 bytes: the most
+#: prctl(PR_SET_NAME) keeps.
+ESCAPES = b"\x1b]2;PWN\x07\x1b[2J"
+
+
+def _named_spinner(cpu: int, name: bytes) -> int:
+    """A process of nobody's that names itself `name` and spins on `cpu` until killed: its pid."""
+    import ctypes
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.sched_setaffinity(0, {cpu})
+            ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+            end = time.monotonic() + 60  # never past the test, whatever happens to it
+            while time.monotonic() < end:
+                pass
+        finally:
+            os._exit(0)
+    return pid
+
+
+def test_a_task_named_with_a_terminals_escapes_is_text_in_every_output(cli: CliRunner, tmp_path: Path) -> None:
+    """Issue 56: as nobody, a task named `\\x1b]2;PWN\\x07\\x1b[2J` spun on CPU 1 while root ran `noise
+    --explain-above`; the terminal showed it escaped, but `report` wrote the raw bytes into report.md, and
+    matplotlib's warning ("Glyph 27 missing") carried one to root's terminal. Every output is checked:
+    the command's own, `results show`, the report's Markdown, HTML and figures, the CSV and JSON exports."""
+    cpus = allowed_cpus()
+    if len(cpus) < 2:
+        pytest.skip("the spinner takes a CPU of two")
+    # GIVEN nobody's task, named with escapes, sharing the CPU measured
+    spinner = _named_spinner(cpus[-1], ESCAPES)
+    try:
+        time.sleep(0.3)  # named and spinning before the measurement starts
+        ran = cli("noise", "--cpus", str(cpus[-1]), "--duration", "2", "--explain-above", "100", timeout=120)
+    finally:
+        os.kill(spinner, signal.SIGKILL)
+        os.waitpid(spinner, 0)
+    assert ran.returncode == 0, ran.stderr
+    # WHEN root reads the session every way quietcore gives it
+    out = tmp_path / "report"
+    said = {"noise": ran, "results show": cli("results", "show", "1"), "report": cli("report", "--out", str(out)),
+            "csv": cli("results", "export", "1", "--format", "csv"),
+            "json": cli("results", "export", "1", "--format", "json")}  # fmt: skip
+    # THEN its name is there, as text: its escapes shown as \x1b, never sent
+    assert "\\x1b]2;PWN\\x07" in ran.stdout, ran.stdout
+    for what, proc in said.items():
+        assert proc.returncode == 0, (what, proc.stderr)
+        for stream in (proc.stdout, proc.stderr):
+            assert "\x1b" not in stream and "\x07" not in stream, (what, stream[-2000:])
+    files = [out / "report.md", out / "index.html", *sorted((out / "figures").iterdir())]
+    assert len(files) > 3
+    for f in files:
+        data = _png_text(f.read_bytes()) if f.suffix == ".png" else f.read_bytes()
+        assert b"\x1b" not in data and b"\x07" not in data, f
+    # the name, said, in the Markdown: its escapes shown, its backslashes and brackets escaped as Markdown reads them
+    from quietcore.safe import md
+
+    assert md("\x1b]2;PWN\x07") in (out / "report.md").read_text()
+
+
+def _png_text(data: bytes) -> bytes:
+    """A PNG's text chunks (its title, its software): the only bytes of it a program prints; the pixels'
+    compressed stream holds any byte."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, said = 8, b""
+    while at < len(data):
+        size, kind = int.from_bytes(data[at : at + 4], "big"), data[at + 4 : at + 8]
+        if kind in (b"tEXt", b"iTXt", b"zTXt"):
+            said += data[at + 8 : at + 8 + size]
+        at += 12 + size
+    return said
 
 
 def test_a_command_that_writes_100_mb_to_stderr_is_measured(cli: CliRunner) -> None:

@@ -44,11 +44,12 @@ def test_a_task_sharing_the_cpu_is_named_and_its_slices_are_no_source(
     (mine,) = said["cpus"]
     assert all(p["median_duration_ns"] < 500_000 for p in mine["periodic"]), mine["periodic"]
     shown = cli("results", "show", "1")
-    assert f"CPU {cpu} busy: {comm} (pid {pid}) ran " in shown.stdout and "a task, not noise" in shown.stdout
+    said = " ".join(shown.stdout.split())  # its lines as one: a sentence wrapped to the width of a file
+    assert f"CPU {cpu} was shared: {comm} (pid {pid}) ran " in said and "A task is work, not noise" in said
     # as slurmd's health check runs it: UNKNOWN, and Slurm is not asked to drain (no scontrol runs: the node
     # named does not exist, and asking for it would say so)
     drain = ["--slurm-drain", "--slurm-node", "no-such-node"] if shutil.which("scontrol") else []
     checked = cli("check", "--cpus", str(cpu), "--duration", "0.5", "--max-lost-ratio", "0.5", "--once", *drain)
     assert checked.returncode == 3, (checked.stdout, checked.stderr)
-    assert checked.stdout.startswith(f"UNKNOWN CPU {cpu} busy: {comm} (pid {pid}) ran ")
+    assert checked.stdout.startswith(f"UNKNOWN CPU {cpu} was shared: {comm} (pid {pid}) ran ")
     assert "Slurm" not in checked.stdout + checked.stderr

@@ -19,7 +19,7 @@ import pytest
 
 from quietcore.facts.cpulist import parse_cpulist
 from quietcore.report.summary import SOURCE_FLOOR
-from tests.conftest import CliRunner, allowed_cpus
+from tests.conftest import CliRunner, allowed_cpus, screen_table
 from tests.fixtures.make_roots import topology_root
 
 
@@ -53,18 +53,19 @@ def _without_ids(data: dict[str, Any]) -> dict[str, Any]:
 def test_list_and_show(cli: CliRunner, cli_process: CliRunner) -> None:
     # As `python -m quietcore` where test_every_command_runs_as_python_m_quietcore_somewhere sees it: it reads
     # literal command names, and test_cli_noise runs `results` so only through parametrized argument lists
-    listing = cli_process("results", "list")
+    listing = cli_process("results", "list", env={"COLUMNS": "200"})  # each command whole on its row
     assert listing.returncode == 0
     assert "noise" in listing.stdout and "complete" in listing.stdout and "k=v" in listing.stdout
     # the command as typed, its CPUs and duration, and how long it took: two noise sessions told apart
     cpu = allowed_cpus()[0]
     assert f"noise --cpus {cpu} --duration 0.3 --tag k=v" in listing.stdout
-    assert re.search(r"│ \d+\.\d s ", listing.stdout), listing.stdout
+    assert re.search(r"  \d+\.\d s  ", listing.stdout), listing.stdout
     show = cli("results", "show", "1")
     assert show.returncode == 0
-    for text in ("session", "fingerprint", f"run 1: noise: cpus {cpu}, duration 0.3 s, mode spin", "available %"):
+    for text in ("session", "fingerprint", f"Noise of CPU {cpu}, run 1\n  cpus {cpu}, duration 0.3 s, mode spin",
+                 "available %"):  # fmt: skip
         assert text in show.stdout
-    title = show.stdout.split("run 1:")[1].splitlines()[0]
+    title = show.stdout.split("run 1\n")[1].splitlines()[0]
     assert "{" not in title and "basis" not in title and "None" not in title, title
 
 
@@ -279,21 +280,25 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     shown = cli("results", "show", "2")
     assert shown.returncode == 0, shown.stderr
     said = shown.stdout.splitlines()
-    outliers = [line for line in said if "outlier:" in line]
-    assert len(said) <= 60 + len(outliers), "\n".join(said)
-    assert {line.split(":")[0] for line in outliers} == {"CPU 17", "CPU 40"}, outliers
+    outliers = {int(row[0]): row[1] for row in screen_table(shown.stdout, "Outliers")}
+    assert len(said) <= 70, "\n".join(said)
+    assert set(outliers) == {17, 40}, shown.stdout
     assert not [line for line in said if "a noisier" in line], "two odd CPUs are not an odd socket or L3 group"
     # traces bring no counters: the account says so in a line, where it was a table of one row, "unexplained 100%"
-    assert any(": no counters were read with these gaps (imported traces): nothing names where their " in line
-               for line in said) and not [line for line in said if "unexplained" in line], "\n".join(said)  # fmt: skip
-    assert any("a periodic source its group lacks: 100 Hz x 200.0 µs" in line for line in outliers), outliers
-    assert any(line.startswith("CPU 40: outlier: loses ") for line in outliers)
+    text = " ".join(shown.stdout.split())
+    assert (
+        ": no counters were read with these gaps (imported traces). Only the periodic sources above say where their "
+        in text
+        and "unexplained" not in text
+    ), shown.stdout
+    assert any("a periodic source its group lacks: 100 Hz x 200.0 µs" in why for why in outliers.values()), outliers
+    assert outliers[40].startswith("loses "), outliers
     # the sources the CPUs share: the rate most of them have (CPU 40's gaps doubled may stand apart) is found on
     # 62 CPUs or more, and is a line of its own where it takes 0.1 % of a CPU or more, else counted in the line
     # of such sources. (A CI run once had no such line; its screen was cut in the message, so it is whole now.)
-    shared = [parse_cpulist(line.split(":")[0].removeprefix("CPUs ")) for line in said
-              if line.startswith("CPUs ") and ": periodic source at " in line]  # fmt: skip
-    slight = [line for line in said if re.match(r"\d+ more periodic sources? that CPUs share, each under", line)]
+    rows = screen_table(shown.stdout, "Periodic sources CPUs share")
+    shared = [parse_cpulist(row[0].split(" (")[0]) for row in rows if not row[0].endswith("more")]
+    slight = [row for row in rows if re.fullmatch(r"\d+ more", row[0])]
     stored = json.loads(cli("results", "export", "2", "--format", "json").stdout)["runs"][0]["analysis"]["cpus"]
     found = [(c["cpu"], p) for c in stored for p in c["periodic"]]
     rate = max({round(p["frequency_hz"]) for _, p in found}, key=lambda hz: sum(
@@ -333,4 +338,6 @@ def test_64_cpus_are_said_in_a_screen_with_their_outliers_named(cli: CliRunner, 
     opened = re.findall(r"<details open><summary>([^<]*)</summary>", page)
     assert opened == ["CPU 17: outlier", "CPU 40: outlier"], opened
     assert page.count("<details><summary>") == 64 - 2 + 1  # and a fold of every CPU's row
-    assert page.index("CPU 17: outlier: ") < page.index('id="f01-noise-heatmap"') < page.index("<details")
+    # the glance, then the outliers' table, the heatmap and the folds
+    assert page.index('id="f01-glance-2"') < page.index("Outliers") < page.index('id="f02-noise-heatmap"') < (
+        page.index("<details"))  # fmt: skip

@@ -35,7 +35,7 @@ ROOT = os.geteuid() == 0
 CPUS = allowed_cpus()
 PLANTED = CPUS[-1]
 #: the planted 100 Hz source as the check's line names it (99.8 Hz to 102.x Hz)
-PLANTED_SOURCE = r"periodic source (9[89]\.\d|10[0-2](\.\d)?) Hz x"
+PLANTED_SOURCE = r"periodic source (?:of )?(9[89]\.\d|10[0-2](\.\d)?) Hz x"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMTOOL = shutil.which("promtool")
 
@@ -65,9 +65,9 @@ def referenced(tmp_path_factory: pytest.TempPathFactory, quiet_noise: Path) -> P
     done = subprocess.run([sys.executable, "-m", "quietcore", "reference", "set", "last"], env=env, capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "Reference" in done.stdout and "5 s each" in done.stdout
+    assert "Saved reference" in done.stdout and "5 s each" in done.stdout
     # each CPU's figure, as a check's line gives it ("its reference 1.4 %"): not a maximum of them
-    assert all(f"CPU {c} " in done.stdout.split("lost:")[1] for c in CPUS), done.stdout
+    assert all(f"CPU {c} " in done.stdout.split("lost ")[1] for c in CPUS), done.stdout
     return where / "results.db"
 
 
@@ -357,10 +357,13 @@ def test_slurm_health_check_drains_a_noisy_node_and_resumes_it(fleet_env: dict[s
             start = len(said())
 
             def drained_for_it() -> bool:
-                # one check's output: its FAIL line naming the source on that CPU, then the drain
-                new = said(start)
-                fail = re.search(rf"^FAIL .*CPU {PLANTED}: .*?{PLANTED_SOURCE}", new, re.M)
-                return fail is not None and f"Slurm: drained {node}: quietcore: FAIL" in new[fail.end() :]
+                # one check's output: FAIL, a line below naming the source on that CPU, then the drain
+                for one in re.split(r"Stored as session \d+\.", said(start)):
+                    words = " ".join(one.split())  # its sentences, whatever the width wrapped
+                    if re.match(rf"FAIL .*?CPU {PLANTED}: a {PLANTED_SOURCE}", words) and (
+                            f"Slurm: drained {node}: quietcore: FAIL" in words):  # fmt: skip
+                        return True
+                return False
 
             # THEN within a few intervals (and a check's length) the node is drained, with quietcore's reason
             # (the test watches the checks' log, not scontrol, whose every run would be noise of its own)

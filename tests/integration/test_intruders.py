@@ -27,8 +27,11 @@ import quietcore.attribution.sampled
 import quietcore.commands.intruders  # noqa: F401
 from quietcore import cli as quietcore_cli
 from quietcore.attribution import instances
+from quietcore.attribution.intruders import came_of
 from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.probes.runner import probe_path
+from quietcore.report.came import words
+from quietcore.report.spread import runs
 from tests.conftest import PINGPONG, CliRunner, allowed_cpus, as_nobody
 
 ROOT = os.geteuid() == 0
@@ -49,6 +52,11 @@ while time.monotonic() < end:
 print(open("/proc/self/schedstat").read().split()[0], flush=True)
 os._exit(0)
 """
+
+
+def said(came: object) -> dict[str, int]:
+    """How a stored source came, each way in its words (report.came), with its count."""
+    return {words(c): n for c, n in came_of(came)}
 
 
 def _cpu_times() -> dict[int, CpuTimes]:
@@ -112,9 +120,9 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
     steal = stolen + 10e6 if stolen else 0.0
     assert -0.03 * ran_ns - 3e6 <= traced - ran_ns <= 0.03 * ran_ns + 3e6 + steal, (traced, ran_ns, stolen, mine)
     # AND woken by its sleep's timer on that CPU, about once per 10 ms
-    came = {how: n for s in mine for how, n in s["came"].items()}
+    came = {how: n for s in mine for how, n in said(s["came"]).items()}
     assert sum(n for how, n in came.items() if how.startswith("woken by hrtimer_wakeup")) >= 50, came
-    assert all(s["fix"].startswith("the shield") and "(audit: task.placement)" in s["fix"] for s in mine)
+    assert all(s["fix"].startswith("the shield") and "Audit: task.placement." in s["fix"] for s in mine)
     # AND the workload (sleep) is not an intruder; the whole window is accounted for
     assert not any(s.get("pid") == data.get("workload_pid") for s in cpu["sources"] if s["kind"] == "task")
     total = cpu["workload_ns"] + cpu["idle_ns"] + cpu["intruded_ns"]
@@ -124,7 +132,7 @@ def test_a_planted_task_is_named_with_the_time_it_ran_and_its_waker(
     (stretches,) = data["explained"]["cpus"]
     assert stretches["over"] >= 50 and len(stretches["gaps"]) == 20
     slices = [e for g in stretches["gaps"] for e in g["inside"] if e["kind"] == "task" and e["pid"] == planted.pid]
-    woken = [e for e in slices if any(h.startswith("woken by hrtimer_wakeup") for h in e["came"])]
+    woken = [e for e in slices if any(h.startswith("woken by hrtimer_wakeup") for h in said(e["came"]))]
     # Most by its sleep's timer (the longest stretches also hold its start-up, woken by block I/O, and slices
     # another task cut in two, which are shorter)
     assert len(woken) >= 10 and len(woken) >= 2 * len(slices) / 3, [e["came"] for e in slices]
@@ -147,7 +155,7 @@ def test_a_watch_without_workload_is_stored_and_reported(
     # a child forked from this large process slows (its first writes copy pages: 205.8 ms once, forked)
     proc = cli_process("intruders", "--cpus", str(CPU), "--duration", "0.2")
     assert proc.returncode == 0, proc.stderr
-    assert f"Who ran on CPUs {CPU} besides nothing (no workload)" in proc.stdout
+    assert f"Who ran on CPU {CPU} besides nothing (no workload):" in proc.stdout
     # the whole 0.2 s is traced (and a little more: the marks around it, on a loaded VM up to a few ms)
     traced = re.search(rf"CPU {CPU}: ([\d.]+) ms traced", proc.stdout)
     assert traced and 200.0 <= float(traced[1]) < 205.0, proc.stdout
@@ -155,7 +163,7 @@ def test_a_watch_without_workload_is_stored_and_reported(
     assert shown.returncode == 0 and f"CPU {CPU}: {traced[1]} ms traced" in shown.stdout, shown.stderr
     report = cli_main("report", "1", "--out", str(tmp_path / "rep"))
     assert report.returncode == 0, report.stderr
-    assert f"Intruders on CPUs {CPU}" in (tmp_path / "rep" / "report.md").read_text()
+    assert f"### Intruders on CPU {CPU}\n" in (tmp_path / "rep" / "report.md").read_text()
     # Tracing is as it was: quietcore's instance is gone.
     for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         assert not list(Path(base).glob("instances/quietcore-*"))
@@ -174,7 +182,7 @@ def test_an_instance_a_killed_quietcore_left_tracing_is_removed_by_the_next_comm
         (left / "events" / "sched" / "sched_waking" / "trigger").write_text("stacktrace if cpu == 0")
         assert (left / "tracing_on").read_text().strip() == "1"
         # WHEN any command runs next, one that only reads the node
-        done = cli("audit", "--json")
+        done = cli("audit", "--json", "--verbose")  # the journal's housekeeping: said when asked
         # THEN the instance is gone, and it says so
         assert done.returncode == 0, done.stderr
         assert not left.exists()
@@ -258,7 +266,7 @@ def test_without_root_it_samples_and_names_the_task_with_its_time(nobodys: Path)
     # THEN it samples, says so and what sampling misses, and names the task with the time it ran
     assert answer.get("code") == 0, answer
     data = json.loads(answer["out"])
-    assert data["mode"] == "sampled" and data["misses"].startswith("sampled every 50 ms, not traced")
+    assert data["mode"] == "sampled" and data["misses"].startswith("it samples every 50 ms.")
     (cpu,) = data["cpus"]
     mine = [s for s in cpu["sources"] if s["kind"] == "task" and s["pid"] == planted.pid]
     assert mine, cpu["sources"]
@@ -304,7 +312,7 @@ def test_run_names_the_task_that_made_some_runs_slow(cli: CliRunner, db_file: Pa
     assert row["extra"]["intruders"].endswith(" ms")
     # THEN the spread is explained by that task, named by pid, with the method and its interval
     (spread,) = data["spread"]
-    assert spread["explained"], spread["sentence"]
+    assert spread["explained"], spread
     assert spread["source"]["name"].endswith(f"(pid {bursts.pid})") and spread["source"]["slow_ms"] > 10
     lo, hi = spread["interval"]
     assert 0.2 <= lo <= spread["share"] <= hi
@@ -327,7 +335,8 @@ def test_run_without_intrusions_says_why_in_every_run(cli: CliRunner, db_file: P
     proc = cli("run", "custom", "--cmd", "true", "--reps", "3", "--warmup", "0", "--intrusions", "off", "--json")
     assert proc.returncode == 0, proc.stderr
     (spread,) = json.loads(proc.stdout)["spread"]
-    assert spread["sentence"].startswith("true: intrusions not accounted (--intrusions off)")
+    assert spread["why_not"] == "--intrusions off"
+    assert runs(spread)[0] == "true: intrusions are not accounted, since --intrusions off."
     conn = sqlite3.connect(db_file)
     for (a,) in conn.execute("SELECT analysis FROM runs WHERE kind = 'exec'"):
         assert json.loads(a)["context"]["intrusions"] == {"why_not": "--intrusions off"}
@@ -355,7 +364,8 @@ def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunne
     held = 0
     for gap in cpu["gaps"]:
         mine = [e for e in gap["inside"] if e["kind"] == "task" and e["pid"] in tids]
-        if mine and mine[0]["ns"] >= 250e3 and any(h.startswith("woken by hrtimer_wakeup") for h in mine[0]["came"]):
+        if mine and mine[0]["ns"] >= 250e3 and any(h.startswith("woken by hrtimer_wakeup")
+                                                   for h in said(mine[0]["came"])):  # fmt: skip
             held += 1
         assert 0 <= gap["untraced_ns"] <= gap["duration_ns"]
     assert held >= 15, cpu["gaps"]
@@ -448,7 +458,9 @@ def test_an_ipi_is_named_with_its_sender_and_call_site(cli: CliRunner) -> None:
     (cpu,) = json.loads(proc.stdout)["cpus"]
     (tlb,) = [s for s in cpu["sources"] if s["kind"] == "ipi" and s["name"] == "flush_tlb_func"]
     # THEN the TLB flushes are named, most sent by the workload's own thread on the other CPU, with the call site
-    ours = sum(n for how, n in tlb["came"].items() if how.startswith(f"sent by the workload on CPU {other} ("))
+    ours = sum(
+        n for how, n in said(tlb["came"]).items() if how.startswith(f"sent by the workload on CPU {other} from ")
+    )
     assert tlb["count"] >= 10 and ours >= 2 * tlb["count"] / 3, tlb  # (KVM flushes a preempted vCPU without one)
     assert tlb["fix"].startswith("the workload's own munmap or mprotect") and "nothing isolation can fix" in tlb["fix"]
 
@@ -470,11 +482,11 @@ def test_a_burst_wakes_the_reader_and_a_buffer_too_small_says_what_it_lost(cli: 
     proc = cli("intruders", "--cpus", str(CPU), "--buffer-kb", "4", "--no-pin", "--", sys.executable, "-c", PINGPONG,
                str(CPU), str(other))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    lost = re.search(
-        r"warning: the kernel lost ([\d,]+) trace events \(((?:CPU \d+: [\d,]+(?:, )?)+)(?:, \.\.\.)?\) \(its buffer "
-        r"was full between reads\)", proc.stdout)  # fmt: skip
+    text = " ".join(proc.stdout.split())  # a warning wrapped to the width of a file, as one line
+    lost = re.search(r"warning: the kernel lost ([\d,]+) trace events, its buffer full between reads: "
+                     r"((?:CPU \d+ [\d,]+(?:; )?)+)(?: and \d+ more CPUs)?\.", text)  # fmt: skip
     assert lost and int(lost[1].replace(",", "")) > 0, proc.stdout
     # and which CPUs' buffers lost them (every CPU is traced, to see senders and wakers)
-    listed = [int(n.replace(",", "")) for n in re.findall(r"CPU \d+: ([\d,]+)", lost[2])]
+    listed = [int(n.replace(",", "")) for n in re.findall(r"CPU \d+ ([\d,]+)", lost[2])]
     assert listed and sum(listed) <= int(lost[1].replace(",", "")), lost[0]
-    assert "give --buffer-kb more" in proc.stdout
+    assert "more --buffer-kb keeps them" in text

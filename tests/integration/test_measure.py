@@ -46,7 +46,7 @@ def test_a_run_measured_without_a_database_is_stored_elsewhere(
     assert stored.trace is not None and stored.trace.events == run.trace.events
     shown = cli("results", "show", str(session.id))
     assert shown.returncode == 0, shown.stderr
-    assert f"CPU {cpu}" in shown.stdout and "run 1: noise" in shown.stdout
+    assert f"Noise of CPU {cpu}, run 1" in shown.stdout
 
 
 def test_a_malformed_handover_is_refused() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from quietcore.report import summary
-from quietcore.runs.analysis import source_kind
-from tests.conftest import CliRunner
+from quietcore.report.sources import label
+from quietcore.runs.analysis import OUTSIDE, TICK, named_of
+from tests.conftest import CliRunner, screen_table
 
 SESSION5 = Path(__file__).resolve().parents[1] / "fixtures" / "noise" / "gpu-node-h200-session5-cpus4-12.json.gz"
 
@@ -36,14 +37,13 @@ def test_the_gpu_nodes_sources_each_have_a_name_and_a_basis_and_no_cpu_has_one_t
     for cpu in run["analysis"]["cpus"]:
         periodic = cpu["periodic"]
         heavy = [p for p in periodic if (p["share_of_lost"] or 0) >= 0.01]
-        assert heavy and all(p["name"] for p in heavy), periodic
-        kinds = [source_kind(p["name"]) for p in periodic if p["name"]]
-        assert len(kinds) == len(set(kinds)), kinds
-        names = " | ".join(p["name"] for p in heavy)
+        assert heavy and all(p["named"] for p in heavy), periodic
+        said = [(label(named_of(p)), round(p["frequency_hz"])) for p in periodic if p["named"]]
+        assert len(said) == len(set(said)), said
+        kinds = [(named_of(p).kind, named_of(p).why) for p in heavy]  # type: ignore[union-attr]
         # the tick once, the second train at its rate said not to be it, the host's 1 kHz timer
-        assert names.count("the scheduler tick, CONFIG_HZ=250") == 1, names
-        assert "at the tick's rate, not the tick (counted: LOC " in names, names
-        assert "faster than any interrupt this CPU counted" in names, names
+        assert [k for k, _ in kinds].count(TICK) == 1, kinds
+        assert (OUTSIDE, "tick-rate") in kinds and (OUTSIDE, "faster") in kinds, kinds
     # AND the screen of many CPUs (its two CPUs said as a node of more than DETAIL_UP_TO: the child `cli` forks
     # from here) ends its one account in a sentence that joins the rest to the host's trains said above it,
     # both figures from the run's own numbers
@@ -51,11 +51,12 @@ def test_the_gpu_nodes_sources_each_have_a_name_and_a_basis_and_no_cpu_has_one_t
     cpus = run["analysis"]["cpus"]
     lost = sum(c["attribution"]["lost_ns"] for c in cpus)
     rest = sum(c["attribution"]["unexplained_ns"] for c in cpus) / lost
-    outside = sum(p["lost_ns"] for c in cpus for p in c["periodic"] if p["name"].startswith("outside the guest kernel"))
-    shown = cli("results", "show", "2").stdout
-    assert (f"CPUs 4,12 (all): {rest:.0%} of the lost time is not explained by the kernel's counters. "
-            f"{outside / lost:.0%} of the lost time is in the periodic sources above placed outside the guest kernel, "
-            f"within those {rest:.0%}.") in shown, shown  # fmt: skip
+    outside = sum(p["lost_ns"] for c in cpus for p in c["periodic"]
+                  if getattr(named_of(p), "kind", None) == OUTSIDE)  # fmt: skip
+    shown = " ".join(cli("results", "show", "2").stdout.split())  # its sentences, whatever the width wrapped
+    assert (f"CPUs 4,12: {rest:.0%} of the lost time is not explained by the kernel's counters. The host's periodic "
+            f"trains above are {outside / lost:.0%} of the lost time, within those {rest:.0%}.") in shown, \
+        shown  # fmt: skip
     assert outside / lost > 0.5  # the host's trains, most of the node's noise
 
 
@@ -67,11 +68,12 @@ def test_a_tasks_turns_on_the_gpu_nodes_cpu_0_are_named_as_such_not_the_tick(cli
     beside the probe, 250 Hz x 4 ms, the probe preempted 65 times; it was named the scheduler tick
     because LOC ran at 250/s. Analysed again: another task's time slices, and CPU 1's tick the tick."""
     run = _analysed_again(cli, tmp_path, SESSION8)
-    named = {c["cpu"]: {round(p["frequency_hz"]): (p["name"], p["median_duration_ns"]) for p in c["periodic"]}
+    named = {c["cpu"]: {round(p["frequency_hz"]): (p["named"], p["median_duration_ns"]) for p in c["periodic"]}
              for c in run["analysis"]["cpus"]}  # fmt: skip
     turns, length = named[0][250]
-    assert turns == "another task's time slices (the probe was preempted 65 times on this CPU: a task shared it)"
+    assert turns == {"kind": "turns", "label": "another task's time slices", "by": "counters", "held": 65, "train": 1}
     assert length > 4e6
-    assert named[1][250][0].startswith("the scheduler tick, CONFIG_HZ=250 (LOC ") and named[1][250][1] < 20e3
+    assert named[1][250][0]["kind"] == "tick" and named[1][250][0]["counter"] == "LOC" and named[1][250][1] < 20e3
     shown = cli("results", "show", "2")
-    assert "CPU 0: periodic source at 250.00 Hz: another task's time slices" in shown.stdout, shown.stdout
+    (row,) = [r for r in screen_table(shown.stdout, "Periodic sources") if r[:2] == ["0", "250.00"]]
+    assert row[2:4] == ["another task's time slices", "the probe preempted 65 times"], row

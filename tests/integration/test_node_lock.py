@@ -123,10 +123,11 @@ def test_kill_9_is_undone_by_the_next_command_whatever_it_is(
     run.wait()
     assert thp_now() != thp_guard
     # THEN a read-only command puts THP back first, and says so
-    listed = cli("results", "list")
+    listed = cli("results", "list", "--verbose")  # the journal's housekeeping: said when asked
     assert listed.returncode == 0, listed.stderr
-    assert f"quietcore: put back thp.enabled to '{thp_guard}'" in listed.stderr
-    assert f"pid {run.pid} (`quietcore run thp --quick --reps 50`) ended without undoing it" in listed.stderr
+    said = " ".join(listed.stderr.split())  # its sentences, whatever the width wrapped
+    assert f"quietcore: put back thp.enabled to '{thp_guard}'" in said
+    assert f"pid {run.pid} (`quietcore run thp --quick --reps 50`) ended without undoing it" in said
     assert thp_now() == thp_guard
     after = {f["id"]: f for f in json.loads(cli("audit", "--json").stdout)}["quietcore.journal"]
     assert after["status"] == "ok" and after["actions"] == []

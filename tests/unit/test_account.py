@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 
-from quietcore.attribution.explain import lines
+from quietcore.report import sources
 from quietcore.report.account import Account, account
+from quietcore.report.explained import items
 from quietcore.report.tables import account_table
-from quietcore.report.text import account_verdict, periodic_lines
+from quietcore.report.text import account_words
 from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import params_text
 
@@ -26,6 +28,13 @@ def _text(renderable: object) -> str:
 
 def _rows(renderable: object) -> list[list[str]]:
     return [[c.strip() for c in line.split("│")[1:-1]] for line in _text(renderable).splitlines() if "│" in line]
+
+
+def _shared(analyses: list[CpuAnalysis], odd: Any = None) -> list[list[str]]:
+    """The rows of the screen's table of the sources CPUs share."""
+    from quietcore.report.summary import shared_sources, shared_table
+
+    return _rows(shared_table(*shared_sources(analyses, odd or {})))
 
 
 #: One CPU of a traced 2 s run, as the tracer's match and the counters stored it (figures of a run here).
@@ -66,17 +75,17 @@ def test_a_traced_account_gives_each_gap_to_one_source_and_adds_up_to_the_time_l
     assert sum(a.share(r) for r in (*a.rows, a.rest)) == pytest.approx(1.0)
     rows = _rows(account_table(a))
     assert rows[0][:4] == ["local_timer", "491", f"{a.rows[0].ns / 1e6:,.2f}", f"{a.share(a.rows[0]):.0%}"]
-    assert rows[-1][0] == "untraced (in a VM: the host)" and rows[-1][1] == "584"
+    assert rows[-1][0] == "untraced" and rows[-1][1] == "584"
     assert "by the trace" in _text(account_table(a))
 
 
 def test_the_ticks_share_is_the_tables_in_every_sentence() -> None:
     """The tick read 28 % in the table and '32 % of lost time' in the sentence above it."""
     a = _traced_account()
-    (line,) = periodic_lines(CPU, a)
-    assert f"{a.share(a.rows[0]):.0%} of lost time (local_timer in the table)" in line and "67%" not in line
-    said = account_verdict(CPU, a)
-    assert said.startswith(f"{a.share(a.rest):.0%} of the lost time is in gaps no traced event touched")
+    (row,) = _rows(sources.table([CPU], {1: a}))
+    assert row[2] == "the tick" and row[-1] == f"{a.share(a.rows[0]):.0%}" and "67%" not in row
+    said = account_words(CPU, a, virtualized=True)
+    assert f"{a.share(a.rest):.0%} of the lost time is in gaps no traced event touched" in said
     assert "86%" not in said  # the counters' figure, from another account
 
 
@@ -84,10 +93,12 @@ def test_without_a_trace_the_counters_account_and_say_so() -> None:
     a = account(CPU, None, 18.28e6, GAPS, 18.3e6)
     assert a is not None and not a.traced and a.rest.name == "unexplained" and a.rest.ns == 15.68e6
     assert _rows(account_table(a))[0][4] == "counted x 2.0 µs, a typical cost"
-    assert account_verdict(CPU, a) == CPU.attribution.verdict if CPU.attribution else False
+    assert account_words(CPU, a, virtualized=True) == (
+        "CPU 1: 86% of the lost time is not explained by the kernel's counters. On a VM, that is mostly the host."
+    )
     # a run traced by an older quietcore (no led_ns) is accounted by its counters
-    sources: list[dict[str, object]] = TRACED["sources"]  # type: ignore[assignment]
-    old = {**TRACED, "sources": [{k: v for k, v in s.items() if k != "led_ns"} for s in sources]}
+    sources_: list[dict[str, object]] = TRACED["sources"]  # type: ignore[assignment]
+    old = {**TRACED, "sources": [{k: v for k, v in s.items() if k != "led_ns"} for s in sources_]}
     assert not (account(CPU, old, 18.28e6, GAPS, 18.3e6) or a).traced
 
 
@@ -101,16 +112,16 @@ def test_the_counters_rest_says_what_the_hosts_periodic_trains_hold_of_it() -> N
     with_host = CpuAnalysis.from_json({**CPU_JSON, "periodic": [*CPU_JSON["periodic"], host]})
     a = account(with_host, None, 18.28e6, GAPS, 18.3e6)
     assert a is not None
-    assert account_verdict(with_host, a) == (
-        "86% of the lost time is not explained by guest counters: host noise, unseen from inside a VM. 71% of "
-        "the lost time is in the periodic sources above placed outside the guest kernel, within those 86%."
+    assert account_words(with_host, a, virtualized=True) == (
+        "CPU 1: 86% of the lost time is not explained by the kernel's counters. On a VM, that is mostly the host. "
+        "The host's periodic trains above are 71% of the lost time, within those 86%."
     )
     # more than the rest (trains measured, the rest what typical costs leave): not said to be within it
     heavy = CpuAnalysis.from_json({**CPU_JSON, "periodic": [{**host, "share_of_lost": 0.9}]})
-    assert account_verdict(heavy, a).endswith("90% of the lost time is in the periodic sources above placed "
-                                              "outside the guest kernel.")  # fmt: skip
-    # none, or under 1 %: the counters' verdict alone
-    assert account_verdict(CPU, a) == CPU.attribution.verdict if CPU.attribution else False
+    assert account_words(heavy, a, virtualized=True).endswith("The host's periodic trains above are 90% of the lost "
+                                                              "time.")  # fmt: skip
+    # none, or under 1 %: the rest alone
+    assert "periodic" not in account_words(CPU, a, virtualized=True)
     # traced, the rest is the gaps no traced event touched, where the host's trains are (this VM's lab: 38 %
     # untraced, its 100 Hz host train 21 % of the lost time, said in two places)
     lab = CpuAnalysis.from_json({**CPU_JSON, "periodic": [*CPU_JSON["periodic"], {**host, "share_of_lost": 0.21}]})
@@ -118,45 +129,66 @@ def test_the_counters_rest_says_what_the_hosts_periodic_trains_hold_of_it() -> N
     traced = account(lab, TRACED, gap_sum - GAPS * LOOP_NS, GAPS, gap_sum)
     assert traced is not None and traced.traced and f"{traced.share(traced.rest):.0%}" == "39%"
     # lab says a CPU's first two sources: the host's that it does not say are not summed (a third, 3 %, was)
-    assert (
-        account_verdict(lab, traced, shown=1)
-        == "39% of the lost time is in gaps no traced event touched: the host's, which no guest tracer sees."
+    assert account_words(lab, traced, True, shown=1) == (
+        "CPU 1: 39% of the lost time is in gaps no traced event touched: the host's, which no guest tracer sees."
     )
-    assert account_verdict(lab, traced) == (
-        "39% of the lost time is in gaps no traced event touched: the host's, which no guest tracer sees. 21% of "
-        "the lost time is in the periodic sources above placed outside the guest kernel, within those 39%."
+    assert account_words(lab, traced, True) == (
+        "CPU 1: 39% of the lost time is in gaps no traced event touched: the host's, which no guest tracer sees. "
+        "The host's periodic trains above are 21% of the lost time, within those 39%."
     )
 
 
-def test_the_explained_gaps_header_says_their_order_and_columns() -> None:
-    """Its header said "the longest 20 a CPU" over gaps listed by time (the
-    longest came 17th), and the rows had no column names."""
-    gap = {"start_ns": 2e9, "duration_ns": 273e3, "untraced_ns": 200e3, "more": 0,
-           "inside": [{"at_ns": 48.8e3, "ns": 67.4e3, "kind": "vector", "name": "local_timer", "pid": None,
-                       "came": {}, "stack": []}]}  # fmt: skip
-    explained = {"above_ns": 50e3, "limit": 20, "origin_ns": 0.0, "cpus": [{"cpu": 1, "over": 31, "gaps": [gap]}]}
-    text = lines(explained)
-    assert "in the order they came" in text[0] and "when it began (from the start of the gap)" in text[0]
-    assert text[1] == "CPU 1: 31 gaps over 50 µs; its 1 longest:"
-    assert text[2] == "CPU 1 at 2.000000 s: 273.0 µs, 200.0 µs of it untraced"
-    assert text[3].split() == ["+48.8", "µs", "67.4", "µs", "vector", "local_timer"]
+def test_the_explained_gaps_are_a_table_with_a_legend_of_stacks() -> None:
+    """Its header said "the longest 20 a CPU" over gaps listed by time (the longest came 17th); each stack
+    was printed in full under every event that had it (546 lines for 5 s at 100 µs)."""
+    stack = ["__sysvec_apic_timer_interrupt", "sysvec_apic_timer_interrupt"]
+    tick = {"at_ns": 48.8e3, "ns": 67.4e3, "kind": "vector", "name": "local_timer", "pid": None, "came": {},
+            "stack": stack}  # fmt: skip
+    inner = {"at_ns": 60e3, "ns": 10e3, "kind": "timer", "name": "tick_nohz_handler", "pid": None, "came": [],
+             "stack": ["__hrtimer_run_queues", *stack]}  # fmt: skip
+    before = {"at_ns": -58276.1e3, "ns": 12163.9e3, "kind": "work", "name": "wb_workfn", "pid": None,
+              "came": [{"how": "queued", "by": "kworker/u4:1 (37)", "cpu": 0, "n": 1}], "stack": []}  # fmt: skip
+    gap = {"start_ns": 2e9, "duration_ns": 273e3, "untraced_ns": 200e3, "more": 0, "inside": [tick, inner]}
+    later = {**gap, "start_ns": 3e9, "inside": [before, tick]}
+    explained = {"above_ns": 50e3, "limit": 20, "origin_ns": 0.0,
+                 "cpus": [{"cpu": 1, "over": 31, "gaps": [gap, later]}]}  # fmt: skip
+    said = items(explained)
+    table, *rest = said
+    assert isinstance(table, Table)
+    assert table.title == "CPU 1: 31 gaps over 50 µs; the 2 longest, in the order they came."
+    assert [c.header for c in table.columns] == ["at s", "µs", "untraced µs", "what ran in it"]
+    first = [str(next(iter(c.cells))) for c in table.columns]
+    assert first[:3] == ["2.000000", "273.0", "200.0"]
+    assert first[3].split("\n") == [
+        "+48.8 vector local_timer, 67.4 µs [1]",
+        "+60.0 timer tick_nohz_handler, 10.0 µs, inside vector local_timer [2]",
+    ]
+    second = str(list(table.columns[3].cells)[1]).split("\n")
+    assert second == [
+        "-58,276.1 work wb_workfn, 12,163.9 µs, queued by kworker/u4:1 (37) on CPU 0",
+        "+48.8 vector local_timer, 67.4 µs [1]",
+    ]  # its stack said once, by its number
+    (legend,) = [x for x in rest if isinstance(x, Table)]
+    assert [str(c) for c in legend.columns[1].cells] == [
+        " < ".join(stack),
+        " < ".join(["__hrtimer_run_queues", *stack]),
+    ]
+    assert any("A negative start: it began before the gap and ran into it" in x for x in rest if isinstance(x, str))
     # the CPUs with none over the bar in one line, not a line each (384 of them on a quiet node)
     quiet = {**explained, "cpus": [{"cpu": c, "over": 0, "gaps": []} for c in range(384) if c != 1]
              + [{"cpu": 1, "over": 31, "gaps": [gap]}]}  # fmt: skip
-    said = lines(quiet)
-    assert said[1] == "CPUs 0,2-383: none over 50 µs" and said[2] == text[1] and len(said) == 5, said[:3]
+    assert items(quiet)[0] == "CPUs 0,2-383: no gaps over 50 µs."
 
     # gaps over the bar on 384 CPUs: the node's 20 longest, where each CPU's were up to 7,680 gaps told
     def twenty(c: int) -> list[dict[str, Any]]:
         return [{**gap, "start_ns": 1e9 + c * 1e6, "duration_ns": 100e3 + c * 1e3} for _ in range(20)]
 
     busy = {**explained, "cpus": [{"cpu": c, "over": 31, "gaps": twenty(c)} for c in range(384)]}
-    node = lines(busy)
-    assert "the node's 20 longest at most" in node[0] and node[1] == (
-        "CPUs 0-383: 11,904 gaps over 50 µs in all; the node's 20 longest (--json: each CPU's):"
+    (node, *_) = items(busy)
+    assert isinstance(node, Table) and node.title == (
+        "CPUs 0-383: 11,904 gaps over 50 µs; the node's 20 longest, in the order they came. --json gives each CPU's."
     )
-    told = [line.split()[1] for line in node if line.startswith("CPU ") and " at " in line]
-    assert len(told) == 20 and set(told) == {"383"} and len(node) == 2 + 20 * 2, node[:4]
+    assert {str(c) for c in node.columns[0].cells} == {"383"} and len(list(node.columns[0].cells)) == 20
 
 
 def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
@@ -165,7 +197,10 @@ def test_a_runs_parameters_read_as_words_not_a_python_dict() -> None:
     params = {"cpus": "0-1", "duration_s": 2.0, "mode": "spin", "threshold_ns": None, "max_events": 100000,
               "max_events_basis": "--max-events", "force": False, "limits": {"tolerance": 0.005}}  # fmt: skip
     assert params_text(params) == ("cpus 0-1, duration 2 s, mode spin, max events 100,000, force no, "
-                                   'limits {"tolerance": 0.005}')  # fmt: skip
+                                   "limits tolerance 0.005")  # fmt: skip
+    # a run analysed again names where it came from; the uuid, provenance, is in the JSON
+    assert params_text({"analysed_from": {"session": 1, "uuid": "1818279b", "run": 2}}) == (
+        "analysed from session 1 run 2")  # fmt: skip
 
 
 def test_a_runs_cpus_are_said_in_brief_in_its_title() -> None:
@@ -205,28 +240,21 @@ def test_changes_are_ranked_by_the_time_each_would_remove_with_the_audits_fix() 
     (tick,) = changes  # softirq TIMER goes with the tick too; nothing else is a change
     assert tick.finding == "cpu.nohz_full" and tick.ns == pytest.approx(2 * (a.rows[0].ns + a.rows[1].ns))
     assert total == 2 * a.lost_ns and apart == pytest.approx(2 * a.rest.ns)
-    said = lines([a], findings, virtualized=True)
-    assert said[1] == (
-        f"  1. the tick and the timers it runs: {tick.share:.0%} of the lost time (cpu.nohz_full: the "
-        "kernel is built without CONFIG_NO_HZ_FULL): use a kernel built with CONFIG_NO_HZ_FULL=y"
-    )
-    assert said[2].startswith(f"  and {a.share(a.rest):.0%} of the lost time is the host's")
-
-
-def test_the_same_note_on_many_cpus_is_one_line() -> None:
-    """`tune plan` on 16 CPUs said "Note: CPU N: ..." for each of its 15 targets."""
-    from quietcore.report.text import by_cpu
-
-    notes = [f"CPU {c}: the run-time part moves tasks away; nohz_full needs the boot part" for c in range(1, 16)]
-    assert by_cpu(["header", *notes, "CPU 3: another thing", "  CPU 4: indented"]) == [
-        "header", "CPUs 1-15: the run-time part moves tasks away; nohz_full needs the boot part",
-        "CPU 3: another thing", "  CPU 4: indented"]  # fmt: skip
+    said = lines([a], findings, True, "CPU 1", 3)
+    tick_share, host = f"{tick.share:.0%}", f"{a.share(a.rest):.0%}"
+    assert said[0] == (f"In session 3, the tick and its timers took {tick_share} of the time CPU 1 lost; the host "
+                       f"took {host}.")  # fmt: skip
+    assert said[2:4] == [
+        f"  1. the tick and its timers: up to {tick_share} of the lost time. cpu.nohz_full: the kernel is built "
+        "without CONFIG_NO_HZ_FULL.",
+        "     Fix: use a kernel built with CONFIG_NO_HZ_FULL=y.",
+    ]
+    assert said[4].startswith(f"No setting of this guest removes the host's {host}.")
 
 
 def test_a_source_shared_by_cpus_is_one_line_whatever_each_cpus_counted_rate() -> None:
     """On the real GPU node (16 vCPUs) the tick split into four lines: its name carries each
     CPU's LOC rate (238/s, 239/s) and its length ran 5.3-16.2 µs across the CPUs."""
-    from quietcore.report.summary import periodic_lines
 
     def cpu(n: int, rate: int, length_us: float) -> CpuAnalysis:
         return CpuAnalysis.from_json({"cpu": n, "periodic": [{
@@ -234,15 +262,14 @@ def test_a_source_shared_by_cpus_is_one_line_whatever_each_cpus_counted_rate() -
             "jitter_ns": 100.0, "share_of_lost": 0.2,
             "name": f"the scheduler tick, CONFIG_HZ=250 (LOC {rate}/s)"}]})  # fmt: skip
 
-    (line,) = periodic_lines([cpu(0, 239, 16.2), cpu(2, 238, 5.3), cpu(4, 241, 7.0)], {})
-    assert line.startswith("CPUs 0,2,4: periodic source at 250.00 Hz: the scheduler tick, CONFIG_HZ=250 "
-                           "(LOC 238-241/s), 5.3-16.2 µs each (median 7.0)")  # fmt: skip
+    (row,) = _shared([cpu(0, 239, 16.2), cpu(2, 238, 5.3), cpu(4, 241, 7.0)])
+    assert row == ["0,2,4", "250.00", "the tick", "counted: LOC 238-241/s", "5.3-16.2", "20%"]
 
 
 def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_outlier() -> None:
     """A fork-loaded replay of 64 identical CPUs found a source on 17 of them, and the screen
     named 17 outliers for it: a finding CPUs share is one line, saying how many they are."""
-    from quietcore.report.summary import Group, outliers, periodic_lines
+    from quietcore.report.summary import Group, outliers
 
     def cpu(n: int, *sources: tuple[float, float]) -> CpuAnalysis:
         return CpuAnalysis.from_json({"cpu": n, "periodic": [{
@@ -258,12 +285,11 @@ def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_out
     odd = outliers(rows, {a.cpu: a for a in analyses}, [Group("all", tuple(range(20)))])
     assert list(odd) == [own]
     assert odd[own] == ["a periodic source its group lacks: 30 Hz x 900.0 µs, 50% of its lost time"]
-    lines = periodic_lines(analyses, odd)
-    (some,) = [line for line in lines if line.startswith("CPUs 3,5,7: ")]
-    assert some.startswith("CPUs 3,5,7: periodic source at 100.00 Hz, 150.0 µs each") and some.endswith(
-        "; on 3 of the 20 CPUs"), some  # fmt: skip
-    (every,) = [line for line in lines if line.startswith("CPUs 0-19: ")]
-    assert "of the 20 CPUs" not in every and not [line for line in lines if "CPU 11" in line]
+    rows_ = _shared(analyses, odd)
+    (some,) = [row for row in rows_ if row[0].startswith("3,5,7")]
+    assert some[:2] == ["3,5,7 (3 of 20)", "100.00"] and some[4] == "150.0", some
+    (every,) = [row for row in rows_ if row[0].startswith("0-19")]
+    assert every[0] == "0-19" and not [row for row in rows_ if "11" in row[0]]
 
 
 def test_an_outliers_source_of_time_slices_is_said_to_be_a_tasks_turns() -> None:
@@ -288,7 +314,6 @@ def test_an_outliers_source_of_time_slices_is_said_to_be_a_tasks_turns() -> None
 def test_a_long_list_of_cpus_sharing_a_source_says_its_count_once() -> None:
     """At 384 CPUs a source on every other CPU read "192 CPUs, 0-382 every 2nd: ...; on 192 of
     the 384 CPUs"."""
-    from quietcore.report.summary import periodic_lines
 
     def cpu(n: int) -> CpuAnalysis:
         sources = [(250.0, 8.0)] + ([(20.0, 57.0)] if n % 2 == 0 else [])
@@ -296,10 +321,8 @@ def test_a_long_list_of_cpus_sharing_a_source_says_its_count_once() -> None:
             "frequency_hz": hz, "events": 500, "expected": 500, "median_duration_ns": us * 1e3,
             "jitter_ns": 100.0, "share_of_lost": 0.3, "name": None} for hz, us in sources]})  # fmt: skip
 
-    lines = periodic_lines([cpu(n) for n in range(384)], {})
-    (some,) = [line for line in lines if "20.00 Hz" in line]
-    assert some.startswith("192 of the 384 CPUs, 0-382 every 2nd: periodic source at 20.00 Hz"), some
-    assert "; on 192" not in some
+    (some,) = [row for row in _shared([cpu(n) for n in range(384)]) if row[1] == "20.00"]
+    assert some[0] == "0-382 every 2nd (192) (192 of 384)", some
 
 
 def test_a_cpus_own_source_stays_an_outlier_when_one_other_cpu_has_a_train_like_it() -> None:
@@ -326,7 +349,7 @@ def test_a_group_said_apart_does_not_make_a_cpus_own_source_a_shared_one() -> No
     """bench/manycpu.py's 64-CPU replay: the L3 group said apart (its gaps doubled) has the host's
     100 Hz train at 55 µs, within a factor of four of the 100 Hz x 200 µs planted on CPU 16, and the
     source was counted on 17 CPUs, shared: CPU 16 was named for nothing. Only the CPUs beside it vouch."""
-    from quietcore.report.summary import Group, outliers, periodic_lines
+    from quietcore.report.summary import Group, outliers
 
     def cpu(n: int, *sources: tuple[float, float, float]) -> CpuAnalysis:
         return CpuAnalysis.from_json({"cpu": n, "periodic": [{
@@ -341,8 +364,8 @@ def test_a_group_said_apart_does_not_make_a_cpus_own_source_a_shared_one() -> No
     assert list(odd) == [16], odd
     assert odd[16] == ["a periodic source its group lacks: 100 Hz x 200.0 µs, 46% of its lost time"]
     # told on its outlier's line, not in the line of the 100 Hz train the CPUs share
-    (shared,) = [line for line in periodic_lines(analyses, odd) if "100.00 Hz" in line]
-    assert shared.startswith("CPUs 0-63: periodic source at 100.00 Hz, 27.5-55.0 µs each"), shared
+    (shared,) = [row for row in _shared(analyses, odd) if row[1] == "100.00"]
+    assert shared[0] == "0-63" and shared[4] == "27.5-55.0", shared
     # and where those 16 CPUs lose what the others do (neither apart nor outliers), their 55 µs trains are
     # the same source as the 200 µs within a factor of four: 17 of 64 CPUs share it, a line
     even = [{"cpu": n, "measured_ns": 1e9, "lost_ns": 2e7} for n in range(64)]
@@ -389,8 +412,8 @@ def test_a_doubled_l3_group_and_cpu_among_16_are_each_named_and_the_group_said_o
     l3 = {str(c): (0 if c in (0, 1, 8, 9) else 1 if c < 4 or 8 <= c < 12 else 2) for c in range(16)}
     ((line, cpus),), odd = outlying_groups(rows, odd, {"l3": l3})
     assert cpus == {0, 1, 8, 9}
-    assert line == ("CPUs 0-1,8-9 (L3 group 0): lose 2.29-2.67% of their time, each an outlier by it (the other "
-                    "CPUs' median 1.42%): a noisier L3 group")  # fmt: skip
+    assert line == ("CPUs 0-1,8-9 (L3 group 0): a noisier L3 group. They lose 2.29-2.67% of their time, each an "
+                    "outlier by it; the other CPUs' median is 1.42%.")  # fmt: skip
     assert sorted(odd) == [4, 10]  # the group's CPUs left out: their loss is its line
     assert odd[4][1].startswith("a periodic source its group lacks")
     # a socket all of whose CPUs stand out is said as the socket, not as its L3 groups
@@ -423,8 +446,8 @@ def test_a_doubled_l3_group_whose_quieter_cpus_are_no_outliers_is_said_when_each
         return [line for line, _ in lines], sorted(odd)
 
     lines, odd = said(lost_ms)
-    assert lines == ["CPUs 0-1,8-9 (L3 group 0): lose 2.33-3.17% of their time, each more than any other CPU but the "
-                     "outliers (the other CPUs' median 1.59%): a noisier L3 group"], lines  # fmt: skip
+    assert lines == ["CPUs 0-1,8-9 (L3 group 0): a noisier L3 group. They lose 2.33-3.17% of their time, each more "
+                     "than any other CPU but the outliers; the other CPUs' median is 1.59%."], lines  # fmt: skip
     assert odd == [4, 10]  # the group's CPUs left out: their loss is its line
     # one of the four under a CPU that is no outlier (492 ms): no line, the two louder stay outliers alone
     assert said([480.0, *lost_ms[1:]]) == ([], [1, 4, 9, 10])
@@ -460,17 +483,17 @@ def test_the_notes_on_many_cpus_are_a_line_of_each_kind() -> None:
     capped = [row(c, events_dropped=10_000 + c) for c in range(384)]
     said = noise_notes(capped)
     assert len(said) == 2 and said[1] == (
-        "CPUs 0-383: 10,000-10,383 of each one's gaps were over the cap of 49,617-50,000 events (--max-events) and "
-        "were counted but not recorded: the periodic sources, attribution and figures cover the recorded ones."
+        "CPUs 0-383: 10,000-10,383 gaps each went past the cap of 49,617-50,000 events (--max-events). They are "
+        "counted, not recorded; the sources and figures are of the recorded ones."
     )
     stolen = [row(c, steal_ns=(2 + c % 3) * 10e6) for c in range(384)]
     said = noise_notes(stolen)
     assert len(said) == 2 and said[1] == (
-        "CPUs 0-383: the hypervisor reported 20-40 ms of steal time each (±10 ms: counted in 10 ms ticks), 50-100 % "
-        "of the time lost: host noise."
+        "CPUs 0-383: the hypervisor counted 20-40 ms of steal each, 50-100% of the time lost, give or take a 10 ms "
+        "tick. That is the host's noise."
     )
     short = [row(c, steal_ns=10e6, measured_ns=0.5e9) for c in range(384)]
-    assert noise_notes(short)[1].startswith("CPUs 0-383: the hypervisor counted 1 tick(s) of steal time each")
+    assert noise_notes(short)[1].startswith("CPUs 0-383: the hypervisor counted 1 tick of steal each")
     # up to four CPUs, each its own line, as before
     assert [n.split(":")[0] for n in noise_notes(capped[:4])[1:]] == ["CPU 0", "CPU 1", "CPU 2", "CPU 3"]
 
@@ -539,11 +562,13 @@ def test_a_groups_account_leaves_its_outliers_out_and_says_so() -> None:
     rows = [{"cpu": n, "measured_ns": 5e8, "lost_ns": lost, "min_period_ns": 24.0, "median_period_ns": 34.0,
              "available_pct": 100 * (1 - lost / 5e8), "events_per_s": 2000.0, "max_gap_ns": 3e5}
             for n, lost in ((n, 2.555e8 if n == 0 else 7e6 + 1e4 * n) for n in range(16))]  # fmt: skip
-    out = screen(rows, [cpu(n) for n in range(16)], {n: booked(n) for n in range(16)}, {}, [], "--cpu {cpu}")
+    out = screen(rows, [cpu(n) for n in range(16)], {n: booked(n) for n in range(16)}, {}, [], "--cpu {cpu}").items
     said = [x for x in out if isinstance(x, str)]
     (table,) = [x for x in out if "ms went" in str(getattr(x, "title", ""))]
-    assert table.title == "CPUs 1-15 (all but CPU 0, an outlier below): where 105.00 ms went (by the kernel's counters)"
+    assert table.title == "CPUs 1-15, without CPU 0, an outlier below: where 105.00 ms went, by the kernel's counters"
     assert ["preempted by another task", "1.50", "1%"] in _rows(table), _rows(table)
-    (verdict,) = [x for x in said if x.startswith("CPUs 1-15 (all but CPU 0, an outlier below): 94%")]
-    assert "64% of the lost time is in the periodic sources above placed outside the guest kernel" in verdict
-    assert any(x.startswith("CPU 0: outlier: ") and "another task's time slices" in x for x in said), said
+    (verdict,) = [x for x in said if x.startswith("CPUs 1-15, without CPU 0, an outlier below: 94%")]
+    assert "The periodic sources above that the kernel cannot see are 64% of the lost time" in verdict
+    (odd,) = [x for x in out if getattr(x, "title", "") == "Outliers"]
+    cells = _rows(odd)
+    assert cells[0][0] == "0" and any("another task's time slices" in row[1] for row in cells), cells

@@ -37,14 +37,14 @@ def test_a_noisier_l3_group_is_named_with_its_cpus(where: dict[str, dict[str, in
     group = [c for c, g in where["l3"].items() if g == 24]
     shares[[int(c) for c in group]] *= 2
     (line,) = apart(rows(shares), where)
-    assert line.startswith("CPUs 24-31,216-223 (L3 group 24): lose ") and "a noisier L3 group" in line
+    assert line.startswith("CPUs 24-31,216-223 (L3 group 24): a noisier L3 group. They lose ")
 
 
 def test_a_noisier_socket_is_one_line_not_its_l3_groups_too(where: dict[str, dict[str, int]]) -> None:
     shares = lost(2)
     shares[[int(c) for c, p in where["package"].items() if p == 0]] *= 1.8
     (line,) = apart(rows(shares), where)
-    assert line.startswith("CPUs 0-95,192-287 (socket 0): lose ") and "a noisier socket" in line
+    assert line.startswith("CPUs 0-95,192-287 (socket 0): a noisier socket. They lose ")
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -61,4 +61,4 @@ def test_a_noisy_l3_group_is_not_said_as_its_socket(tmp_path: Path) -> None:
     group = sorted(int(c) for c, g in where["l3"].items() if g == 8)
     shares[group] *= 2
     (line,) = apart(rows(shares), where)
-    assert line.startswith("CPUs 8-15,40-47 (L3 group 8): lose ") and "the CPUs beside them" in line
+    assert line.startswith("CPUs 8-15,40-47 (L3 group 8): a noisier L3 group.") and "the CPUs beside them" in line

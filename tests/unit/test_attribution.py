@@ -91,13 +91,13 @@ def test_steal_is_said_with_its_resolution_never_over_the_time_lost() -> None:
 
     short = {"cpu": 0, "steal_ns": 10e6, "lost_ns": 5.15e6, "measured_ns": 0.5e9}
     assert steal_note(short) == (
-        "CPU 0: the hypervisor counted 1 tick(s) of steal time (10 ms, in 10 ms ticks): a "
-        "0.5 s run is too short for that count to say how much the host took."
+        "CPU 0: the hypervisor counted 1 tick of steal, 10 ms. It counts in 10 ms ticks, too coarse to say what "
+        "the host took in 0.5 s."
     )
     long = {"cpu": 1, "steal_ns": 130e6, "lost_ns": 120e6, "measured_ns": 10e9}
     assert steal_note(long) == (
-        "CPU 1: the hypervisor reported 130 ms of steal time (±10 ms: counted in 10 ms "
-        "ticks), as much as all the time lost: host noise."
+        "CPU 1: the hypervisor counted 130 ms of steal, as much as all the time lost, give or take a 10 ms tick. "
+        "That is the host's noise."
     )
     assert "75% of the time lost" in (steal_note(long | {"steal_ns": 90e6}) or "")
     assert steal_note(long | {"steal_ns": 10e6}) is None and steal_note(long | {"steal_ns": None}) is None

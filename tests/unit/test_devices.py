@@ -53,8 +53,8 @@ def test_the_gpu_nodes_h200_its_vectors_threads_and_persistence() -> None:
     irq = found["irq.device"]
     assert irq.status == "warn"
     (line,) = [e.value for e in irq.evidence]
-    assert line == (f"{H200}: 8 vector(s) (IRQs 42-49) on CPUs 0-5,14-15; 8 threaded handler(s) "
-                    "(irq/42-nvidia ... irq/49-nvidia) on CPUs 0-5,14-15")  # fmt: skip
+    assert line == (f"{H200}: 8 vectors, IRQs 42-49, on CPUs 0-5,14-15; 8 threaded handlers, "
+                    "irq/42-nvidia ... irq/49-nvidia, on CPUs 0-5,14-15")  # fmt: skip
     assert [a.target for a in irq.actions if a.kind == "irq-affinity"] == [
         f"/proc/irq/{n}/smp_affinity" for n in range(42, 50)
     ]
@@ -83,9 +83,9 @@ def test_the_dgx_audit_names_every_gpu_and_hca_with_their_nodes_and_threads(dgx:
         "CPUs 0-15,32-47 (targets 1-15,33-47, housekeeping 0,32)"
     ) in text
     assert (
-        "2 Mellanox InfiniBand (mlx5_core) at 0000:9b:00.0, 0000:bb:00.0: 8 vector(s) (IRQs 180-183,188-191) on CPU 16"
+        "2 Mellanox InfiniBand (mlx5_core) at 0000:9b:00.0, 0000:bb:00.0: 8 vectors, IRQs 180-183,188-191, on CPU 16"
     ) in text
-    assert "8 threaded handler(s) (irq/148-nvidia ... irq/173-nvidia) on CPU 16" in text
+    assert "8 threaded handlers, irq/148-nvidia ... irq/173-nvidia, on CPU 16" in text
 
 
 def test_the_dgx_plan_keeps_each_devices_irqs_and_threads_near_it(dgx: Path) -> None:
@@ -106,7 +106,7 @@ def test_the_dgx_plan_keeps_each_devices_irqs_and_threads_near_it(dgx: Path) -> 
                                              "numa_node": 0, "cpus": "1-2,33-34"}  # fmt: skip
     assert {r["numa_node"] for r in ranks if r["gpu"] >= 4} == {1}
     assert "--gpu-bind=closest" in plan.to_json()["launch"]["slurm"]
-    refused = r"invalid --ranks-per-gpu 9: the 15 target core\(s\) near GPU\(s\) 0, 1, 2, 3 cannot give 36 ranks"
+    refused = r"invalid --ranks-per-gpu 9: the 15 target cores near GPUs 0, 1, 2, 3 cannot give 36 ranks"
     with pytest.raises(UsageError, match=refused + r" a core each \(valid: 1-3\)"):
         make_plan(Root(dgx), ranks_per_gpu=9)
 

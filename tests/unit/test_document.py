@@ -17,4 +17,4 @@ def test_a_screens_lines_and_tables_keep_their_order_and_are_escaped() -> None:
                                                      "&lt;b&gt;1 ms&lt;/b&gt; went", "<p>CPU 96: outlier"))  # fmt: skip
     assert lead < caption < after and "<td>LOC &lt;i&gt;</td>" in page and "<script>" not in page
     text = markdown(Report("quietcore report", [section]))
-    assert text.index("periodic <script>") < text.index("| LOC <i> | 1.00 |") < text.index("CPU 96: outlier")
+    assert text.index("periodic \\<script\\>") < text.index("| LOC \\<i\\> | 1.00 |") < text.index("CPU 96: outlier")

@@ -16,7 +16,7 @@ def test_kvm_guest_is_detected_as_virtualized() -> None:
     assert any("hypervisor" in e for e in v.evidence)
     assert any("kvm-clock" in e for e in v.evidence)
     warning = v.warning()
-    assert warning is not None and "host noise" in warning and "flattened" in warning
+    assert warning is not None and "The host's noise" in warning and "less here than on bare metal" in warning
 
 
 def test_cpuid_vendor_names_the_hypervisor_first() -> None:

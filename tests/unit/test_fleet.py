@@ -66,7 +66,7 @@ def test_a_shift_of_every_window_fails_and_one_long_stall_does_not() -> None:
     shifted = judge([_noise(list(0.03 + 0.001 * RNG.standard_normal(10)))], _reference(REF), Limits(), [])
     assert not shifted.passed and shifted.cpus[0].p is not None and shifted.cpus[0].p < 1e-3
     assert shifted.cpus[0].shift == pytest.approx(0.02, abs=0.002)
-    assert shifted.line().startswith("FAIL CPU 1: 3 % lost (reference 1 %, p < 0.001)")
+    assert shifted.line().startswith("FAIL CPU 1: 3% lost against its reference's 1%, p < 0.001")
     # one window stalled 5 ms by the host: the total rises 0.5 %, the windows' middle does not move
     stalled = list(0.01 + 0.001 * RNG.standard_normal(10))
     stalled[3] += 0.05
@@ -81,16 +81,19 @@ def test_a_failure_stands_only_if_a_second_measurement_fails_the_same_cpu() -> N
     high = _noise(list(0.03 + 0.001 * RNG.standard_normal(10)))
     quiet = _noise(list(np.linspace(0.0095, 0.0105, 10)))
     twice = confirm(judge([high], _reference(REF), Limits(), []), judge([high], _reference(REF), Limits(), []))
-    assert not twice.passed and twice.line().endswith("(and so in a second measurement)")
+    assert not twice.passed and twice.line().endswith("; so did a second measurement")
+    # on a screen: a figure per failed CPU first, and why below it, a sentence a line
+    assert twice.headline() == "FAIL CPU 1 3% lost, reference 1%", twice.headline()
+    assert twice.below() == ["A second measurement failed too."]
     cleared = confirm(judge([high], _reference(REF), Limits(), []), judge([quiet], _reference(REF), Limits(), []))
     assert cleared.passed and cleared.first is not None and cleared.first.startswith("FAIL CPU 1:")
-    assert "failed in a first measurement" in cleared.cpus[0].notes[0]
+    assert "it failed in a first measurement, not in a second" in cleared.cpus[0].notes[0]
     # CPU 1 then CPU 2 failing: neither failed twice
     other = _noise(list(0.03 + 0.001 * RNG.standard_normal(10)), cpu=2)
     calm2 = _noise(list(np.linspace(0.0095, 0.0105, 10)), cpu=2)
     ref2 = _reference(REF, _noise(list(np.linspace(0.008, 0.012, 60)), cpu=2))
     moved = confirm(judge([high, calm2], ref2, Limits(), []), judge([quiet, other], ref2, Limits(), []))
-    assert moved.passed and "but not in the first measurement" in moved.cpus[1].notes[0]
+    assert moved.passed and "failed in a second measurement, not in the first" in moved.cpus[1].notes[0]
 
 
 def test_fixed_limits_fail_alone_and_a_cpu_outside_the_reference_is_held_to_them() -> None:
@@ -111,11 +114,11 @@ def test_a_new_periodic_source_is_told_by_frequency_or_by_what_it_costs_over_the
     longer_tick = Periodic(250.5, 45e-6, 0.009, None)  # bursts twice as long, 0.4 % more: the same tick
     assert new_sources(_noise([0.03] * 10, (longer_tick, planted)), ref) == [planted]
     verdict = judge([_noise([0.03] * 10, (planted,))], _reference(ref), Limits(), [])
-    assert ("periodic source 100 Hz x 210 µs (2.1 % of the CPU), where the reference had 100 Hz x 20 µs (0.2 %)"
+    assert ("a periodic source of 100 Hz x 210 µs, 2.1% of the CPU, where the reference had 100 Hz x 20 µs, 0.2%"
             in verdict.line())  # fmt: skip
     elsewhere = Periodic(40.0, 500e-6, 0.02, None)
     verdict = judge([_noise([0.03] * 10, (elsewhere,))], _reference(ref), Limits(), [])
-    assert "new periodic source 40 Hz x 500 µs (2 % of the CPU)" in verdict.line()
+    assert "a new periodic source, 40 Hz x 500 µs, 2% of the CPU" in verdict.line()
     faint = Periodic(33.0, 10e-6, 0.0003, None)
     quiet = judge([_noise([0.01] * 10, (faint,))], _reference(ref), Limits(), [])
     assert quiet.passed and "under the tolerance" in quiet.cpus[0].notes[0]
@@ -131,6 +134,9 @@ def test_drift_names_the_facts_that_changed_but_not_the_evidence() -> None:
     verdict.fail_node("audit cpu.nohz_full: the kernel is built without CONFIG_NO_HZ_FULL")
     assert not verdict.passed and all(c.passed for c in verdict.cpus)
     assert verdict.line().startswith("FAIL audit cpu.nohz_full: the kernel is built without CONFIG_NO_HZ_FULL;")
+    assert verdict.headline() == "FAIL 1 failed audit finding"
+    assert verdict.below() == ["audit cpu.nohz_full: the kernel is built without CONFIG_NO_HZ_FULL.",
+                               "The configuration changed since the reference: thp.enabled."]  # fmt: skip
 
 
 def _snapshot() -> prometheus.Snapshot:
@@ -264,19 +270,19 @@ def test_on_a_vm_a_shift_the_guests_counters_do_not_account_for_is_the_hosts() -
     tick = GuestCount("LOC (Local timer interrupts)", "ipi", 250.0, 24e-6)
     ref = replace(REF, guest=(tick,))
     windows = list(0.03 + 0.001 * RNG.standard_normal(10))
-    host_timer = Periodic(1000.0, 16e-6, 0.016, "outside the guest kernel: faster than any interrupt this CPU counted")
+    host_timer = Periodic(1000.0, 16e-6, 0.016, "the host", outside_guest=True)
     hostly = replace(_noise(windows, (host_timer,)), guest=(replace(tick, per_s=252.0, cost_s=30e-6),))
     on_vm = judge([hostly], _reference(ref), Limits(), [], virtual=True)
     assert on_vm.passed and "the host's noise rose" in on_vm.cpus[0].notes[0], on_vm.cpus[0].notes
-    assert re.search(r"the guest's own events, counted, rose by [\d.e-]+ % of the CPU: the host's noise rose",
+    assert re.search(r"the guest's own events, counted, rose by [\d.e-]+% of the CPU: the host's noise rose",
                      on_vm.cpus[0].notes[0]), on_vm.cpus[0].notes  # fmt: skip
     # fewer of the guest's events than the reference's: a fall, said so ("account for -0.011 %" it read)
     fewer = replace(hostly, guest=(replace(tick, per_s=240.0),))
     (note, *_) = judge([fewer], _reference(ref), Limits(), [], virtual=True).cpus[0].notes
-    assert re.search(r"the guest's own events, counted, fell by [\d.e-]+ % of the CPU: the host's noise rose", note), (
+    assert re.search(r"the guest's own events, counted, fell by [\d.e-]+% of the CPU: the host's noise rose", note), (
         note
     )
-    assert on_vm.line().endswith("; the host's noise rose on CPU 1 (not this node's: reported, not failed)")
+    assert on_vm.line().endswith("; the host's noise rose on CPU 1, reported, not failed: not this node's")
     assert any("the host's, outside the guest kernel" in n for n in on_vm.cpus[0].notes)
     assert not judge([hostly], _reference(ref), Limits(), [], virtual=False).passed
     assert not judge([hostly], _reference(ref), Limits(host_noise="fail"), [], virtual=True).passed
@@ -314,13 +320,13 @@ def test_the_hosts_noise_is_told_by_the_guests_event_counts_not_their_time() -> 
     assert not judge([episode], _reference(ref), Limits(host_noise="fail"), [], virtual=True).passed
     planted = replace(episode, guest=(tick, replace(switches, per_s=120.0, cost_s=180e-6)))
     failed = judge([planted], _reference(ref), Limits(), [], virtual=True)
-    assert not failed.passed and failed.cpus[0].reasons == ["3 % lost (reference 1 %, p < 0.001)"]
+    assert not failed.passed and failed.cpus[0].reasons == ["3% lost against its reference's 1%, p < 0.001"]
     # (its 100 preemptions a second more are not at the tick's 250 Hz: the dearer tick is still the host's)
     assert any("longer, not more often: the host's" in n for n in failed.cpus[0].notes), failed.cpus[0].notes
     # a task at the tick's own rate, making "the tick" dearer, is the guest's
     at_tick = replace(episode, guest=(tick, replace(switches, per_s=270.0, cost_s=40e-6)))
     tick_task = judge([at_tick], _reference(ref), Limits(), [], virtual=True)
-    assert not tick_task.passed and any(r.startswith("periodic source 250 Hz") for r in tick_task.cpus[0].reasons)
+    assert not tick_task.passed and any(r.startswith("a periodic source of 250 Hz") for r in tick_task.cpus[0].reasons)
     # a counter the check lacks counts as fallen; one new to it at its own cost
     gone = replace(episode, guest=(replace(tick, per_s=252.0),))
     assert judge([gone], _reference(ref), Limits(), [], virtual=True).passed
@@ -340,7 +346,7 @@ def test_a_source_found_in_one_of_two_failing_measurements_is_named() -> None:
     second = judge([_noise(high)], _reference(REF), Limits(), [])
     both = confirm(first, second)
     assert not both.passed and both.cpus[0].new_sources == [planted]
-    assert "new periodic source 100 Hz x 211 µs (2.1 % of the CPU)" in both.line()
+    assert "a new periodic source, 100 Hz x 211 µs, 2.1% of the CPU" in both.line()
     # its reason carried with it, once, beside the windows' own
     (carried,) = [r for r in both.cpus[0].reasons if "100 Hz" in r]
     assert both.cpus[0].failing == [(planted, carried)] and carried in first.cpus[0].reasons
@@ -369,10 +375,10 @@ def test_a_daemon_that_moved_to_the_other_cpu_is_not_a_rise_but_a_new_one_is() -
     assert verdict.passed and all(c.host_rose for c in verdict.cpus), verdict.line()
     assert not judge(moved, ref, Limits(), [], virtual=False).passed  # bare metal: judged whole
     added = [counted(0, risen, 29.0), counted(1, risen, 30.0)]  # 21 more a second on the node
-    assert judge(added, ref, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4 % lost")
+    assert judge(added, ref, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4% lost")
     # CPU 1 isolated at boot: CPU 0's daemons moving onto it are a rise
     isolated = replace(ref, facts={"cpu": {"isolated": "1", "nohz_full": ""}})
-    assert judge(moved, isolated, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4 % lost")
+    assert judge(moved, isolated, Limits(), [], virtual=True).line().startswith("FAIL CPU 1: 3.4% lost")
     # the same count for a source's gate: a 40 Hz source of the reference grown dearer on CPU 1 is not
     # the guest's for 21 moved preemptions a second (half its rate), but is for 21 new ones
     slow, dearer = Periodic(40.0, 100e-6, 0.004, None), Periodic(40.0, 300e-6, 0.012, None)
@@ -381,7 +387,8 @@ def test_a_daemon_that_moved_to_the_other_cpu_is_not_a_rise_but_a_new_one_is() -
     assert any("longer, not more often" in n for n in judge(moved40, ref40, Limits(), [], virtual=True).cpus[1].notes)
     added40 = [added[0], replace(added[1], periodic=(dearer,))]
     assert any(
-        r.startswith("periodic source 40 Hz") for r in judge(added40, ref40, Limits(), [], virtual=True).cpus[1].reasons
+        r.startswith("a periodic source of 40 Hz")
+        for r in judge(added40, ref40, Limits(), [], virtual=True).cpus[1].reasons
     )
 
 
@@ -394,18 +401,26 @@ def test_the_line_at_384_cpus_failing_together_names_the_worst_three_and_counts_
     noisy = [_noise(list(0.03 + 0.001 * RNG.standard_normal(10) + (0.02 if c == 200 else 0.0)), cpu=c)
              for c in range(384)]  # fmt: skip
     line = judge(noisy, ref, Limits(), []).line()
-    assert line.startswith("FAIL CPU 200: 5 % lost (reference 1 %, p < 0.001); CPU "), line
+    assert line.startswith("FAIL CPU 200: 5% lost against its reference's 1%, p < 0.001; CPU "), line
     told = [int(m.group(1)) for m in re.finditer(r"(?:FAIL |; )CPU (\d+): ", line)]
     assert len(told) == 3 and line.count("% lost") == 3 and len(line) < 300, line
-    assert re.search(r"; and 381 more failed \([\d,-]+\)$", line), line
-    others = parse_cpulist(line.rsplit("(", 1)[1].rstrip(")"))
+    assert re.search(r"; and 381 more failed: [\d,-]+$", line), line
+    others = parse_cpulist(line.rsplit(": ", 1)[1])
     assert len(others) == 381 and not set(told) & others, line
     # four failing CPUs: each one's reasons, in CPU order, as before
     few = judge(noisy[:4], _reference(*(replace(REF, cpu=c) for c in range(4))), Limits(), []).line()
     assert [m.group(1) for m in re.finditer(r"(?:FAIL |; )CPU (\d+): ", few)] == ["0", "1", "2", "3"], few
     # a host's rise on every CPU: in brief
     hostly = Verdict(True, [CpuVerdict(c, True, 0.02, 0.01, 1e-6, host_rose=True) for c in range(384)], None, [])
-    assert hostly.line().endswith("; the host's noise rose on CPUs 0-383 (not this node's: reported, not failed)")
+    assert hostly.line().endswith("; the host's noise rose on CPUs 0-383, reported, not failed: not this node's")
+    # on a screen: the worst three's figures and the rest counted, in a line of a terminal's width
+    head = judge(noisy, ref, Limits(), []).headline()
+    assert head == "FAIL 384 CPUs, the most CPU 200 5% lost, reference 1%", head
+    (rest,) = judge(noisy, ref, Limits(), []).below()
+    assert re.fullmatch(r"CPUs [\d,-]+ failed too\. --json gives each one's reasons\.", rest), rest
+    assert hostly.headline() == "PASS 384 CPUs: at most 2% lost, on CPU 0 against its reference's 1%"
+    assert hostly.below() == ["The host's noise rose on CPUs 0-383. That is reported, not failed: it is not this "
+                              "node's."], hostly.below()  # fmt: skip
 
 
 def test_reference_set_says_384_cpus_lost_figures_in_brief() -> None:
@@ -416,9 +431,9 @@ def test_reference_set_says_384_cpus_lost_figures_in_brief() -> None:
 
     cpus = [replace(REF, cpu=c, lost_ratio=0.01 + (0.02 if c == 96 else c * 1e-5)) for c in range(384)]
     said = _lost(cpus)
-    assert said == "1 % to 3 % (median 1.2 %; the most on CPU 96; `reference show` gives each)", said
+    assert said == "1% to 3%, median 1.2%, the most on CPU 96; `reference show` gives each", said
     # up to eight CPUs, each one's, as the check's line gives them
-    assert _lost(cpus[:2]) == "CPU 0 1 %, CPU 1 1 %"
+    assert _lost(cpus[:2]) == "CPU 0 1%, CPU 1 1%"
 
 
 def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: Path, capsys: Any) -> None:
@@ -429,7 +444,7 @@ def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: P
     from quietcore.commands.reference import show
     from quietcore.store import db, references, sessions
 
-    tick = Periodic(250.0, 9e-6, 0.002, "the scheduler tick, CONFIG_HZ=250 (LOC 250/s)")
+    tick = Periodic(250.0, 9e-6, 0.002, "the tick")
     planted = Periodic(100.0, 200e-6, 0.02, None)
     host = Periodic(100.0, 17e-6, 0.0017, None)  # the same rate, another source: a line of its own
     cpus = [replace(REF, cpu=c, periodic=(replace(tick, median_duration_s=(8 + c % 5) * 1e-6),
@@ -440,15 +455,16 @@ def test_reference_show_sums_up_384_cpus_and_gives_each_with_per_cpu(tmp_path: P
     references.put(conn, "big", "node17", "fp", session, {}, cpus)
     show(conn, "big", False)
     said = capsys.readouterr().out.splitlines()
-    assert len(said) <= 12, said
-    assert any(line.startswith("│ 0-383 (384)") for line in said), said
-    assert "CPUs 0-383: 250 Hz x 8-12 µs the scheduler tick, CONFIG_HZ=250" in said, said
+    assert len(said) <= 14, said
+    assert any(line.startswith("0-383 (384)") for line in said), said
+    rows = [line.split() for line in said]
+    assert ["0-383", "250", "Hz", "8-12", "the", "tick"] in rows, said
     # one length where the CPUs' are one (not "200-200 µs")
-    assert "CPU 96: 100 Hz x 200 µs" in said, said
-    assert "CPUs 97-98: 100 Hz x 17 µs" in said, said
-    assert said[-1] == "384 CPUs; --per-cpu for a row each, --json for everything."
+    assert ["96", "100", "Hz", "200", "not", "named"] in rows, said
+    assert ["97-98", "100", "Hz", "17", "not", "named"] in rows, said
+    assert said[-1] == "384 CPUs. --per-cpu gives a row each, --json everything."
     show(conn, "big", False, per_cpu=True)
-    assert capsys.readouterr().out.count("the scheduler tick") == 384
+    assert capsys.readouterr().out.count("the tick") == 384
 
 
 def test_a_session_too_short_on_384_cpus_is_refused_in_a_line_of_each_kind(monkeypatch: pytest.MonkeyPatch) -> None:

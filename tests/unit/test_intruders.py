@@ -8,14 +8,18 @@ chosen so that every figure below can be checked by hand."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from rich.table import Table
 
 from quietcore.attribution import tracer
-from quietcore.attribution.explain import explain_gaps, lines
-from quietcore.attribution.intruders import Trace, Use, account
+from quietcore.attribution.explain import explain_gaps
+from quietcore.attribution.intruders import Came, Trace, Use, account
 from quietcore.attribution.remedy import remedy
+from quietcore.report.came import words
+from quietcore.report.explained import items
 
 TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "intruders-cpu1.txt"
 T0 = 1000e9  # ns
@@ -38,6 +42,11 @@ def by_name(found: Trace) -> dict[str, Use]:
     return {u.name: u for u in found.cpus[1].uses.values()}
 
 
+def said(came: Counter[Came]) -> dict[str, int]:
+    """How a source came, each way in its words."""
+    return {words(c): n for c, n in came.items()}
+
+
 def test_every_source_is_timed_net_of_what_interrupted_it(found: Trace) -> None:
     uses = by_name(found)
     # The intruder ran 200-500 µs, less the 10 µs IRQ inside its slice.
@@ -58,13 +67,13 @@ def test_every_source_is_timed_net_of_what_interrupted_it(found: Trace) -> None:
 
 def test_each_source_says_how_it_came(found: Trace) -> None:
     uses = by_name(found)
-    assert dict(uses["intruder"].came) == {"woken by stress (200) on CPU 0": 1}
-    assert dict(uses["vmstat_update"].came) == {"queued by stress (200) on CPU 0": 1}
-    assert dict(uses["reschedule"].came) == {"sent by stress (200) on CPU 0 (ttwu_queue_wakelist)": 1}
+    assert said(uses["intruder"].came) == {"woken by stress (200) on CPU 0": 1}
+    assert said(uses["vmstat_update"].came) == {"queued by stress (200) on CPU 0": 1}
+    assert said(uses["reschedule"].came) == {"sent by stress (200) on CPU 0 from ttwu_queue_wakelist": 1}
     # The sender's csd_queue_cpu is recorded after the IPI arrived: it is still its sender.
     tlb = uses["flush_tlb_func"]
-    assert dict(tlb.came) == {"sent by the workload on CPU 0 (on_each_cpu_cond_mask)": 1} and tlb.workload_sent == 1
-    assert dict(uses["kworker/1:1"].came) == {"already here (its affinity includes this CPU)": 1}
+    assert said(tlb.came) == {"sent by the workload on CPU 0 from on_each_cpu_cond_mask": 1} and tlb.workload_sent == 1
+    assert said(uses["kworker/1:1"].came) == {"already here: its affinity includes this CPU": 1}
 
 
 def test_the_workloads_forks_are_the_workload(found: Trace) -> None:
@@ -96,7 +105,7 @@ def test_a_sender_recorded_first_and_a_window_that_cuts_a_slice() -> None:
     ]
     found = account(lines, frozenset({1}), to_ns, workload=(100,), window=(T0 + us(120), T0 + us(500)))
     uses = by_name(found)
-    assert dict(uses["do_sync_core"].came) == {"sent by stress (200) on CPU 0 (smp_call_function_many_cond)": 1}
+    assert said(uses["do_sync_core"].came) == {"sent by stress (200) on CPU 0 from smp_call_function_many_cond": 1}
     # Only the part of the slice inside the window counts.
     assert uses["other"].ns == pytest.approx(us(300))
     assert found.cpus[1].workload_ns == pytest.approx(us(79))
@@ -151,19 +160,23 @@ def test_episodes_and_a_gap_explained_with_what_ran_in_it() -> None:
     episodes = found.cpus[1].episodes
     task = next(e for e in episodes if e.kind == "task" and e.name == "intruder")
     assert (task.start, task.end, task.pid) == (T0 + us(200), T0 + us(500), 300)
-    assert dict(task.came) == {"woken by stress (200) on CPU 0": 1}
+    assert said(task.came) == {"woken by stress (200) on CPU 0": 1}
     # The IPI's sender was recorded after it arrived: the episode has it all the same.
     tlb = next(e for e in episodes if e.name == "flush_tlb_func")
-    assert dict(tlb.came) == {"sent by the workload on CPU 0 (on_each_cpu_cond_mask)": 1}
+    assert said(tlb.came) == {"sent by the workload on CPU 0 from on_each_cpu_cond_mask": 1}
     # A gap of the probe from 150 to 560 µs: the intruder's slice and the IRQ inside it, the rest untraced.
     out = explain_gaps({1: ([T0 + us(150)], [us(410)])}, found, above_ns=us(100))
     (gap,) = out["cpus"][0]["gaps"]
     assert [(e["kind"], e["name"], e["at_ns"], e["ns"]) for e in gap["inside"]] == [
         ("task", "intruder", us(50), us(300)), ("irq", "irq 24 (virtio0-input.0)", us(150), us(10))]  # fmt: skip
     assert gap["untraced_ns"] == pytest.approx(us(110))
-    shown = lines(out)
-    assert shown[1].startswith("CPU 1 at 1000.000150 s: 410.0 µs, 110.0 µs of it untraced")
-    assert "task intruder (300): woken by stress (200) on CPU 0" in shown[2]
+    (table, *notes) = items(out)
+    assert isinstance(table, Table) and table.title == "CPU 1: 1 gap over 100 µs."
+    row = [str(next(iter(c.cells))) for c in table.columns]
+    assert row[:3] == ["1000.000150", "410.0", "110.0"]
+    assert row[3].split("\n")[0] == "+50.0 task intruder (300), 300.0 µs, woken by stress (200) on CPU 0"
+    assert row[3].split("\n")[1] == "+150.0 irq 24 (virtio0-input.0), 10.0 µs, inside task intruder (300)"
+    assert any("A negative start" in n for n in notes if isinstance(n, str))
 
 
 def test_a_kernel_stack_goes_with_the_context_it_began_or_the_task_it_woke() -> None:
@@ -219,10 +232,11 @@ def test_many_cpus_are_one_table_each_source_with_the_cpus_it_hit(found: Trace) 
     for item in shown:
         out.print(item)
     said = out.export_text()
-    rows = {line.split("│")[2].strip(): line.split("│")[3].strip() for line in said.splitlines() if line.count("│") > 5}
+    # the source names the row, first; its CPUs third, past its kind
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in said.splitlines() if line.count("│") > 5}
     assert rows["intruder (300)"] == "5" and rows["kworker/N"] == "0-11" and rows["flush_tlb_func"] == "0-11"
     assert "CPUs 0-11: 12.000 ms traced in all" in said and "kworker/3:1" not in said
-    assert "queued by stress (200) on CPU 0 x12" in said  # each CPU's way it came, summed
+    assert "queued by stress (200) on CPU 0, 12 times" in said  # each CPU's way it came, summed
 
 
 def test_an_ipi_sent_to_a_cpumask_reaches_the_cpus_its_hex_words_name() -> None:
@@ -237,8 +251,8 @@ def test_an_ipi_sent_to_a_cpumask_reaches_the_cpus_its_hex_words_name() -> None:
         "  work-102   [033] d.h1. 1000.000125: reschedule_exit: vector=253",
     ]
     found = account(lines, frozenset({0, 1, 33}), to_ns, workload=(100, 102), window=(T0, T0 + us(500)))
-    sent = "sent by stress (200) on CPU 0 (native_smp_send_reschedule)"
+    sent = "sent by stress (200) on CPU 0 from native_smp_send_reschedule"
     for cpu in (1, 33):
         (use,) = [u for u in found.cpus[cpu].uses.values() if u.name == "reschedule"]
-        assert dict(use.came) == {sent: 1}, (cpu, use.came)
+        assert said(use.came) == {sent: 1}, (cpu, use.came)
     assert not [u for u in found.cpus[0].uses.values() if u.name == "reschedule"]

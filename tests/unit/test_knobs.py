@@ -128,8 +128,8 @@ def test_an_entry_of_an_earlier_boot_is_closed_never_replayed(conn: sqlite3.Conn
     (tmp_path / BASE).mkdir(parents=True)
     (tmp_path / BASE / "enabled").write_text("never\n")
     _entry(conn, tmp_path, f"/{BASE}/enabled", "always", boot_id="an-earlier-boot")
-    (line,) = recover(conn)
-    assert line.startswith("closed 1 journal entry of an earlier boot")
+    (settled,) = recover(conn)
+    assert settled.text.startswith("closed 1 journal entry of an earlier boot") and not settled.failed
     assert rows.states(conn) == ["rebooted"]
     assert (tmp_path / BASE / "enabled").read_text() == "never\n"
 
@@ -144,7 +144,7 @@ def test_an_entry_whose_target_is_gone_is_closed_as_gone(conn: sqlite3.Connectio
                                 "old_value": "0-1", "new_value": "0", "lasting": "temporary",
                                 "state": "temporary"})  # fmt: skip
     lines = recover(conn)
-    assert len(lines) == 2 and all("is gone: nothing to put back" in line for line in lines), lines
+    assert len(lines) == 2 and all("is gone: nothing to put back" in s.text and not s.failed for s in lines), lines
     assert rows.states(conn) == ["gone", "gone"]
     assert recover(conn) == []  # never retried
 

@@ -5,6 +5,7 @@ differ, on recorded output (the real JMH run is tests/integration/test_jmh.py)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,6 +35,13 @@ def read(metrics: tuple[Metric, ...], lines: list[str], step_ns: int = 1_000_000
     for k, line in enumerate(lines, 1):
         r.line(line, at_ns=k * step_ns)
     return r
+
+
+def said(out: dict[str, Any]) -> str:
+    """The iterations' sentences as `run` and `intruders --metric` print them (report.spread)."""
+    from quietcore.report.spread import iterations
+
+    return " ".join(iterations(out))
 
 
 def test_jmh_iterations_forks_and_units() -> None:
@@ -125,8 +133,8 @@ def test_iterations_name_the_hog_and_account_for_their_shortfall() -> None:
     out = explain_iterations("spin", [_run(values, hog)], {"name": "score", "unit": "ops/s", "better": "higher"})
     assert out is not None and out["explained"] and out["slow_iterations"] == 3
     assert out["source"]["name"] == "stress-ng-cpu" and out["source"]["slow_ms"] == 300.0
-    assert "fork 1 it 4, fork 1 it 8, fork 1 it 9" in out["sentence"]
-    assert 0.8 < out["share"] < 1.2, out["sentence"]
+    assert "fork 1 it 4, fork 1 it 8 and fork 1 it 9" in said(out)
+    assert 0.8 < out["share"] < 1.2, said(out)
     assert out["slowest"][0]["threads"] == "java 900 ms, C2 CompilerThre 20 ms"
 
 
@@ -137,10 +145,10 @@ def test_a_hog_in_two_iterations_of_which_one_stands_out_is_named_in_both() -> N
     values = [300_000.0, 280_000, 310_000, 235_000, 135_000, 290_000, 305_000, 275_000]
     out = explain_iterations("spin", [_run(values, {3, 4})], {"name": "score", "unit": "ops/s", "better": "higher"})
     assert out is not None
-    assert out["slow_iterations"] == 1, out["sentence"]
-    assert out["sentence"].startswith("spin: the slowest iteration (fork 1 it 5) was ")
+    assert out["slow_iterations"] == 1, said(out)
+    assert said(out).startswith("spin: the slowest iteration, fork 1 it 5, was ")
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 4", "fork 1 it 5"]  # equal: in order
-    assert "; stress-ng-cpu took most in fork 1 it 4 (300 ms), fork 1 it 5 (300 ms)" in out["sentence"]
+    assert "stress-ng-cpu took most in fork 1 it 4 300 ms and fork 1 it 5 300 ms." in said(out)
 
 
 def test_a_source_is_not_named_where_it_took_less_than_the_score_can_show() -> None:
@@ -156,20 +164,20 @@ def test_a_source_is_not_named_where_it_took_less_than_the_score_can_show() -> N
                              {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
     assert out is not None and out["source"]["name"] == "qc-hog"
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 5", "fork 1 it 4"]
-    assert "took most in" not in out["sentence"]  # the hit are the slow ones: nothing to add
+    assert "took most in" not in said(out)  # the hit are the slow ones: nothing to add
     # Where it does move the score (6 ms of 150, 4 %, against a 1 % spread), it is named, and said
     rows[6]["intruders"], rows[6]["value"] = {"qc-hog": 6.0}, 7250000.0
     out = explain_iterations("bench", [{"samples": {"score": rows}}],
                              {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
     assert out is not None
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 5", "fork 1 it 4", "fork 1 it 7"]
-    assert "; qc-hog took most in fork 1 it 5 (76 ms), fork 1 it 4 (74 ms), fork 1 it 7 (6.00 ms)" in out["sentence"]
+    assert "qc-hog took most in fork 1 it 5 76 ms, fork 1 it 4 74 ms and fork 1 it 7 6.00 ms." in said(out)
 
 
 def test_a_spread_nothing_traced_explains_is_not_claimed() -> None:
     values = [300_000.0, 299_000, 301_000, 200_000, 300_500, 299_500]
     out = explain_iterations("spin", [_run(values, set())], {"name": "score", "unit": "ops/s", "better": "higher"})
-    assert out is not None and not out["explained"] and "no intruder accounts for it" in out["sentence"]
+    assert out is not None and not out["explained"] and "No intruder accounts for it" in said(out)
 
 
 def test_forks_that_differ_beyond_their_iterations() -> None:
@@ -180,9 +188,9 @@ def test_forks_that_differ_beyond_their_iterations() -> None:
     out = explain_iterations("spin", [{"samples": {"score": rows}}],
                              {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
     assert out is not None and out["forks"]["differ"] and out["forks"]["p"] < 0.01
-    assert "fork 2's median 250,002 against 300,002 for the rest" in out["forks"]["sentence"]
-    assert "its iterations had 300 ms of intruders" in out["forks"]["sentence"]
-    assert out["forks"]["sentence"].endswith("; it ran on CPU 3, the rest on 1")
+    assert "fork 2's median is 250,002, the rest's 300,002." in said(out)
+    assert "Its iterations had 300 ms of intruders" in said(out)
+    assert said(out).endswith("It ran on CPU 3, the rest on 1.")
     same = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=1)["samples"]["score"]  # type: ignore[index]
     again = _run([300_000.0 + (k % 3) for k in range(6)], set(), fork=2)["samples"]["score"]  # type: ignore[index]
     out = explain_iterations("spin", [{"samples": {"score": same + again}}],
@@ -216,9 +224,9 @@ def test_runs_are_explained_by_their_iterations_summed() -> None:
     assert rows[0]["end_s"] == 4.0 and rows[0]["threads"]["java"] == 3600.0
     out = explain_runs("spin", results, {"name": "score", "unit": "ops/s", "better": "higher"})
     assert out is not None and out["method"].startswith("over runs") and "forks" not in out
-    assert out["sentence"].startswith("spin: the slowest run (run 3) was 30.0% under the median ops/s")
-    assert "it had 1200 ms of stress-ng-cpu, the rest" in out["sentence"] and out["explained"]
-    assert out["source"]["hit"] == [{"where": "run 3", "ms": 1200.0}] and "took most in" not in out["sentence"]
+    assert said(out).startswith("spin: the slowest run, run 3, was 30.0% under the median ops/s.")
+    assert "It had 1200 ms of stress-ng-cpu, the rest" in said(out) and out["explained"]
+    assert out["source"]["hit"] == [{"where": "run 3", "ms": 1200.0}] and "took most in" not in said(out)
 
 
 def test_the_output_is_kept_to_a_bound() -> None:

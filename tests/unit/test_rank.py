@@ -5,13 +5,14 @@ interval."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 from scipy import special, stats
 
-from quietcore.stats.rank import betainc, mann_whitney, spearman, student_ppf, student_sf, theil_sen
+from quietcore.stats.rank import EXACT_UP_TO, betainc, mann_whitney, spearman, student_ppf, student_sf, theil_sen
 
 
 def samples(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -43,6 +44,10 @@ def test_the_quick_reps_pattern_is_exact() -> None:
         assert p == pytest.approx(float(stats.mannwhitneyu(candidate, baseline, method="exact").pvalue), rel=1e-12)
 
 
+def _rho(y: np.ndarray, x: np.ndarray) -> float:
+    return float(stats.spearmanr(x, y).statistic)
+
+
 def test_spearman_is_scipys() -> None:
     rng = np.random.default_rng(2)
     for n in (3, 4, 6, 10, 25):
@@ -53,8 +58,16 @@ def test_spearman_is_scipys() -> None:
             rho, p = spearman(x, y)
             ref = stats.spearmanr(x, y)
             assert rho == pytest.approx(float(ref.statistic), abs=1e-12)
-            assert p == pytest.approx(float(ref.pvalue), rel=1e-8, abs=1e-14)
+            if n <= EXACT_UP_TO:  # exact: scipy's permutation test over every pairing
+                # every order of x paired with y, held
+                exact = stats.permutation_test((x,), functools.partial(_rho, y), permutation_type="pairings",
+                                               n_resamples=np.inf)  # fmt: skip
+                assert p == pytest.approx(float(exact.pvalue), rel=1e-9)
+            else:
+                assert p == pytest.approx(float(ref.pvalue), rel=1e-8, abs=1e-14)
     assert all(math.isnan(v) for v in spearman([1, 2, 3], [5, 5, 5]))
+    # three runs in perfect order: one order in three is as extreme either way, not p = 0
+    assert spearman([1, 2, 3], [30, 20, 10]) == (pytest.approx(-1.0), pytest.approx(1 / 3))
 
 
 def test_student_tail_and_the_incomplete_beta() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from quietcore.errors import UsageError
 from quietcore.options import ranks_option
-from quietcore.report.kinds.simulate import costliest
-from quietcore.runs.analysis import Periodic
+from quietcore.report.kinds.simulate import costliest, models_lines
+from quietcore.runs.analysis import TICK, Named, Periodic
 from quietcore.simulate.engine import union
 from quietcore.simulate.noise import Noise, _Labeller, from_pattern, parse_pattern
 from quietcore.simulate.study import scale_limit
@@ -80,6 +80,8 @@ def test_the_scale_limit_is_interpolated_in_log_n() -> None:
     assert got["bound"] == "about" and got["ranks"] == 1_000
     assert scale_limit([(1, 1.2), (10, 2.0)])["bound"] == "at most"
     assert scale_limit([(1, 1.0), (100, 1.02)]) == {"ranks": 100, "bound": "over", "text": "not reached by N = 100"}
+    # past N = 1 when N = 1 had not reached it: 1.028 at N = 1 and 1.3 at N = 10 is N ≈ 2, not "N ≈ 1"
+    assert scale_limit([(1, 1.028), (10, 1.3)])["text"] == "N ≈ 2"
 
 
 def test_the_interval_is_students_t() -> None:
@@ -94,30 +96,30 @@ def test_the_tick_that_costs_nothing_is_said_so_and_why() -> None:
     """The line on the tick says what taking it away buys; when that is
     nothing to three digits, it says so and why, not "2.587 instead of 2.587"."""
     rows = [
-        {"granularity_us": 100.0, "source": "the host: aperiodic gaps", "cost": 0.6, "slowdown": 1.944,
+        {"granularity_us": 100.0, "source": "the host's stalls of 100 µs or more", "tick": False, "cost": 0.6,
+         "slowdown": 1.944, "baseline": 2.587},
+        {"granularity_us": 100.0, "source": "the tick at 250 Hz", "tick": True, "cost": 0.0001, "slowdown": 2.5869,
          "baseline": 2.587},
-        {"granularity_us": 100.0, "source": "the scheduler tick, CONFIG_HZ=250", "cost": 0.0001, "slowdown": 2.5869,
-         "baseline": 2.587},
-        {"granularity_us": 10.0, "source": "the scheduler tick, CONFIG_HZ=250", "cost": 0.2, "slowdown": 6.2,
+        {"granularity_us": 10.0, "source": "the tick at 250 Hz", "tick": True, "cost": 0.2, "slowdown": 6.2,
          "baseline": 6.461},
     ]  # fmt: skip
     lines = costliest({"focus_ranks": 10_000, "by_source": rows})
     (at_10,) = [line for line in lines if "g = 10 µs:" in line]
-    assert at_10.endswith("g = 10 µs: 6.200 instead of 6.461.")
+    assert "g = 10 µs: 6.200 instead of 6.461." in at_10 and "nohz_full would buy" in at_10
     (at_100,) = [line for line in lines if "g = 100 µs:" in line]
     assert "2.587 either way" in at_100 and "longer gaps than the tick's" in at_100 and "instead of" not in at_100
-    top = "At N = 10,000 and g = 100 µs, the host: aperiodic gaps costs the most"
-    assert any(line.startswith(top) for line in lines)
+    top = "At N = 10,000 and g = 100 µs, the costliest source is the host's stalls of 100 µs or more. Without it"
+    assert any(line.startswith(top) for line in lines), lines
     # the costliest source whose removal shows no change is not said to cost the most
     flat = [{**r, "cost": 0.0004, "slowdown": 6.4608} if r["granularity_us"] == 10.0 else r for r in rows]
-    assert not any("g = 10 µs, " in line and "costs the most" in line
+    assert not any("g = 10 µs, " in line and "costliest" in line
                    for line in costliest({"focus_ranks": 10_000, "by_source": flat}))  # fmt: skip
 
 
 def _tick(hz: float) -> Periodic:
-    name = f"the scheduler tick, CONFIG_HZ=250 (LOC {hz + 5:.0f}/s)"  # as each CPU's analysis names it
+    named = Named(TICK, "the tick", "counters", counter="LOC", rate=hz + 5)  # as each CPU's analysis names it
     return Periodic(frequency_hz=hz, period_ns=1e9 / hz, events=500, expected=500, coverage=1.0, jitter_ns=0.0,
-                    median_duration_ns=20e3, lost_ns=1e7, share_of_lost=1.0, name=name)  # fmt: skip
+                    median_duration_ns=20e3, lost_ns=1e7, share_of_lost=1.0, named=named)  # fmt: skip
 
 
 def test_the_tick_of_every_cpu_is_one_source_though_counted_and_found_at_other_rates() -> None:
@@ -129,8 +131,26 @@ def test_the_tick_of_every_cpu_is_one_source_though_counted_and_found_at_other_r
         lengths = np.full(starts.size, 20e3)
         traces.append(labeller.trace(f"CPU {cpu}", starts, lengths, span, [_tick(hz)], (250.0,)))
     # One source, named once: taking the tick away takes it from both CPUs.
-    ticks = [i for i, n in enumerate(labeller.names) if "scheduler tick" in n]
+    ticks = [i for i, n in enumerate(labeller.names) if "the tick" in n]
     assert len(ticks) == 1, labeller.names
     assert all((t.labels == ticks[0]).all() for t in traces)
+    assert labeller.ticks == {ticks[0]}  # known as the tick by its kind, for what nohz_full would buy
     noise = Noise(tuple(traces), tuple(labeller.names), "two CPUs")
     assert all(tl.starts.size == 0 for tl in noise.timelines(without=ticks[0]))
+
+
+def test_where_the_two_models_differ_is_said_once_with_its_reason() -> None:
+    """Three sentences said the same reason, one a g; now the g's each way are one sentence, the reason once."""
+
+    def curve(g: float, r: float, f: float) -> dict[str, object]:
+        return {"granularity_us": g, "points": [{"ranks": 10_000, "slowdown": r, "fast": {"slowdown": f}}]}
+
+    study = {"model": "rounds", "curves": [curve(10, 128.3, 99.5), curve(100, 33.4, 26.4), curve(1000, 5.6, 5.5)]}
+    over, alike = models_lines(study)
+    assert over == (
+        "At N = 10,000 the round model's slowdown is over the fast model's: 1.29x at g = 10 µs, "
+        "128.300 against 99.500; 1.27x at g = 100 µs, 33.400 against 26.400. A rank inside a burst "
+        "delays its partners in every round, which the fast model does not count."
+    ), over
+    assert alike == "At N = 10,000 the two models agree within 5% at g = 1000 µs."
+    assert models_lines({**study, "model": "fast"}) == []

@@ -9,6 +9,12 @@ from typing import Any
 import numpy as np
 
 from quietcore.experiments.spread import explain
+from quietcore.report.spread import runs
+
+
+def said(out: dict[str, Any]) -> str:
+    """The cell's sentences as `run` prints them (report.spread)."""
+    return " ".join(runs(out))
 
 
 def context(intruder_ns: float, source: str = "stress-ng", **covariates: float) -> dict[str, Any]:
@@ -24,14 +30,15 @@ def test_a_task_that_took_the_slow_runs_time_accounts_for_their_excess() -> None
     contexts = [context(40e6 if h else 0.0, ctxsw_involuntary=30 if h else 2) for h in hit]
     out = explain("compute other", times, contexts, "s", virtualized=True)
     assert out is not None and out["explained"] and out["slow_runs"] == 5
-    assert {2, 5, 8} <= set(out["slow"]) and "(no. " in out["sentence"]  # the three hit, numbered from 1
+    assert {2, 5, 8} <= set(out["slow"]) and "were the slowest" in said(out)  # the three hit, numbered from 1
     lo, hi = out["interval"]
     assert lo <= out["share"] <= hi
     # The runs above the median are the three hit and two of the others: the 40 ms of three is ~their excess.
     assert 0.85 < out["share"] < 1.15, out
     assert out["source"]["name"] == "stress-ng (pid 4242)" and out["source"]["other_ms"] == 0.0
-    assert "intrusions account for" in out["sentence"] and "stress-ng (pid 4242)" in out["sentence"]
-    assert any(c.startswith("involuntary context switches move with run time") for c in out["covariates"])
+    assert "Intrusions account for" in said(out) and "stress-ng (pid 4242)" in said(out)
+    assert any(c["what"] == "involuntary context switches" for c in out["covariates"])
+    assert "Involuntary context switches rise with the run time: Spearman rho" in said(out)
 
 
 def test_spread_nothing_traced_explains_says_so_and_names_what_was_not_measured() -> None:
@@ -40,8 +47,8 @@ def test_spread_nothing_traced_explains_says_so_and_names_what_was_not_measured(
     contexts = [context(1e5) for _ in times]  # the same small intrusion in every run
     out = explain("memory other", times, contexts, "s", virtualized=True)
     assert out is not None and not out["explained"]
-    assert "nothing traced accounts for it" in out["sentence"]
-    assert "the host's preemptions of this vCPU" in out["sentence"] and "the CPU frequency" in out["sentence"]
+    assert "Nothing traced accounts for it" in said(out)
+    assert "the host's preemptions of this vCPU" in out["not_measured"] and "the CPU frequency" in out["not_measured"]
 
 
 def test_without_a_trace_it_says_why_and_still_ranks_the_covariates() -> None:
@@ -49,8 +56,8 @@ def test_without_a_trace_it_says_why_and_still_ranks_the_covariates() -> None:
     contexts = [{"cpus": [1], "intrusions": {"why_not": "tracefs needs root"},
                  "covariates": {"minor_faults": 100 * i}} for i in range(6)]  # fmt: skip
     out = explain("io other", times, contexts, "s", virtualized=False)
-    assert out is not None and out["sentence"].startswith("io other: intrusions not accounted (tracefs needs root)")
-    assert out["covariates"] and out["covariates"][0].startswith("minor page faults move with run time")
+    assert out is not None and said(out).startswith("io other: intrusions are not accounted, since tracefs needs root")
+    assert out["covariates"] and out["covariates"][0]["what"] == "minor page faults"
 
 
 def test_too_few_runs_or_no_spread_is_nothing_to_explain() -> None:
@@ -68,5 +75,5 @@ def test_a_workloads_own_io_time_that_moves_with_the_run_is_named_and_a_perfect_
     out = explain("mixed other", times, contexts, "s", virtualized=True)
     assert out is not None
     (named,) = out["covariates"]
-    assert named.startswith("the workload's own I/O times move with run time")
-    assert "rho 1.00, p < 0.001 Holm" in named and "p 0 " not in out["sentence"]
+    assert named["what"] == "the workload's own I/O times"
+    assert "rise with the run time: Spearman rho 1.00, p < 0.001 after Holm" in said(out) and "p 0 " not in said(out)

@@ -88,8 +88,8 @@ def test_lost_events_per_cpu_buffer_from_its_stats(tmp_path: Path) -> None:
     assert session.lost_by_cpu() == {3: 125, 12: 40} and session.lost() == 165
     said = notes({"lost_events": 165, "lost_by_cpu": {"3": 125, "12": 40}})
     assert said == [
-        "warning: the kernel lost 165 trace events (CPU 3: 125, CPU 12: 40) (its buffer was full between "
-        "reads): the figures are short by what they held; give --buffer-kb more"
+        "warning: the kernel lost 165 trace events, its buffer full between reads: CPU 3 125; CPU 12 40. The "
+        "figures are short by what they held; more --buffer-kb keeps them."
     ]
 
 

@@ -79,7 +79,7 @@ def lines(analysis: Mapping[str, Any], why: bool = True) -> list[str]:
     `why`, that its slices are not counted as sources); above EACH_UP_TO busy CPUs,
     one line: 'CPUs 0-63 busy: python3 (64 processes) ran 48-56% of each: ...'."""
     found = {int(cpu): tasks for cpu, tasks in (analysis.get("busy") or {}).items()}
-    slices = " (its time slices are not counted as periodic sources)" if why else ""
+    slices = " Its time slices are left out of the periodic sources." if why else ""
     if len(found) > EACH_UP_TO:
         tops = [tasks[0] for tasks in found.values()]
         comms = sorted({t["comm"] for t in tops})
@@ -89,12 +89,13 @@ def lines(analysis: Mapping[str, Any], why: bool = True) -> list[str]:
             f"{', '.join(comms[:3])}{' and more' if len(comms) > 3 else ''} ({pids} process{'es' if pids > 1 else ''})"
         )
         share = f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{100 * low:.0f}-{high:.0%}"
-        return [f"{cpus_phrase(frozenset(found))} busy: {plain(who)} ran {share} of each: tasks, not noise{slices}"]
+        return [f"{cpus_phrase(frozenset(found))} were shared: {plain(who)} ran {share} of each. A task is work, not "
+                f"noise.{slices}"]  # fmt: skip
     out = []
     for cpu, tasks in found.items():
         who = ", ".join(f"{t['comm']} (pid {t['pid']}) ran {t['share']:.0%}" for t in tasks[:3])
         more = f" and {len(tasks) - 3} more" if len(tasks) > 3 else ""
-        out.append(f"CPU {cpu} busy: {plain(who)}{more} of it: a task, not noise{slices}")
+        out.append(f"CPU {cpu} was shared: {plain(who)}{more} of its time. A task is work, not noise.{slices}")
     return out
 
 
@@ -103,4 +104,4 @@ def sliced(analysis: Mapping[str, Any]) -> list[int]:
     slice as often as the probe was preempted), busy as surely as where a thread was seen (the two looks can
     miss one: a task that ended before the second, or moved)."""
     return sorted(int(c["cpu"]) for c in analysis.get("cpus") or ()
-                  if any(of_slices(p.get("name")) for p in c.get("periodic") or ()))  # fmt: skip
+                  if any(of_slices(p) for p in c.get("periodic") or ()))  # fmt: skip

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from quietcore.facts.interrupts import parse_interrupts
 from quietcore.facts.procstat import CpuTimes, parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
-from quietcore.runs.analysis import Source
+from quietcore.runs.analysis import LONG_GAP_NS, Source
 
 #: Typical cost per event, ns, where the run does not measure one. Orders of
 #: magnitude from published measurements (interrupt entry/exit and handler
@@ -35,9 +35,6 @@ TYPICAL_NS = {
     "TASKLET": 2000, "HRTIMER": 1500, "HI": 1000, "IRQ_POLL": 3000,
 }  # fmt: skip
 DEVICE_NS = 4000
-#: A gap longer than this is longer than any interrupt or softirq the guest
-#: handles: a task ran instead (a context switch), or, in a VM, the host ran.
-LONG_GAP_NS = 100_000
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from quietcore.attribution.intruders import came_json
 from quietcore.attribution.traceline import LINE
-from quietcore.facts.cpulist import cpus_phrase
 
 if TYPE_CHECKING:  # annotations only: the report reads stored explanations without the tracer's numpy
     from quietcore.attribution.intruders import Episode, Trace
@@ -89,7 +89,7 @@ def explain_gaps(
                 "duration_ns": d,
                 "more": max(0, len(inside) - EPISODES),
                 "inside": [{"at_ns": ep.start - s, "ns": min(ep.end, s + d) - max(ep.start, s), "kind": ep.kind,
-                            "name": ep.name, "pid": ep.pid, "came": dict(ep.came.most_common(3)),
+                            "name": ep.name, "pid": ep.pid, "came": came_json(ep.came, 3),
                             "stack": ep.stack[:STACK_FRAMES]} for ep in inside[:EPISODES]],
                 "untraced_ns": max(0.0, d - _covered(spans)),
             })  # fmt: skip
@@ -132,53 +132,5 @@ def window(text: str, to_ns: Callable[[str], float], gap: dict[str, Any]) -> str
     return "\n".join([head, *kept]) + "\n"
 
 
-def lines(explained: dict[str, Any], what: str = "gaps") -> list[str]:
-    """The explanation as text: a line per gap, an indented line per
-    episode; `what` the gaps are (the probe's, or the intruders' stretches)."""
-    above = f"{explained['above_ns'] / 1e3:g} µs"
-    over = [cpu for cpu in explained["cpus"] if cpu["over"]]
-    which = "the node's" if len(over) > EACH_CPU_UP_TO else "on each CPU its"
-    out = [f"{what.capitalize()} over {above}: {which} {explained['limit']} longest at most, in the order they "
-           "came, and what ran in them. Under each, a line per thing that ran: when it began (from the start of the "
-           "gap), how long it ran inside the gap, what it was, and how it came:"]  # fmt: skip
-    # the CPUs with none in one line, first: a line each was 384 lines of "none" on a quiet node
-    quiet = [int(cpu["cpu"]) for cpu in explained["cpus"] if not cpu["over"]]
-    if quiet:
-        out.append(f"{cpus_phrase(quiet)}: none over {above}")
-    if len(over) > EACH_CPU_UP_TO:
-        # Past a few CPUs, the node's longest, not each CPU's: 384 CPUs with gaps over the bar were up to 7,680
-        # gaps told, each with its episodes. --json keeps every CPU's.
-        every = [(gap, cpu["cpu"]) for cpu in over for gap in cpu["gaps"]]
-        longest = sorted(every, key=lambda t: -t[0]["duration_ns"])[: explained["limit"]]
-        out.append(f"{cpus_phrase([int(c['cpu']) for c in over])}: {sum(c['over'] for c in over):,} {what} over "
-                   f"{above} in all; the node's {len(longest)} longest (--json: each CPU's):")  # fmt: skip
-        for gap, cpu_id in sorted(longest, key=lambda t: t[0]["start_ns"]):
-            out += _gap_lines(gap, cpu_id, explained)
-        return out
-    for cpu in over:
-        if cpu["over"] > len(cpu["gaps"]):
-            out.append(f"CPU {cpu['cpu']}: {cpu['over']:,} {what} over {above}; its {len(cpu['gaps'])} longest:")
-        for gap in cpu["gaps"]:
-            out += _gap_lines(gap, cpu["cpu"], explained)
-    return out
-
-
 #: Up to this many CPUs with gaps over the bar each CPU's longest are told; past it, the node's.
 EACH_CPU_UP_TO = 8
-
-
-def _gap_lines(gap: dict[str, Any], cpu: int, explained: dict[str, Any]) -> list[str]:
-    """One gap: its line, and a line per thing that ran in it."""
-    at = (gap["start_ns"] - explained.get("origin_ns", 0.0)) / 1e9
-    out = [f"CPU {cpu} at {at:.6f} s: {gap['duration_ns'] / 1e3:.1f} µs, {gap['untraced_ns'] / 1e3:.1f} µs of it "
-           "untraced"]  # fmt: skip
-    for ep in gap["inside"]:
-        name = ep["name"] if ep["name"].startswith(ep["kind"]) else f"{ep['kind']} {ep['name']}"
-        who = name + (f" ({ep['pid']})" if ep.get("pid") is not None else "")
-        came = "; ".join(ep["came"]) if ep["came"] else ""
-        out.append(f"    {ep['at_ns'] / 1e3:+8.1f} µs  {ep['ns'] / 1e3:7.1f} µs  {who}" + (f": {came}" if came else ""))
-        if ep.get("stack"):
-            out.append("                            stack: " + " < ".join(ep["stack"][:6]))
-    if gap.get("more"):
-        out.append(f"    ... and {gap['more']} more in it")
-    return out

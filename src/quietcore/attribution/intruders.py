@@ -15,9 +15,10 @@ by time): linear in the events."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -100,6 +101,54 @@ def _cpumask(rest: str) -> list[int]:
         return []
 
 
+#: How a stretch came to a watched CPU (Came.how): a task woken, or moved from another CPU, or there already
+#: (its affinity includes the CPU); a work item queued; an IPI sent; a sample that saw it there (no trace).
+WOKEN, MOVED, HERE, QUEUED, SENT, SAMPLED = "woken", "moved", "here", "queued", "sent", "sampled"
+#: A way it came stored as a sentence, before ways were data: `by` holds the sentence, said as it is.
+SAID = "said"
+
+
+@dataclass(frozen=True)
+class Came:
+    """How a stretch came to a watched CPU, as data (report.kinds.intruders says it): who woke, queued or sent
+    it (`by`: a context, "python3 (705)", "the workload", "idle"), on which CPU, inside which work item, from
+    which call site, and the CPU a woken task was moved from."""
+
+    how: str
+    by: str = ""
+    cpu: int | None = None
+    work: str = ""
+    site: str = ""
+    moved: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in ("", None)}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Came:
+        cpu, moved = d.get("cpu"), d.get("moved")
+        return Came(str(d.get("how") or SAID), str(d.get("by") or ""), int(cpu) if isinstance(cpu, int) else None,
+                    str(d.get("work") or ""), str(d.get("site") or ""),
+                    int(moved) if isinstance(moved, int) else None)  # fmt: skip
+
+
+def came_json(came: Counter[Came], most: int) -> list[dict[str, Any]]:
+    """The `most` commonest ways a source came, each with its count, as stored."""
+    return [{**c.to_json(), "n": n} for c, n in came.most_common(most)]
+
+
+def came_of(stored: Any) -> list[tuple[Came, int]]:
+    """The ways a stored source came, with their counts; a run stored before ways were data kept sentences
+    ({"woken by X on CPU 4": 3}), each read as one way, said as it was."""
+    if isinstance(stored, Mapping):
+        return [(Came(SAID, str(text)), int(n)) for text, n in stored.items()]
+    out = []
+    for d in stored or ():
+        if isinstance(d, Mapping):
+            out.append((Came.from_json(d), int(d.get("n") or 1)))
+    return out
+
+
 @dataclass
 class Use:
     """A source's share of one CPU: how many times and how long (net)."""
@@ -110,8 +159,7 @@ class Use:
     ns: float = 0.0
     longest_ns: float = 0.0
     pid: int | None = None
-    #: how it came: "woken by X", "queued by X on CPU k", "sent by X on CPU k (callsite)"
-    came: Counter[str] = field(default_factory=Counter)
+    came: Counter[Came] = field(default_factory=Counter)  # how it came, each way counted
     workload_sent: int = 0  # IPIs whose sender was the workload itself
 
     def close(self, ns: float) -> None:
@@ -130,7 +178,7 @@ class Episode:
     kind: str
     name: str
     pid: int | None = None
-    came: Counter[str] = field(default_factory=Counter)
+    came: Counter[Came] = field(default_factory=Counter)
     stack: list[str] = field(default_factory=list)  # the kernel's, as it began or was woken, innermost first
 
 
@@ -164,7 +212,7 @@ class _Ctx:
     name: str
     start: float = 0.0
     ns: float = 0.0
-    came: str | None = None
+    came: Came | None = None
     csd: str | None = None
     stack: list[str] = field(default_factory=list)
 
@@ -177,7 +225,7 @@ class _Cpu:
     stack: list[_Ctx] = field(default_factory=list)
     slice_ns: float = 0.0
     slice_start: float = 0.0
-    slice_came: str = ""
+    slice_came: Came | None = None
     slice_stack: list[str] = field(default_factory=list)
     last_push: _Ctx | None = None  # the context the last event here began: a stack that follows is its
     last_woken: int | None = None  # the task the last event here woke
@@ -194,10 +242,10 @@ class _Pairs:
 
     def __init__(self, coalesce: bool) -> None:
         self.coalesce = coalesce
-        self.sent: dict[Any, deque[tuple[float, str, bool]]] = {}
+        self.sent: dict[Any, deque[tuple[float, Came, bool]]] = {}
         self.arrived: dict[Any, deque[tuple[float, Use, Episode | None]]] = {}
 
-    def send(self, key: Any, ts: float, came: str, inside: bool) -> None:
+    def send(self, key: Any, ts: float, came: Came, inside: bool) -> None:
         waiting = self.arrived.get(key)
         while waiting and ts - waiting[0][0] > SLACK_NS:
             waiting.popleft()
@@ -220,7 +268,7 @@ class _Pairs:
             self.arrived.setdefault(key, deque()).append((ts, use, episode))
 
 
-def _credit(use: Use, episode: Episode | None, came: str, inside: bool) -> None:
+def _credit(use: Use, episode: Episode | None, came: Came, inside: bool) -> None:
     use.came[came] += 1
     use.workload_sent += inside
     if episode is not None:
@@ -320,247 +368,299 @@ def account(
     every stretch of every source on the watched CPUs, in time order;
     `intervals` (ns, sorted, apart): what ran in each, intruders and the
     workload's threads by name (Trace.slots)."""
-    mine = set(workload)
-    parents = set(spawners)
-    ours = set(own)
-    slots = Slots(intervals)
-    out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, mine, slots=slots.slots)
-    lo, hi = window if window is not None else (-float("inf"), float("inf"))
-    state: dict[int, _Cpu] = {}
-    woken: dict[int, str] = {}  # pid -> "woken by X on CPU k"
-    moved: dict[int, int] = {}  # pid -> the CPU it was migrated from
-    queued: dict[str, str] = {}  # work struct -> "queued by X on CPU k"
-    calls, resched = _Pairs(coalesce=False), _Pairs(coalesce=True)
-    stashed: dict[int, list[_Ctx]] = {}  # a task's open work item while it sleeps
-    comm_of: dict[int, str] = {}  # pid -> the name switches and wake-ups gave it
-    wake_stack: dict[int, list[str]] = {}  # pid -> the stack of whatever woke it
-    frames: list[str] | None = None  # a <stack trace> being read
-    frames_cpu = -1
+    one = _Pass(watched, workload, window, own, spawners, episodes, intervals)
+    for line in lines:
+        one.line(line, to_ns)
+    return one.end()
 
-    def who(cpu: int, st: _Cpu) -> tuple[str, bool]:
-        """What runs on `cpu` now: the innermost context, or the task."""
+
+@dataclass
+class _Event:
+    """One line of the trace, parsed: its CPU, time (ns), event name and fields' text."""
+
+    cpu: int
+    ts: float
+    event: str
+    rest: str
+
+
+class _Pass:
+    """account's one pass: the state of every CPU, and a handler a kind of event (HANDLERS)."""
+
+    def __init__(self, watched: frozenset[int], workload: Iterable[int], window: tuple[float, float] | None,
+                 own: Iterable[int], spawners: Iterable[int], episodes: bool,
+                 intervals: Iterable[tuple[float, float]]) -> None:  # fmt: skip
+        self.watched = watched
+        self.mine = set(workload)
+        self.parents = set(spawners)
+        self.ours = set(own)
+        self.slots = Slots(intervals)
+        self.episodes = episodes
+        self.window = window
+        self.out = Trace({c: CpuIntruders(c) for c in sorted(watched)}, self.mine, slots=self.slots.slots)
+        self.lo, self.hi = window if window is not None else (-float("inf"), float("inf"))
+        self.state: dict[int, _Cpu] = {}
+        self.woken: dict[int, Came] = {}  # pid -> who woke it
+        self.moved: dict[int, int] = {}  # pid -> the CPU it was migrated from
+        self.queued: dict[str, Came] = {}  # work struct -> who queued it
+        self.calls, self.resched = _Pairs(coalesce=False), _Pairs(coalesce=True)
+        self.stashed: dict[int, list[_Ctx]] = {}  # a task's open work item while it sleeps
+        self.comm_of: dict[int, str] = {}  # pid -> the name switches and wake-ups gave it
+        self.wake_stack: dict[int, list[str]] = {}  # pid -> the stack of whatever woke it
+        self.frames: list[str] | None = None  # a <stack trace> being read
+        self.frames_cpu = -1
+        self.seen = 0
+
+    # -- what runs where ---------------------------------------------------------------------------------
+
+    def who(self, cpu: int, st: _Cpu, how: str, site: str = "") -> tuple[Came, bool]:
+        """What runs on `cpu` now (the innermost context, or the task), as the one that woke, queued or sent
+        something `how`; and whether it is the workload."""
         for ctx in reversed(st.stack):
             if ctx.kind != "work":
-                return f"{ctx.name} on CPU {cpu}", False
-        inside = st.pid in mine
-        label = ("the workload" if inside else "idle" if st.pid == 0 else
-                 f"{st.comm} ({st.pid})")  # fmt: skip
-        work = next((c.name for c in reversed(st.stack) if c.kind == "work"), None)
-        return (f"{label} [{work}] on CPU {cpu}" if work else f"{label} on CPU {cpu}"), inside
+                return Came(how, ctx.name, cpu, site=site), False
+        inside = st.pid in self.mine
+        label = "the workload" if inside else "idle" if st.pid == 0 else f"{st.comm} ({st.pid})"
+        work = next((c.name for c in reversed(st.stack) if c.kind == "work"), "")
+        return Came(how, label, cpu, work, site), inside
 
-    def close(cpu: int, ctx: _Ctx, ts: float) -> tuple[Use, Episode | None]:
-        use = out.cpus[cpu].use(ctx.kind, ctx.name)
+    def intruder(self, pid: int) -> bool:
+        return pid > 0 and pid not in self.mine
+
+    def close(self, cpu: int, ctx: _Ctx, ts: float) -> tuple[Use, Episode | None]:
+        use = self.out.cpus[cpu].use(ctx.kind, ctx.name)
         use.close(ctx.ns)
         if ctx.came:
             use.came[ctx.came] += 1
         episode = None
-        if episodes:
+        if self.episodes:
             came = Counter([ctx.came] if ctx.came else [])
             episode = Episode(ctx.start, ts, ctx.kind, ctx.name, came=came, stack=ctx.stack)
-            out.cpus[cpu].episodes.append(episode)
+            self.out.cpus[cpu].episodes.append(episode)
         return use, episode
 
-    def pop(cpu: int, st: _Cpu, kind: str, ts: float) -> tuple[_Ctx, Use | None, Episode | None] | None:
+    def pop(self, cpu: int, st: _Cpu, kind: str, ts: float) -> tuple[_Ctx, Use | None, Episode | None] | None:
         for i in range(len(st.stack) - 1, -1, -1):
             if st.stack[i].kind == kind:
                 ctx, lost = st.stack[i], st.stack[i + 1 :]
                 del st.stack[i:]  # an exit lost inside it closes with it
-                if cpu not in watched:
+                if cpu not in self.watched:
                     return ctx, None, None
                 for inner in lost:
-                    close(cpu, inner, ts)
-                return (ctx, *close(cpu, ctx, ts))
+                    self.close(cpu, inner, ts)
+                return (ctx, *self.close(cpu, ctx, ts))
         return None
 
+    @staticmethod
     def push(st: _Cpu, ts: float, ctx: _Ctx) -> None:
         ctx.start = ts
         st.stack.append(ctx)
         st.last_push = ctx
 
-    def slice_ends(cpu: int, st: _Cpu, ts: float) -> None:
+    def slice_ends(self, cpu: int, st: _Cpu, ts: float) -> None:
         """The task on `cpu` leaves it at `ts`."""
-        if cpu in watched and intruder(st.pid):
-            use = out.cpus[cpu].use("task", st.comm, st.pid)
+        if cpu in self.watched and self.intruder(st.pid):
+            use = self.out.cpus[cpu].use("task", st.comm, st.pid)
             use.longest_ns = max(use.longest_ns, st.slice_ns)
-            if episodes and st.slice_came:
+            if self.episodes and st.slice_came:
                 came = Counter([st.slice_came])
                 episode = Episode(st.slice_start, ts, "task", st.comm, st.pid, came, st.slice_stack)
-                out.cpus[cpu].episodes.append(episode)
+                self.out.cpus[cpu].episodes.append(episode)
 
-    def intruder(pid: int) -> bool:
-        return pid > 0 and pid not in mine
-
-    def switch_in(cpu: int, st: _Cpu, nxt: int, comm: str, ts: float) -> None:
-        slice_ends(cpu, st, ts)
-        comm = SELF if nxt in ours else comm
+    def switch_in(self, cpu: int, st: _Cpu, nxt: int, comm: str, ts: float) -> None:
+        self.slice_ends(cpu, st, ts)
+        comm = SELF if nxt in self.ours else comm
         work = [c for c in st.stack if c.kind == "work"]
-        if cpu in watched:  # an interrupt open across a switch: its exit was lost
+        if cpu in self.watched:  # an interrupt open across a switch: its exit was lost
             for ctx in reversed(st.stack):
                 if ctx.kind != "work":
-                    close(cpu, ctx, ts)
+                    self.close(cpu, ctx, ts)
         if work:
-            stashed[st.pid] = work
-        st.stack = stashed.pop(nxt, [])
-        st.pid, st.comm, st.slice_ns, st.slice_start, st.slice_came = nxt, comm, 0.0, ts, ""
-        st.slice_stack = wake_stack.pop(nxt, [])
-        how = woken.pop(nxt, None)
-        origin = moved.pop(nxt, None)
-        if cpu in watched and intruder(nxt) and lo <= ts <= hi:
+            self.stashed[st.pid] = work
+        st.stack = self.stashed.pop(nxt, [])
+        st.pid, st.comm, st.slice_ns, st.slice_start, st.slice_came = nxt, comm, 0.0, ts, None
+        st.slice_stack = self.wake_stack.pop(nxt, [])
+        how = self.woken.pop(nxt, None)
+        origin = self.moved.pop(nxt, None)
+        if cpu in self.watched and self.intruder(nxt) and self.lo <= ts <= self.hi:
             if origin is not None and origin != cpu:
-                how = f"{how}, moved from CPU {origin}" if how else f"moved from CPU {origin}"
-            st.slice_came = how or "already here (its affinity includes this CPU)"
-            use = out.cpus[cpu].use("task", comm, nxt)
+                how = replace(how, moved=origin) if how else Came(MOVED, moved=origin)
+            st.slice_came = how or Came(HERE)
+            use = self.out.cpus[cpu].use("task", comm, nxt)
             use.count += 1
             use.came[st.slice_came] += 1
 
-    def stack_done() -> None:
-        """A stack belongs to what the last event on its CPU began or woke."""
-        st = state.get(frames_cpu)
-        if st is None or not frames:
-            return
-        kept = [f for f in frames if not f.startswith(_TRACER_FRAMES)]
-        if st.last_push is not None:
-            st.last_push.stack = kept
-        elif st.last_woken is not None:
-            wake_stack[st.last_woken] = kept
+    # -- the pass ----------------------------------------------------------------------------------------
 
-    lines_seen = 0
-    for line in lines:
-        if frames is not None:
+    def line(self, line: str, to_ns: Callable[[str], float]) -> None:
+        if self.frames is not None:
             frame = _FRAME.match(line)
             if frame:
-                frames.append(frame["frame"].split("+", 1)[0])
-                continue
-            stack_done()
-            frames = None
+                self.frames.append(frame["frame"].split("+", 1)[0])
+                return
+            self.stack_done()
+            self.frames = None
         m = LINE.match(line)
         if not m:
             k = _STACK.match(line)
             if k:
-                frames, frames_cpu = [], int(k["cpu"])
-            continue
-        lines_seen += 1
-        cpu, ts, event, rest = int(m["cpu"]), to_ns(m["ts"]), m["event"], m["rest"]
-        st = state.get(cpu)
+                self.frames, self.frames_cpu = [], int(k["cpu"])
+            return
+        self.seen += 1
+        e = _Event(int(m["cpu"]), to_ns(m["ts"]), m["event"], m["rest"])
+        st = self.state.get(e.cpu)
         if st is None:
-            # What ran before the first event here: the task the event names
-            # (for a switch, the one switched out).
-            s0 = _SWITCH.search(rest) if event == "sched_switch" else None
-            st = state[cpu] = _Cpu(last=lo if window else None, pid=int(s0["pp"]) if s0 else int(m["pid"]),
-                                   comm=s0["pc"] if s0 else m["comm"].strip())  # fmt: skip
-            st.comm = SELF if st.pid in ours else st.comm
-        s = _SWITCH.search(rest) if event == "sched_switch" else None
-        if event == "sched_switch" and not s:
-            continue
+            # What ran before the first event here: the task the event names (for a switch, the one switched out).
+            s0 = _SWITCH.search(e.rest) if e.event == "sched_switch" else None
+            st = self.state[e.cpu] = _Cpu(last=self.lo if self.window else None,
+                                          pid=int(s0["pp"]) if s0 else int(m["pid"]),
+                                          comm=s0["pc"] if s0 else m["comm"].strip())  # fmt: skip
+            st.comm = SELF if st.pid in self.ours else st.comm
+        s = _SWITCH.search(e.rest) if e.event == "sched_switch" else None
+        if e.event == "sched_switch" and not s:
+            return
         now_pid, now_comm = (int(s["pp"]), s["pc"]) if s else (int(m["pid"]), m["comm"].strip())
         if now_comm == "<...>":  # tracefs's comm cache missed it: the name a switch or a wake-up gave
-            now_comm = st.comm if now_pid == st.pid else comm_of.get(now_pid, now_comm)
+            now_comm = st.comm if now_pid == st.pid else self.comm_of.get(now_pid, now_comm)
         if now_pid != st.pid and not any(c.kind != "work" for c in st.stack):
-            # Every line names the task current on its CPU. A switch the
-            # kernel did not record (on this VM, none from idle on CPU 1)
-            # happened at the last event here: a task leaves idle as soon
-            # as the interrupt that woke it returns.
-            out.mended += 1
-            switch_in(cpu, st, now_pid, now_comm, st.last if st.last is not None else ts)  # names quietcore too
-        if cpu in watched:
-            out.cpus[cpu].events += 1
-            _charge(out.cpus[cpu], st, max(st.last if st.last is not None else lo, lo), min(ts, hi), mine,
-                    slots)  # fmt: skip
-        st.last = ts
+            # Every line names the task current on its CPU. A switch the kernel did not record (on this VM,
+            # none from idle on CPU 1) happened at the last event here: a task leaves idle as soon as the
+            # interrupt that woke it returns.
+            self.out.mended += 1
+            self.switch_in(e.cpu, st, now_pid, now_comm, st.last if st.last is not None else e.ts)
+        if e.cpu in self.watched:
+            self.out.cpus[e.cpu].events += 1
+            _charge(self.out.cpus[e.cpu], st, max(st.last if st.last is not None else self.lo, self.lo),
+                    min(e.ts, self.hi), self.mine, self.slots)  # fmt: skip
+        st.last = e.ts
         st.last_push, st.last_woken = None, None
-
         if s is not None:
-            comm_of[int(s["np"])] = s["nc"]
-            switch_in(cpu, st, int(s["np"]), s["nc"], ts)
-        elif event == "sched_waking":
-            c = _COMM_PID.search(rest)
-            if c:
-                comm_of[int(c["pid"])] = c["comm"]
-                woken[int(c["pid"])] = "woken by " + who(cpu, st)[0]
-                st.last_woken = int(c["pid"])
-        elif event == "sched_migrate_task":
-            c = _COMM_PID.search(rest)
-            f = dict(_FIELD.findall(rest))
-            if c and f.get("orig_cpu", "").isdigit():
-                pid = int(c["pid"])
-                moved[pid] = int(f["orig_cpu"])
-                if pid in mine and lo <= ts <= hi:
-                    out.migrations += 1
-        elif event == "sched_process_fork":
-            k = _FORK.search(rest)
-            if k and (int(k["parent"]) in mine or int(k["parent"]) in parents):
-                mine.add(int(k["child"]))
-        elif event == "irq_handler_entry":
-            f = dict(_FIELD.findall(rest))
-            push(st, ts, _Ctx("irq", f"irq {f.get('irq', '?')} ({f.get('name', '?')})"))
-        elif event == "irq_handler_exit":
-            pop(cpu, st, "irq", ts)
-        elif event == "softirq_entry":
-            f = dict(_FIELD.findall(rest))
-            push(st, ts, _Ctx("softirq", f"softirq {f.get('action', '?')}"))
-        elif event == "softirq_exit":
-            pop(cpu, st, "softirq", ts)
-        elif event in ("timer_expire_entry", "hrtimer_expire_entry"):
-            f = dict(_FIELD.findall(rest))
-            push(st, ts, _Ctx("timer", _symbol(f.get("function", "?"))))
-        elif event in ("timer_expire_exit", "hrtimer_expire_exit"):
-            pop(cpu, st, "timer", ts)
-        elif event == "workqueue_queue_work":
-            w = _WORK.search(rest)
-            if w:
-                queued[w["ptr"]] = "queued by " + who(cpu, st)[0]
-        elif event == "workqueue_execute_start":
-            w = _WORK.search(rest)
-            if w:
-                push(st, ts, _Ctx("work", _symbol(w["fn"]), came=queued.pop(w["ptr"], None)))
-        elif event == "workqueue_execute_end":
-            pop(cpu, st, "work", ts)
-        elif event == "csd_queue_cpu":
-            f = dict(_FIELD.findall(rest))
-            sender, inside = who(cpu, st)
-            target = int(f["cpu"]) if f.get("cpu", "").isdigit() else -1
-            if target in watched and target != cpu:
-                calls.send((f.get("csd"), target), ts, f"sent by {sender} ({_symbol(f.get('callsite', '?'))})", inside)
-        elif event == "csd_function_entry":
-            f = dict(_FIELD.findall(rest))
-            if f.get("csd", "").strip("0"):  # csd 0: the sender running the function itself, not an IPI
-                push(st, ts, _Ctx("ipi", _symbol(f.get("func", "?")), csd=f["csd"]))
-        elif event == "csd_function_exit":
-            f = dict(_FIELD.findall(rest))
-            if f.get("csd", "").strip("0"):
-                done = pop(cpu, st, "ipi", ts)
-                if done is not None and done[1] is not None:
-                    calls.arrive((done[0].csd, cpu), ts, done[1], done[2])
-        elif event in ("ipi_send_cpu", "ipi_send_cpumask"):
-            f = dict(_FIELD.findall(rest))
-            if f.get("callback", "") not in ("0x0", "0"):
-                continue  # a function call: csd_queue_cpu names it and its csd
-            targets = [int(f["cpu"])] if f.get("cpu", "").isdigit() else _cpumask(rest)
-            sender, inside = who(cpu, st)
-            for target in targets:
-                if target in watched and target != cpu:
-                    resched.send(target, ts, f"sent by {sender} ({_symbol(f.get('callsite', '?'))})", inside)
-        elif event in _VECTORS:
-            push(st, ts, _Ctx("vector", event[: -len("_entry")]))
-        elif event in _VECTOR_EXITS:
-            done = pop(cpu, st, "vector", ts)
-            if done is not None and done[1] is not None and done[0].name == "reschedule":
-                resched.arrive(cpu, ts, done[1], done[2])
-    if frames is not None:
-        stack_done()
-    if window is not None:
-        for watched_cpu in out.cpus.values():
-            watched_cpu.traced_ns = hi - lo  # a CPU without one event was traced too: nothing interrupted it
-    for cpu, st in state.items():
-        if cpu in watched and st.last is not None:
-            end = hi if window is not None else st.last
-            if window is not None:
-                _charge(out.cpus[cpu], st, max(st.last, lo), hi, mine, slots)
-            for ctx in reversed(st.stack):  # still open when the trace ended: counted as far as it went
-                close(cpu, ctx, end)
-            slice_ends(cpu, st, end)
-    out.lines = lines_seen
-    return out
+            self.comm_of[int(s["np"])] = s["nc"]
+            self.switch_in(e.cpu, st, int(s["np"]), s["nc"], e.ts)
+            return
+        handler = HANDLERS.get(e.event)
+        if handler is not None:
+            handler(self, e, st)
+
+    def stack_done(self) -> None:
+        """A stack belongs to what the last event on its CPU began or woke."""
+        st = self.state.get(self.frames_cpu)
+        if st is None or not self.frames:
+            return
+        kept = [f for f in self.frames if not f.startswith(_TRACER_FRAMES)]
+        if st.last_push is not None:
+            st.last_push.stack = kept
+        elif st.last_woken is not None:
+            self.wake_stack[st.last_woken] = kept
+
+    def end(self) -> Trace:
+        if self.frames is not None:
+            self.stack_done()
+        out = self.out
+        if self.window is not None:
+            for watched_cpu in out.cpus.values():
+                watched_cpu.traced_ns = self.hi - self.lo  # a CPU without one event was traced too
+        for cpu, st in self.state.items():
+            if cpu in self.watched and st.last is not None:
+                end = self.hi if self.window is not None else st.last
+                if self.window is not None:
+                    _charge(out.cpus[cpu], st, max(st.last, self.lo), self.hi, self.mine, self.slots)
+                for ctx in reversed(st.stack):  # still open when the trace ended: counted as far as it went
+                    self.close(cpu, ctx, end)
+                self.slice_ends(cpu, st, end)
+        out.lines = self.seen
+        return out
+
+    # -- a handler an event ------------------------------------------------------------------------------
+
+    def waking(self, e: _Event, st: _Cpu) -> None:
+        c = _COMM_PID.search(e.rest)
+        if c:
+            self.comm_of[int(c["pid"])] = c["comm"]
+            self.woken[int(c["pid"])] = self.who(e.cpu, st, WOKEN)[0]
+            st.last_woken = int(c["pid"])
+
+    def migrated(self, e: _Event, st: _Cpu) -> None:
+        c = _COMM_PID.search(e.rest)
+        f = dict(_FIELD.findall(e.rest))
+        if c and f.get("orig_cpu", "").isdigit():
+            pid = int(c["pid"])
+            self.moved[pid] = int(f["orig_cpu"])
+            if pid in self.mine and self.lo <= e.ts <= self.hi:
+                self.out.migrations += 1
+
+    def forked(self, e: _Event, st: _Cpu) -> None:
+        k = _FORK.search(e.rest)
+        if k and (int(k["parent"]) in self.mine or int(k["parent"]) in self.parents):
+            self.mine.add(int(k["child"]))
+
+    def irq_entry(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        self.push(st, e.ts, _Ctx("irq", f"irq {f.get('irq', '?')} ({f.get('name', '?')})"))
+
+    def softirq_entry(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        self.push(st, e.ts, _Ctx("softirq", f"softirq {f.get('action', '?')}"))
+
+    def timer_entry(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        self.push(st, e.ts, _Ctx("timer", _symbol(f.get("function", "?"))))
+
+    def work_queued(self, e: _Event, st: _Cpu) -> None:
+        w = _WORK.search(e.rest)
+        if w:
+            self.queued[w["ptr"]] = self.who(e.cpu, st, QUEUED)[0]
+
+    def work_start(self, e: _Event, st: _Cpu) -> None:
+        w = _WORK.search(e.rest)
+        if w:
+            self.push(st, e.ts, _Ctx("work", _symbol(w["fn"]), came=self.queued.pop(w["ptr"], None)))
+
+    def call_queued(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        sender, inside = self.who(e.cpu, st, SENT, _symbol(f.get("callsite", "?")))
+        target = int(f["cpu"]) if f.get("cpu", "").isdigit() else -1
+        if target in self.watched and target != e.cpu:
+            self.calls.send((f.get("csd"), target), e.ts, sender, inside)
+
+    def call_entry(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        if f.get("csd", "").strip("0"):  # csd 0: the sender running the function itself, not an IPI
+            self.push(st, e.ts, _Ctx("ipi", _symbol(f.get("func", "?")), csd=f["csd"]))
+
+    def call_exit(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        if f.get("csd", "").strip("0"):
+            done = self.pop(e.cpu, st, "ipi", e.ts)
+            if done is not None and done[1] is not None:
+                self.calls.arrive((done[0].csd, e.cpu), e.ts, done[1], done[2])
+
+    def ipi_sent(self, e: _Event, st: _Cpu) -> None:
+        f = dict(_FIELD.findall(e.rest))
+        if f.get("callback", "") not in ("0x0", "0"):
+            return  # a function call: csd_queue_cpu names it and its csd
+        targets = [int(f["cpu"])] if f.get("cpu", "").isdigit() else _cpumask(e.rest)
+        sender, inside = self.who(e.cpu, st, SENT, _symbol(f.get("callsite", "?")))
+        for target in targets:
+            if target in self.watched and target != e.cpu:
+                self.resched.send(target, e.ts, sender, inside)
+
+    def vector_entry(self, e: _Event, st: _Cpu) -> None:
+        self.push(st, e.ts, _Ctx("vector", e.event[: -len("_entry")]))
+
+    def vector_exit(self, e: _Event, st: _Cpu) -> None:
+        done = self.pop(e.cpu, st, "vector", e.ts)
+        if done is not None and done[1] is not None and done[0].name == "reschedule":
+            self.resched.arrive(e.cpu, e.ts, done[1], done[2])
+
+
+def _exit(kind: str) -> Callable[[_Pass, _Event, _Cpu], None]:
+    """The handler of a context's exit: it closes the innermost open context of its kind."""
+
+    def handler(one: _Pass, e: _Event, st: _Cpu) -> None:
+        one.pop(e.cpu, st, kind, e.ts)
+
+    return handler
 
 
 def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int], slots: Slots | None = None) -> None:
@@ -593,6 +693,20 @@ def _charge(c: CpuIntruders, st: _Cpu, start: float, end: float, mine: set[int],
 _VECTORS = frozenset(e.split("/", 1)[1] for e in EVENTS if e.startswith("irq_vectors/") and e.endswith("_entry"))
 _VECTOR_EXITS = frozenset(e.removesuffix("_entry") + "_exit" for e in _VECTORS)
 
+#: What the pass does on each event (sched_switch aside: every line's bookkeeping leads to it).
+HANDLERS: dict[str, Callable[[_Pass, _Event, _Cpu], None]] = {
+    "sched_waking": _Pass.waking, "sched_migrate_task": _Pass.migrated, "sched_process_fork": _Pass.forked,
+    "irq_handler_entry": _Pass.irq_entry, "irq_handler_exit": _exit("irq"),
+    "softirq_entry": _Pass.softirq_entry, "softirq_exit": _exit("softirq"),
+    "timer_expire_entry": _Pass.timer_entry, "hrtimer_expire_entry": _Pass.timer_entry,
+    "timer_expire_exit": _exit("timer"), "hrtimer_expire_exit": _exit("timer"),
+    "workqueue_queue_work": _Pass.work_queued, "workqueue_execute_start": _Pass.work_start,
+    "workqueue_execute_end": _exit("work"),
+    "csd_queue_cpu": _Pass.call_queued, "csd_function_entry": _Pass.call_entry, "csd_function_exit": _Pass.call_exit,
+    "ipi_send_cpu": _Pass.ipi_sent, "ipi_send_cpumask": _Pass.ipi_sent,
+    **{v: _Pass.vector_entry for v in _VECTORS}, **{v: _Pass.vector_exit for v in _VECTOR_EXITS},
+}  # fmt: skip
+
 
 def cpu_json(c: CpuIntruders) -> dict[str, Any]:
     return {
@@ -604,7 +718,7 @@ def cpu_json(c: CpuIntruders) -> dict[str, Any]:
         "intruded_ns": c.intruded_ns,
         "sources": [
             {"kind": u.kind, "name": u.name, "pid": u.pid, "count": u.count, "ns": u.ns, "longest_ns": u.longest_ns,
-             "came": dict(u.came.most_common(5)), "workload_sent": u.workload_sent}
+             "came": came_json(u.came, 5), "workload_sent": u.workload_sent}
             for u in c.ranked()
         ],
     }  # fmt: skip

@@ -11,7 +11,20 @@ from dataclasses import dataclass
 from quietcore.attribution.busy import BUSY_SHARE, SLICE_NS
 from quietcore.attribution.counters import CounterSnapshot
 from quietcore.facts.cpulist import ordinal
-from quietcore.runs.analysis import OUTSIDE_GUEST, SLICES, same_frequency
+from quietcore.runs.analysis import (
+    AT_TICK_RATE,
+    DEVICE,
+    OPEN,
+    OUTSIDE,
+    SECOND,
+    SLICES,
+    TICK,
+    TICK_MULTIPLE,
+    TICK_TIMER,
+    TURNS,
+    Named,
+    same_frequency,
+)
 from quietcore.stats.periodicity import PeriodicSource
 
 TOLERANCE = 0.2  # rates from counters, against frequencies fitted to gaps
@@ -47,7 +60,7 @@ class Rates:
 
 
 def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, virtualized: bool,
-                preempted: int = 0) -> str:  # fmt: skip
+                preempted: int = 0) -> Named:  # fmt: skip
     """What a periodic source is, where the counters allow saying it. `preempted`: the probe's
     involuntary context switches on the CPU over the same run."""
     f = source.frequency_hz
@@ -57,46 +70,43 @@ def name_source(source: PeriodicSource, config_hz: int | None, rates: Rates, vir
     # gave "preempted by another task" 99 %). A task that takes less, 1 ms in 10, is noise, named as any source.
     spanned = source.expected * source.period_ns
     taken = source.events * source.median_duration_ns / spanned if spanned > 0 else 0.0
+    loc = rates.per_s.get("LOC", 0.0)
+    counted = {"by": "counters", "counter": "LOC", "rate": loc, "config_hz": config_hz}
     if source.median_duration_ns >= SLICE_NS and preempted >= source.events * (1 - TOLERANCE) and taken >= BUSY_SHARE:
-        return f"{SLICES} (the probe was preempted {preempted:,} times on this CPU: a task shared it)"
-    loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
+        return Named(TURNS, SLICES, "counters", held=preempted)  # held: the probe's preemptions
     if config_hz and rates.saw("LOC", f):
         if same_frequency(f, config_hz):
-            return f"the scheduler tick, CONFIG_HZ={config_hz} ({loc})"
+            return Named.from_json({**counted, "kind": TICK, "label": "the tick"})
         if any(same_frequency(f, config_hz / k) for k in (2, 4)):
-            return f"every {ordinal(round(config_hz / f))} tick (CONFIG_HZ={config_hz}): a tick-driven timer"
+            nth = ordinal(round(config_hz / f))
+            return Named.from_json({**counted, "kind": TICK_TIMER, "label": f"a timer on every {nth} tick"})
         if any(same_frequency(f, k * config_hz) for k in (2, 3, 4)):
-            k = round(f / config_hz)
-            return f"{k} x the tick rate (CONFIG_HZ={config_hz}, {loc}): timer interrupts beyond the tick"
+            label = f"timers at {round(f / config_hz)}x the tick's rate"
+            return Named.from_json({**counted, "kind": TICK_MULTIPLE, "label": label})
     matching = [n for n, hz in rates.per_s.items() if n.isdigit() and abs(hz - f) <= TOLERANCE * f]
     device = next((n for n in matching if rates.per_s[n] * rates.span_s >= MIN_COUNT), None)
     if device is not None:
-        return f"IRQ {rates.label(device)}, counted at {rates.per_s[device]:,.0f}/s on this CPU"
-    where = (
-        "the host (its timer or its scheduling of this vCPU), unseen from inside the VM"
-        if virtualized
-        else "firmware or SMIs (check the SMI count: turbostat, or perf stat -e msr/smi/)"
-    )
+        return Named(DEVICE, f"IRQ {rates.label(device)}", "counters", counter=f"IRQ {device}",
+                     rate=rates.per_s[device])  # fmt: skip
+    outside = {**counted, "kind": OUTSIDE, "label": "the host" if virtualized else "firmware or SMIs",
+               "host": virtualized}  # fmt: skip
     fastest = rates.fastest()
     if fastest is None or fastest[1] < f * (1 - TOLERANCE):
-        most = f"the most was {rates.label(fastest[0])} at {fastest[1]:,.0f}/s" if fastest else "none was counted"
-        return f"{OUTSIDE_GUEST}: faster than any interrupt this CPU counted ({most}): {where}"
+        most = {"counter": rates.label(fastest[0]), "rate": fastest[1]} if fastest else {"counter": "", "rate": 0.0}
+        return Named.from_json({**outside, **most, "why": "faster"})
     if same_frequency(f, 1.0):
-        return "once a second: vmstat/stat updates (vm.stat_interval) or another 1 s timer"
+        return Named.from_json({**counted, "kind": SECOND, "label": "a 1 s timer (vmstat and the like)"})
     # A guest timer at f would have added f/s to LOC beyond the tick, and an IPI or device as many to its row:
     # where no row has room for it, it is not the guest kernel's (this guest's 100 Hz train: LOC 259/s beside
     # a 250 Hz tick, nothing else near 100/s; it was left unnamed)
     room = _room(rates, config_hz)
     others = [n for n, hz in rates.per_s.items() if n != "LOC" and hz >= f * (1 - TOLERANCE)]
     if room < f * (1 - TOLERANCE) and not others:
-        extra = f" and {room:,.0f} more" if room >= 1 else " alone"
-        tick = f": the tick's {config_hz}{extra}" if config_hz and room < rates.per_s.get("LOC", 0) else ""
-        return (f"{OUTSIDE_GUEST}: no interrupt this CPU counted runs at {f:,.0f}/s (counted: {loc}{tick}; no other "
-                f"row that often): {where}")  # fmt: skip
+        return Named.from_json({**outside, "why": "no-room"})
     # Named by what cannot be ruled out, and on what: a source of every rate gets a name and its basis
-    could = [f"LOC's {room:,.0f}/s beyond the tick (a guest timer)"] if room >= f * (1 - TOLERANCE) else []
+    could = [f"LOC's {room:,.0f}/s beyond the tick"] if room >= f * (1 - TOLERANCE) else []
     could += [f"{rates.label(n)} at {rates.per_s[n]:,.0f}/s" for n in others]
-    return f"not named by the counters: {', '.join(could)} could hold it, or the host does; only counters were read"
+    return Named.from_json({**counted, "kind": OPEN, "label": "not named", "why": "could", "could": could})
 
 
 def _room(rates: Rates, config_hz: int | None) -> float:
@@ -105,14 +115,13 @@ def _room(rates: Rates, config_hz: int | None) -> float:
     return loc - config_hz if config_hz and loc >= config_hz * (1 - TOLERANCE) else loc
 
 
-def second_at_tick(config_hz: int, rates: Rates, virtualized: bool) -> str:
+def second_at_tick(config_hz: int, rates: Rates, virtualized: bool) -> Named:
     """A CPU has one tick: the second 250 Hz train on the GPU node's CPUs was named the
     tick too. It is at the tick's rate, not the tick; where LOC has no room for it (one
     interrupt a tick), not a guest timer either."""
     room = _room(rates, config_hz)
-    loc = f"LOC {rates.per_s.get('LOC', 0.0):,.0f}/s"
+    counted = {"by": "counters", "counter": "LOC", "rate": rates.per_s.get("LOC", 0.0), "config_hz": config_hz}
     if room < config_hz * (1 - TOLERANCE):
-        where = "the host's, unseen from inside the VM" if virtualized else "firmware or SMIs"
-        return (f"{OUTSIDE_GUEST}: at the tick's rate, not the tick (counted: {loc}, one a tick, no room for a "
-                f"second train): {where}")  # fmt: skip
-    return f"at the tick's rate, not the tick (counted: {loc}: a guest timer)"
+        return Named.from_json({**counted, "kind": OUTSIDE, "label": "the host" if virtualized else "firmware or SMIs",
+                                "why": "tick-rate", "host": virtualized})  # fmt: skip
+    return Named.from_json({**counted, "kind": AT_TICK_RATE, "label": "a guest timer at the tick's rate"})

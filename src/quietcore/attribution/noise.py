@@ -15,7 +15,7 @@ from typing import Any
 
 from quietcore.attribution.counters import CounterSnapshot, attribute, window_ns
 from quietcore.attribution.naming import Rates, name_source, second_at_tick
-from quietcore.runs.analysis import OUTSIDE_GUEST, same_frequency, source_kind
+from quietcore.runs.analysis import EVENT, OUTSIDE, TICK, Named, named_of, same_frequency
 from quietcore.runs.trace import CpuTrace, NoiseTrace
 from quietcore.stats.percentiles import duration_summary
 from quietcore.stats.periodicity import MAX_CANDIDATES, PeriodicSource, Tried, periodic_members
@@ -24,7 +24,7 @@ from quietcore.stats.periodicity import MAX_CANDIDATES, PeriodicSource, Tried, p
 TICK_SOFTIRQS = ("TIMER", "SCHED", "RCU")
 
 
-def _periodic_json(source: PeriodicSource, name: str | None, lost_ns: float) -> dict[str, Any]:
+def _periodic_json(source: PeriodicSource, named: Named | None, lost_ns: float) -> dict[str, Any]:
     return {
         "frequency_hz": source.frequency_hz,
         "period_ns": source.period_ns,
@@ -35,7 +35,8 @@ def _periodic_json(source: PeriodicSource, name: str | None, lost_ns: float) -> 
         "median_duration_ns": source.median_duration_ns,
         "lost_ns": source.lost_ns,
         "share_of_lost": source.lost_ns / lost_ns if lost_ns else None,
-        "name": name,
+        "name": named.label if named is not None else None,
+        "named": named.to_json() if named is not None else None,
     }
 
 
@@ -58,9 +59,9 @@ TRACED_SHARE, UNTRACED_SHARE = 0.5, 0.8
 
 
 def _traced_name(source: PeriodicSource, members: Any, leaders: list[str | None], config_hz: int | None,
-                 virtualized: bool) -> str | None:  # fmt: skip
-    """What a source's gaps held, and in how many: "the scheduler tick, CONFIG_HZ=250
-    (traced: local_timer in 2,489 of 2,500 gaps)"; None where the trace cannot say."""
+                 virtualized: bool) -> Named | None:  # fmt: skip
+    """What a source's gaps held, and in how many (the tick: local_timer in 2,489 of its
+    2,500 gaps); None where the trace cannot say."""
     held = [leaders[i] for i in members.tolist() if i < len(leaders)]
     if not held:
         return None
@@ -69,14 +70,12 @@ def _traced_name(source: PeriodicSource, members: Any, leaders: list[str | None]
     if counts:
         top, n = counts.most_common(1)[0]
         if n >= TRACED_SHARE * len(held):
-            basis = f"traced: {top} in {n:,} of {len(held):,} gaps"
             if top == "local_timer" and config_hz and same_frequency(source.frequency_hz, config_hz):
-                return f"the scheduler tick, CONFIG_HZ={config_hz} ({basis})"
-            return f"{top} ({basis})"
+                return Named(TICK, "the tick", "trace", top, n, len(held), config_hz=config_hz)
+            return Named(EVENT, top, "trace", top, n, len(held))
     if untraced >= UNTRACED_SHARE * len(held):
-        where = ("the host (its timer or its scheduling of this vCPU), unseen from inside the VM" if virtualized
-                 else "not seen by the kernel: firmware, SMI or hardware")  # fmt: skip
-        return f"{OUTSIDE_GUEST}: untraced (no traced event in {untraced:,} of {len(held):,} gaps): {where}"
+        label = "the host" if virtualized else "firmware or SMIs"
+        return Named(OUTSIDE, label, "trace", None, untraced, len(held), why="untraced", host=virtualized)
     return None
 
 
@@ -87,7 +86,7 @@ def traced_names(analysis: dict[str, Any], stored: Mapping[str, Any]) -> None:
     its rate, each name once, the closest lengths paired first (this VM's two
     100 Hz trains, of 15 and 2 µs: taken in order, the first could take the
     second's name and leave itself the counters')."""
-    kept = {int(c["cpu"]): [p for p in c.get("periodic") or () if _from_trace(p.get("name"))]
+    kept = {int(c["cpu"]): [p for p in c.get("periodic") or () if _from_trace(p)]
             for c in stored.get("cpus") or ()}  # fmt: skip
     for cpu in analysis.get("cpus") or ():
         new = cpu.get("periodic") or []
@@ -99,30 +98,34 @@ def traced_names(analysis: dict[str, Any], stored: Mapping[str, Any]) -> None:
         named, used = set(), set()
         for _, i, j in pairs:
             if i not in named and j not in used:
-                new[i]["name"] = old[j]["name"]
+                was = named_of(old[j])
+                assert was is not None  # _from_trace
+                new[i]["name"], new[i]["named"] = was.label, {**was.to_json(), "train": 1}
                 named.add(i)
                 used.add(j)
         distinct(new)
 
 
 def distinct(periodic: list[dict[str, Any]]) -> None:
-    """Never one name twice on a CPU: two untraced trains at 100 Hz here (20 and
-    2 µs each) are two sources, the later one "a second train" of its kind."""
-    kinds: dict[str, int] = {}
+    """Never one source twice on a CPU: two untraced trains at 100 Hz here (20 and
+    2 µs each) are two sources, the later one the second train of its kind at that
+    rate. (The host's 1 kHz timer and its train at the tick's rate are each the
+    first at theirs.)"""
+    seen: list[tuple[tuple[str, str], float]] = []
     for p in periodic:
-        name = p.get("name")
-        if not name:
+        named = named_of(p)
+        if named is None:
             continue
-        kind = source_kind(name)
-        kinds[kind] = kinds.get(kind, 0) + 1
-        if kinds[kind] > 1:
-            nth = {2: "second", 3: "third"}.get(kinds[kind], f"{kinds[kind]}th")
-            p["name"] = f"{kind}, a {nth} train at {float(p['frequency_hz']):,.0f} Hz{name[len(kind) :]}"
+        hz = float(p.get("frequency_hz") or 0.0)
+        train = 1 + sum(key == named.key and same_frequency(hz, f) for key, f in seen)
+        seen.append((named.key, hz))
+        p["named"] = {**named.to_json(), "train": train}
 
 
-def _from_trace(name: str | None) -> bool:
-    """A name _traced_name gave: its basis in parentheses, whatever distinct() put before them."""
-    return bool(name) and ("(traced: " in str(name) or "(no traced event in " in str(name))
+def _from_trace(p: Mapping[str, Any]) -> bool:
+    """A stored source the trace named (_traced_name)."""
+    named = named_of(p)
+    return named is not None and named.by == "trace"
 
 
 def analyze_cpu(
@@ -173,7 +176,7 @@ def analyze_cpu(
     named = [(s, t or (name_source(s, config_hz, rates, virtualized, trace.involuntary) if counted else None))
              for s, t in zip(sources, by_trace, strict=True)]  # fmt: skip
     # one tick a CPU: a second train named the tick is at its rate, not the tick (the strongest keeps the name)
-    ticks = [k for k, (_, n) in enumerate(named) if n and n.startswith("the scheduler tick")]
+    ticks = [k for k, (_, n) in enumerate(named) if n is not None and n.kind == TICK]
     for k in ticks[1:]:
         assert config_hz is not None  # the tick is named from CONFIG_HZ
         named[k] = (named[k][0], second_at_tick(config_hz, rates, virtualized))

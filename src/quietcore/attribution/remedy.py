@@ -19,7 +19,7 @@ class Remedy:
 
     def line(self, cpus: str) -> str:
         words = self.text.format(cpus=cpus)
-        return f"{words} (audit: {self.finding})" if self.finding else words
+        return f"{words}. Audit: {self.finding}." if self.finding else f"{words}."
 
 
 NOTHING = Remedy("nothing isolation can fix", None)

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quietcore.attribution.intruders import SELF, CpuIntruders, Trace
+from quietcore.attribution.intruders import SAMPLED, SELF, Came, CpuIntruders, Trace
 from quietcore.facts.interrupts import parse_interrupts
 
 PROC = Path("/proc")
 EVERY_S = 0.05  # a sample of every task costs about 5 ms of one CPU here
-MISSES = ("sampled every 50 ms, not traced: a task that ran on several CPUs between two samples is counted on the "
-          "last; a process that began and ended between two samples is not seen; IRQs and softirqs are counts, "
-          "their time inside the tasks'; wakers, IPI senders and work items need the tracer (root)")  # fmt: skip
+MISSES = ("it samples every 50 ms. A task that ran on several CPUs between two samples is counted on the last. A "
+          "process that began and ended between two samples is not seen. IRQs and softirqs are counts, their time "
+          "inside the tasks'. Wakers, IPI senders and work items need the tracer, as root")  # fmt: skip
 
 
 @dataclass
@@ -174,4 +174,4 @@ class Sampler:
             use.ns += delta
             use.count += 1  # samples in which it had run
             use.longest_ns = max(use.longest_ns, delta)
-            use.came["sampled: last seen on this CPU"] += 1
+            use.came[Came(SAMPLED)] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import counted, cpus_phrase
 from quietcore.facts.cpulist import format_cpulist as fmt
 
 ISOLATED = "/sys/devices/system/cpu/isolated"
@@ -97,7 +98,8 @@ def housekeeping(ctx: AuditContext) -> Finding:
     if not hk:
         f.status = Status.INFO
         f.summary = "every CPU is a target: housekeeping work shares them all"
-        _isolate(f, ctx, f"keeps {fmt(ctx.suggested_housekeeping)} for housekeeping")
+        kept = ctx.suggested_housekeeping
+        _isolate(f, ctx, f"{cpus_phrase(kept)} {'stays' if len(kept) == 1 else 'stay'} for housekeeping")
         return f
     for node, node_cpus in sorted(topo.nodes.items()):
         f.see(
@@ -144,7 +146,8 @@ def smt(ctx: AuditContext) -> Finding:
 def topology(ctx: AuditContext) -> Finding:
     t = ctx.topology
     threads = len(t.online)
-    summary = f"{t.packages} package(s), {t.cores} core(s), {threads} thread(s), {len(t.nodes)} NUMA node(s)"
+    summary = (f"{counted(t.packages, 'package')}, {counted(t.cores, 'core')}, {counted(threads, 'thread')}, "
+               f"{counted(len(t.nodes), 'NUMA node')}")  # fmt: skip
     f = Finding("cpu.topology", Status.INFO, summary)
     for node, row in sorted(t.distances.items()):
         f.see(f"/sys/devices/system/node/node{node}/distance", " ".join(map(str, row)))
@@ -156,7 +159,8 @@ def topology(ctx: AuditContext) -> Finding:
 
 
 #: What isolcpus's flags do, said where they are advised.
-ISOLCPUS_FLAGS = "managed_irq: managed device IRQs kept off them; domain: out of the scheduler's load balancing"
+ISOLCPUS_FLAGS = ("its flag managed_irq keeps managed device IRQs off them, and domain takes them out of the "
+                  "scheduler's load balancing")  # fmt: skip
 
 
 def _isolate(f: Finding, ctx: AuditContext, note: str = "") -> None:
@@ -165,8 +169,8 @@ def _isolate(f: Finding, ctx: AuditContext, note: str = "") -> None:
     params = ctx.isolation_params()
     words = [ISOLCPUS_FLAGS]
     if ctx.lacks("CONFIG_NO_HZ_FULL"):
-        words.append("no nohz_full: this kernel is built without CONFIG_NO_HZ_FULL (see cpu.nohz_full)")
+        words.append("nohz_full is left out: this kernel is built without CONFIG_NO_HZ_FULL, see cpu.nohz_full")
     if note:
         words.append(note)
     for i, (name, value) in enumerate(params):
-        f.act("boot-parameter", name, value, ("root", "reboot"), "; ".join(words) if i == len(params) - 1 else "")
+        f.act("boot-parameter", name, value, ("root", "reboot"), ". ".join(words) if i == len(params) - 1 else "")

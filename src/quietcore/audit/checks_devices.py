@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
-from quietcore.facts.cpulist import cpus_phrase, format_cpumask
+from quietcore.facts.cpulist import counted, cpus_phrase, format_cpumask
 from quietcore.facts.cpulist import format_cpulist as fmt
 from quietcore.facts.devices import Device, irq_threads, persistence
 from quietcore.facts.irqs import Irq
@@ -51,7 +51,11 @@ def locality(ctx: AuditContext) -> Finding | None:
     if not found:
         return None
     gpus, nics = sum(d.kind == "gpu" for d in found), sum(d.kind == "nic" for d in found)
-    f = Finding("device.locality", Status.OK, f"{gpus} GPU(s) and {nics} NIC(s), each with CPUs near it to work on")
+    f = Finding(
+        "device.locality",
+        Status.OK,
+        (f"{counted(gpus, 'GPU')} and {counted(nics, 'NIC')}, each with CPUs near it to work on"),
+    )
     far, no_housekeeping = [], []
     for group in _groups(found):
         d = group[0]
@@ -109,7 +113,7 @@ def irq_device(ctx: AuditContext) -> Finding | None:
         )
     by_number = {irq.number: irq for irq in ctx.irqs}
     f = Finding("irq.device", Status.OK,
-                f"the vectors of {len(found)} device(s) and their threads stay off the targets")  # fmt: skip
+                f"the vectors of {counted(len(found), 'device')} and their threads stay off the targets")  # fmt: skip
     on_targets = []
     for group in _groups(found):
         vectors: list[int] = []
@@ -122,11 +126,12 @@ def irq_device(ctx: AuditContext) -> Finding | None:
             delivered, ran, names = delivered | a, ran | b, names + c
             if (a | b) & ctx.targets and ctx.housekeeping:
                 on_targets.append((d, (a | b) & ctx.targets))
-        text = (f"{_named(group)}: {len(vectors)} vector(s) (IRQs {fmt(frozenset(vectors))}) on "
+        text = (f"{_named(group)}: {counted(len(vectors), 'vector')}, IRQs {fmt(frozenset(vectors))}, on "
                 f"{cpus_phrase(delivered) if delivered else 'CPUs unknown'}")  # fmt: skip
         if names:
             shown = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
-            text += f"; {len(names)} threaded handler(s) ({shown}) on {cpus_phrase(ran) if ran else 'CPUs unknown'}"
+            on = cpus_phrase(ran) if ran else "CPUs unknown"
+            text += f"; {counted(len(names), 'threaded handler')}, {shown}, on {on}"
         f.see(f"/sys/bus/pci/devices/{group[0].address}/msi_irqs", text)
     if on_targets:
         f.status = Status.WARN

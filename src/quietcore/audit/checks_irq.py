@@ -7,8 +7,8 @@ import re
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import counted, format_cpumask, parse_cpulist, parse_cpumask
 from quietcore.facts.cpulist import format_cpulist as fmt
-from quietcore.facts.cpulist import format_cpumask, parse_cpulist, parse_cpumask
 from quietcore.facts.tasks import irqbalance_running
 
 SHOWN = 12  # stray IRQs listed one by one; the rest are counted
@@ -34,12 +34,13 @@ def affinity(ctx: AuditContext) -> Finding:
     mask = format_cpumask(ctx.housekeeping)
     f.status = Status.FAIL
     names = ", ".join(f"{irq.number} ({irq.device})" for irq in stray[:SHOWN])
-    f.summary = f"{len(stray)} device IRQ(s) delivered to target CPUs: {names}" + (" ..." if len(stray) > SHOWN else "")
+    more = f" and {len(stray) - SHOWN} more" if len(stray) > SHOWN else ""
+    f.summary = f"{counted(len(stray), 'device IRQ')} delivered to target CPUs: {names}{more}"
     for irq in stray[:SHOWN]:
         hits = sum(irq.counts.get(cpu, 0) for cpu in ctx.targets)
         f.see(irq.effective_source, f"{fmt(irq.effective or frozenset())} ({irq.device}, {hits} interrupts on targets)")
         f.act("irq-affinity", f"/proc/irq/{irq.number}/smp_affinity", mask, note=irq.device)
-    f.act("note", "a managed IRQ refuses the write (EIO): use isolcpus=managed_irq,... instead (cpu.isolcpus)")
+    f.act("note", "a managed IRQ refuses the write with EIO; use isolcpus=managed_irq (cpu.isolcpus)")
     return f
 
 
@@ -96,7 +97,8 @@ def irqbalance(ctx: AuditContext) -> Finding:
         return Finding("irq.irqbalance", Status.OK, "irqbalance is not running").see("/proc/*/comm", "no irqbalance")
     banned, where = _banned(ctx)
     f = Finding("irq.irqbalance", Status.OK, f"irqbalance (pid {task.pid}) is running and keeps off the target CPUs")
-    f.see(f"/proc/{task.pid}/comm", "irqbalance").see(where.split(":")[0], where)
+    source, known, said = where.partition(": ")
+    f.see(f"/proc/{task.pid}/comm", "irqbalance").see(source if known else "/etc/default/irqbalance", said or where)
     # irqbalance 1.8+ also leaves isolcpus and nohz_full CPUs alone by itself.
     unguarded = ctx.targets - (banned or frozenset()) - ctx.isolated - ctx.nohz_full
     if unguarded and ctx.housekeeping:

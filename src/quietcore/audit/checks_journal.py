@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import counted
 from quietcore.knobs import KINDS
 from quietcore.safe import plain
 
@@ -42,7 +43,7 @@ def journal(ctx: AuditContext) -> Finding:
             f.see(ctx.journal_source, f"{len(checked) - len(entries)} malformed entries ignored")
         return f
     words = ", ".join(f"{e['lever']}={e['new_value']} (was {e['old_value']})" for e in entries[:SHOWN])
-    f = Finding("quietcore.journal", Status.WARN, f"{len(entries)} knob(s) left changed by quietcore: {words}")
+    f = Finding("quietcore.journal", Status.WARN, f"{counted(len(entries), 'knob')} left changed by quietcore: {words}")
     for e in entries:
         state = "running" if e["running"] else "ended"
         f.see(f"{ctx.journal_source} #{e['id']}", f"{e['target']}: {e['new_value']} (was {e['old_value']}), "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import counted
 from quietcore.facts.fingerprint import selected
 
 THP = "sys/kernel/mm/transparent_hugepage"
@@ -34,7 +35,11 @@ def numa_balancing(ctx: AuditContext) -> Finding:
     if value is None:
         f = Finding("mem.numa_balancing", Status.INFO, "automatic NUMA balancing not in this kernel")
         return f.see("/proc/sys/kernel/numa_balancing", "missing")
-    f = Finding("mem.numa_balancing", Status.OK, f"NUMA balancing {'on' if value != '0' else 'off'}, {nodes} node(s)")
+    f = Finding(
+        "mem.numa_balancing",
+        Status.OK,
+        (f"NUMA balancing {'on' if value != '0' else 'off'}, {counted(nodes, 'NUMA node')}"),
+    )
     f.see("/proc/sys/kernel/numa_balancing", value)
     if value != "0" and nodes > 1:
         f.status = Status.WARN

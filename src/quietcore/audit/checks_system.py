@@ -70,9 +70,7 @@ def perf_counters(ctx: AuditContext) -> Finding:
         f.summary = f"hardware counters work (perf_event_paranoid={paranoid})"
     else:
         f.status = Status.WARN if works is False else Status.UNKNOWN
-        f.summary = (
-            f"hardware counters unavailable: {how}; workloads will record cycles and cache misses as unsupported"
-        )
+        f.summary = "hardware counters unavailable; workloads record cycles and cache misses as unsupported"
         if "paranoid" in how:
             f.act("sysctl", "kernel.perf_event_paranoid", "1")
         elif works is False:
@@ -95,7 +93,7 @@ def kernel_config(ctx: AuditContext) -> Finding:
     missing = [k for k in ("CONFIG_NO_HZ_FULL", "CONFIG_RCU_NOCB_CPU") if config.get(k) != "y"]
     if missing:
         f.status = Status.WARN
-        f.summary += f"; lacks {', '.join(missing)}: full isolation is not possible with this kernel"
+        f.summary += f". It lacks {', '.join(missing)}, so full isolation is not possible with this kernel"
         for option in missing:
             f.act("kernel-config", option, "y", ("reboot",))
     return f

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import Finding, Status
+from quietcore.facts.cpulist import counted, format_cpumask, parse_cpumask
 from quietcore.facts.cpulist import format_cpulist as fmt
-from quietcore.facts.cpulist import format_cpumask, parse_cpumask
 
 WQ = "sys/devices/virtual/workqueue/cpumask"
 
@@ -40,7 +40,7 @@ def kthreads(ctx: AuditContext) -> Finding:
     mask = format_cpumask(ctx.housekeeping)
     if movable:
         f.status = Status.WARN
-        f.summary = f"{len(movable)} movable kernel thread(s) may run on target CPUs"
+        f.summary = f"{counted(len(movable), 'movable kernel thread')} may run on target CPUs"
         f.see("examples", _examples([f"{t.comm}[{t.pid}]" for t in movable]))
         hk = fmt(ctx.housekeeping)
         for t in movable[:20]:
@@ -71,7 +71,7 @@ def user_tasks(ctx: AuditContext) -> Finding:
         f.summary = f"all {len(users)} user tasks may run on any CPU: every CPU is a target"
         return f
     f.status = Status.WARN
-    f.summary = f"{len(allowed)} user task(s) may run on target CPUs"
+    f.summary = f"{counted(len(allowed), 'user task')} may run on target CPUs"
     f.see("examples", _examples([f"{t.comm}[{t.pid}]" for t in allowed]))
     hk = fmt(ctx.housekeeping)
     for unit in ("init.scope", "system.slice", "user.slice"):

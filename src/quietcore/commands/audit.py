@@ -22,6 +22,7 @@ from quietcore.audit import run_checks
 from quietcore.audit.context import AuditContext
 from quietcore.audit.finding import ORDER, Status
 from quietcore.commands import common
+from quietcore.facts.cpulist import cpus_phrase
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import open_root
@@ -55,24 +56,24 @@ def run(args: argparse.Namespace) -> int:
         targets = cpus_option(args.cpus, online_cpus(root)) if args.cpus is not None else None
         journal, source = common.journal_of(root)
         findings = run_checks(AuditContext(root, targets, journal, source))
-    costs, session = _costs(args)
+    costs, session, shares = _costs(args)
     if args.json:
         print(json.dumps([f.to_json() | ({"lost_share": costs[f.id], "session": session} if f.id in costs else {})
                           for f in _ordered(findings, costs)], indent=1))  # fmt: skip
     else:
-        show(_ordered(findings, costs), costs, session)
+        show(_ordered(findings, costs), costs, session, shares)
     failed = any(f.status is Status.FAIL for f in findings)
     return 2 if args.strict and failed else 0
 
 
-def _costs(args: argparse.Namespace) -> tuple[dict[str, float], int | None]:
+def _costs(args: argparse.Namespace) -> tuple[dict[str, float], int | None, str | None]:
     """What each finding's fix would remove, as a share of the lost time of a
-    stored session (report.changes: its CPUs' accounts), and that session: the
-    one --session names, else, auditing this node, its last lab. None where
-    there is none."""
+    stored session (report.changes: its CPUs' accounts), that session (the one
+    --session names, else, auditing this node, its last lab) and its shares'
+    line (changes.Shares). None where there is none."""
     path, chosen = common.db_path(args)
     if args.session is None and (args.root != "/" or not path.exists()):
-        return {}, None
+        return {}, None, None
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
         if args.session is not None:
@@ -81,13 +82,15 @@ def _costs(args: argparse.Namespace) -> tuple[dict[str, float], int | None]:
             here = socket.gethostname()
             labs = [r for r in sessions.list_sessions(conn) if r.command == "lab" and r.host == here]
             if not labs:
-                return {}, None
+                return {}, None, None
             row = labs[-1]
         accounts = [a for r in sessions.runs_of(conn, row.id) if r.kind == "noise" for a in account.of_run(r).values()]
     finally:
         conn.close()
     ranked, _, _ = changes.rank(accounts, [], limit=len(changes.FINDINGS))
-    return {c.finding: c.share for c in ranked}, row.id
+    virtual = bool((row.facts.get("virtualization") or {}).get("virtualized"))
+    line = changes.shares(accounts, virtual).line(cpus_phrase(frozenset(a.cpu for a in accounts)), row.id)
+    return {c.finding: c.share for c in ranked}, row.id, line
 
 
 def _ordered(findings: list[Finding], costs: dict[str, float]) -> list[Finding]:
@@ -99,30 +102,35 @@ def _ordered(findings: list[Finding], costs: dict[str, float]) -> list[Finding]:
 EVIDENCE_SHOWN = 8
 
 
-def show(findings: list[Finding], costs: dict[str, float] | None = None, session: int | None = None) -> None:
+def show(findings: list[Finding], costs: dict[str, float] | None = None, session: int | None = None,
+         shares: str | None = None) -> None:  # fmt: skip
     # rich only once there is something to print: --help and --version stay fast.
 
     out = console()
     costs = costs or {}
     if session is not None:
-        out.print(f"Ordered by the time each finding cost in session {session} (--session), costliest first.")
+        if shares:
+            out.print(shares)
+        out.print(f"Findings are ordered by what each cost in session {session}, costliest first; --session N "
+                  "orders them by another.")  # fmt: skip
     for status in ORDER:
         group = [f for f in findings if f.status is status]
         if not group:
             continue
         out.print(f"[{STYLE[status.value]}]{status.value.upper()} ({len(group)})[/]", markup=True)
         for f in group:
-            cost = f" [bold]({costs[f.id]:.0%} of the lost time in session {session})[/]" if f.id in costs else ""
-            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}{cost}", markup=True)
+            out.print(f"  [{STYLE[status.value]}]{f.id}[/]: {escape(f.summary)}", markup=True)
+            if f.id in costs:
+                out.print(f"      [bold]cost:[/] {costs[f.id]:.0%} of the time lost in session {session}", markup=True)
             for e in f.evidence[:EVIDENCE_SHOWN]:
                 out.print(f"      [dim]{escape(e.source)}:[/] {escape(e.value)}", markup=True)
             if len(f.evidence) > EVIDENCE_SHOWN:  # a line a CPU at 384 CPUs (irq.affinity) is no screen
-                out.print(
-                    f"      [dim]... {len(f.evidence) - EVIDENCE_SHOWN} more (--json has every one)[/]", markup=True
-                )
+                out.print(f"      [dim]and {len(f.evidence) - EVIDENCE_SHOWN} more: --json has every one[/]",
+                          markup=True)  # fmt: skip
             for advice in f.advice:
-                needs = f" [dim](needs {', '.join(f.needs)})[/]" if f.needs else ""
-                out.print(f"      [bold]fix:[/] {escape(advice)}{needs}", markup=True)
+                out.print(f"      [bold]fix:[/] {escape(advice)}", markup=True)
+            if f.advice and f.needs:
+                out.print(f"      [bold]needs:[/] {', '.join(f.needs)}", markup=True)
     counts = ", ".join(f"{sum(f.status is s for f in findings)} {s.value}" for s in ORDER)
     out.print(f"{len(findings)} checks: {counts}.")
 

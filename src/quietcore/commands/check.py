@@ -41,6 +41,7 @@ from quietcore.report import text
 from quietcore.runs.analysis import SLICES
 from quietcore.runs.model import Run
 from quietcore.runs.reference import Reference
+from quietcore.safe import plain
 from quietcore.session import Session
 from quietcore.store import references
 
@@ -118,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
                 cpus = frozenset(reference.cpus) & usable if reference is not None else usable
                 cpus = cpus or usable
             if reference is None and limits == Limits(tolerance=limits.tolerance, host_noise=limits.host_noise):
-                raise CommandError("no reference for this configuration and no fixed limit: set one with "
-                                   "`quietcore reference set SESSION` (from `quietcore noise --cpus "
-                                   f"{format_cpulist(usable)} --duration 30`) or give --max-lost-ratio",
+                # the CPUs asked for, and a measurement long enough: a reference needs 5 s a CPU (baseline)
+                raise CommandError("no reference for this configuration, and no fixed limit. Measure one with "
+                                   f"`quietcore noise --cpus {format_cpulist(cpus)} --duration 30`, keep it with "
+                                   "`quietcore reference set SESSION`, or give --max-lost-ratio.",
                                    UNKNOWN)  # fmt: skip
             changed = _drift(reference, session.facts, session.fingerprint)
             with common.node_lock(args, cpus):
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"session": session_id, **result, "actions": said}, indent=2))
     else:
-        print(verdict.line())
+        text.console().print(verdict.headline())
         _details(verdict, said, session_id)
     return 0 if verdict.passed else 1
 
@@ -186,8 +188,8 @@ def _not_busy(measured: Run) -> Run:
     if measured.analysis.get("busy"):
         raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
     if cpus := busy.sliced(measured.analysis):
-        raise CommandError(f"{cpus_phrase(cpus)} busy: {SLICES} (the probe preempted as often): a task, not noise",
-                           UNKNOWN)  # fmt: skip
+        raise CommandError(f"{cpus_phrase(cpus)} busy: {SLICES}, the probe preempted as often. A task is work, not "
+                           "noise", UNKNOWN)  # fmt: skip
     return measured
 
 
@@ -199,18 +201,32 @@ def _audit(session: Session, root: Root) -> list[dict[str, Any]]:
 def _details(verdict: Verdict, said: list[str], session_id: int) -> None:
     """Below the line: what was seen but does not fail, the actions, where it is stored."""
     out = text.console()
-    for line in text.by_cpu([f"  CPU {c.cpu}: {note}" for c in verdict.cpus for note in c.notes]):
-        out.print(line)  # the same note on many CPUs (a host-noise rise), once
+    told, _ = verdict.told()
+    failed = [(c.cpu, f"{reason}.") for c in told for reason in c.reasons]
+    noted = [(c.cpu, f"{note}.") for c in verdict.cpus for note in c.notes]
+    for why in verdict.below():
+        out.print(f"  {why}")
+    for cpus, said_of in _alike([*failed, *noted]):  # the same words of many CPUs (a host-noise rise), once
+        out.print(f"  {cpus_phrase(cpus)}: {said_of}")
     if verdict.reference is not None:
         r = verdict.reference
-        out.print(f"  against reference {r.name!r} (session {r.session_id}, {r.host}, {r.fingerprint})")
+        fingerprint = f", fingerprint {r.fingerprint}" if r.name != r.fingerprint else ""
+        out.print(f"  Reference: {plain(r.name)}, session {r.session_id}, host {plain(r.host)}{fingerprint}.")
     for line in said:
         out.print(f"  {line}")
-    out.print(f"  stored as session {session_id}")
+    out.print(f"  Stored as session {session_id}.")
+
+
+def _alike(said: list[tuple[int, str]]) -> list[tuple[frozenset[int], str]]:
+    """Each thing said, once, with the CPUs it is said of, in the order first said."""
+    cpus: dict[str, set[int]] = {}
+    for cpu, words in said:
+        cpus.setdefault(words, set()).add(cpu)
+    return [(frozenset(c), words) for words, c in cpus.items()]
 
 
 def _say_unknown(why: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"verdict": "unknown", "line": f"UNKNOWN {why}"}, indent=2))
     else:
-        print(f"UNKNOWN {why}")
+        text.console().print(f"UNKNOWN {why}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from quietcore.facts.root import Root
 from quietcore.levers.journal import recover
 from quietcore.lock import NodeLock
 from quietcore.options import positive_float, tags_option
+from quietcore.report.screen import screen
 from quietcore.statedir import StateError, default_path
 from quietcore.store import db, legacy, sessions
 from quietcore.store import journal as node
@@ -96,6 +96,11 @@ def node_lock(args: argparse.Namespace, cpus: Iterable[int], levers: Iterable[st
     return NodeLock(cpus, levers, wait_s(args))
 
 
+def say(line: str) -> None:
+    """A line for a person on stderr, wrapped to the width it is read in."""
+    screen(stderr=True).print(line)
+
+
 def recover_node(args: argparse.Namespace) -> None:
     """What every command does first: the tracefs instances and the
     temporary knob changes that ended quietcore processes left behind are
@@ -105,10 +110,12 @@ def recover_node(args: argparse.Namespace) -> None:
     entries of an older quietcore's journal there are moved to the node
     journal only from a database that root alone can write (see legacy)."""
 
+    verbose = bool(getattr(args, "verbose", False))
     if os.geteuid() == 0:
         for name in instances.remove_stale():
-            print(f"quietcore: removed the tracefs instance {name}, left tracing every CPU by a quietcore that "
-                  "was killed", file=sys.stderr)  # fmt: skip
+            if verbose:
+                say(f"quietcore: removed the tracefs instance {name}, left tracing every CPU by a quietcore that was "
+                    "killed.")  # fmt: skip
     path, _ = db.resolve_path(getattr(args, "db", None))
     try:
         present = path.is_file()
@@ -122,7 +129,8 @@ def recover_node(args: argparse.Namespace) -> None:
         if conn is not None:
             try:
                 for line in legacy.move_open_entries(conn, path):
-                    print(f"quietcore: {line}", file=sys.stderr)
+                    if verbose or not line.startswith("moved "):  # one that was not moved is for a person to see
+                        say(f"quietcore: {line}")
                 sessions.mark_stale(conn)
             except (sqlite3.Error, StateError):
                 pass  # a locked or read-only database: the command will say what it can
@@ -131,15 +139,16 @@ def recover_node(args: argparse.Namespace) -> None:
     try:
         journal = node.open_node(create=False)
     except (StateError, sqlite3.Error) as exc:
-        print(f"quietcore: {exc}", file=sys.stderr)
+        say(f"quietcore: {exc}")
         return
     if journal is None:
         return
     try:
-        for line in recover(journal):
-            print(f"quietcore: {line}", file=sys.stderr)
+        for settled in recover(journal):
+            if settled.failed or verbose:  # the rest is the journal's own housekeeping
+                say(f"quietcore: {settled.text}")
     except sqlite3.Error as exc:
-        print(f"quietcore: cannot use the node journal: {exc}", file=sys.stderr)
+        say(f"quietcore: cannot use the node journal: {exc}")
     finally:
         journal.close()
 

@@ -20,8 +20,9 @@ from rich.table import Table
 from quietcore.commands import common
 from quietcore.facts.cpulist import brief_cpulist, figure_range, format_cpulist
 from quietcore.report import text
-from quietcore.report.experiment import fmt, shown_unit
+from quietcore.report.experiment import fmt, interval, shown_unit
 from quietcore.report.side import figure_rows
+from quietcore.safe import plain
 from quietcore.store import db, sessions
 
 NAME = "compare"
@@ -42,11 +43,13 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
     """B's noise against A's per CPU (report.noisecompare); above ALL_ROWS_UP_TO CPUs
     only those with a verdict or a source that changed (64 like rows read as 200 lines),
     the rest summed up in the table's caption. --json has every CPU."""
-    table = Table(title="Noise, B against A, per CPU: lost time of 100 ms windows (median), the shift with its 95 % "
-                  "bootstrap interval, Mann-Whitney U (Holm over the CPUs)", title_justify="left")  # fmt: skip
-    for name in ("CPU", "A lost (windows)", "B lost (windows)", "B - A [95% CI]", "p (Holm)", "verdict",
-                 "sources that changed"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("verdict", "sources that changed") else "right")
+    table = Table(title="Noise, B against A, per CPU. Lost: of the whole run, as `noise` gives it. Shift: B's "
+                  "median 100 ms window less A's, with its 95% bootstrap interval, tested by Mann-Whitney U, Holm "
+                  "over the CPUs.", title_justify="left")  # fmt: skip
+    for name in ("CPU", "A lost", "B lost", "shift", "95% CI", "p (Holm)", "verdict", "B's costliest source",
+                 "periodic sources changed", "windows A, B"):  # fmt: skip
+        left = name in ("verdict", "B's costliest source", "periodic sources changed")
+        table.add_column(name, justify="left" if left else "right")
     shown = rows
     if len(rows) > ALL_ROWS_UP_TO:
         shown = [r for r in rows if r["verdict"] != "no difference shown" or r["sources"]]
@@ -54,7 +57,7 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
         if alike:
             said = f"CPUs {format_cpulist(frozenset(alike))}: no difference shown, no source changed"
             if not shown:
-                return f"Noise, B against A: {said} (100 ms windows, Mann-Whitney U, Holm over the CPUs; --json)"
+                return f"Noise, B against A: {said}. 100 ms windows, Mann-Whitney U, Holm over the CPUs; --json."
             table.caption, table.caption_justify = said, "left"
     if len(shown) > ALL_ROWS_UP_TO:  # many CPUs that differ alike: a row for them (384 were 2,573 lines)
         groups: dict[tuple[str, tuple[str, ...]], list[dict[str, Any]]] = {}
@@ -64,12 +67,12 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
             if len(mine) == 1:
                 _row(table, mine[0])
                 continue
-            a, b = [r["a"] * 100 for r in mine], [r["b"] * 100 for r in mine]
+            a, b = [r["a_lost"] * 100 for r in mine], [r["b_lost"] * 100 for r in mine]
             shift = sorted(r["shift"] * 100 for r in mine)
-            table.add_row(brief_cpulist([r["cpu"] for r in mine]), f"{figure_range(a, '.3f')} %",
-                          f"{figure_range(b, '.3f')} %", f"{shift[0]:+.3f} to {shift[-1]:+.3f} %",
-                          f"{max(r['p_adjusted'] for r in mine):.3g} at most", verdict,
-                          "; ".join(changes) or "none")  # fmt: skip
+            table.add_row(brief_cpulist([r["cpu"] for r in mine]), f"{figure_range(a, '.3f')}%",
+                          f"{figure_range(b, '.3f')}%", f"{shift[0]:+.3f}% to {shift[-1]:+.3f}%", "",
+                          f"{max(r['p_adjusted'] for r in mine):.3g} at most", verdict, "",
+                          "\n".join(changes) or "none", "")  # fmt: skip
         return table
     for r in shown:
         _row(table, r)
@@ -77,21 +80,28 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
 
 
 def _row(table: Table, r: dict[str, Any]) -> None:
-    table.add_row(str(r["cpu"]), f"{r['a'] * 100:.3f} % ({r['a_windows']})",
-                  f"{r['b'] * 100:.3f} % ({r['b_windows']})",
-                  f"{r['shift'] * 100:+.3f} % [{r['ci_low'] * 100:+.3f}, {r['ci_high'] * 100:+.3f}]",
-                  f"{r['p_adjusted']:.3g}", r["verdict"], "; ".join(r["sources"]) or "none")  # fmt: skip
+    from quietcore.report.noisecompare import change_words  # numpy: as compare_noise, in run
+
+    top = r.get("b_top")
+    if top:
+        was = f"{top['a_share']:.0%}" if top.get("a_share") is not None else "none"
+        costliest = f"{plain(top['name'])}: {top['share']:.0%} of B's lost time, {was} of A's"
+    else:
+        costliest = "-"
+    table.add_row(str(r["cpu"]), f"{r['a_lost'] * 100:.3f}%", f"{r['b_lost'] * 100:.3f}%", f"{r['shift'] * 100:+.3f}%",
+                  f"[{r['ci_low'] * 100:+.3f}%, {r['ci_high'] * 100:+.3f}%]", f"{r['p_adjusted']:.3g}", r["verdict"],
+                  costliest, "\n".join(change_words(c) for c in r["sources"]) or "none",
+                  f"{r['a_windows']}, {r['b_windows']}")  # fmt: skip
 
 
-def _changes(sources: list[str]) -> tuple[str, ...]:
-    """A CPU's source changes by kind and rate, its figures left out, so that CPUs alike are one row:
-    "dearer in B: 250 Hz", "new in B: 100 Hz (2)"."""
+def _changes(sources: list[dict[str, Any]]) -> tuple[str, ...]:
+    """A CPU's source changes by kind and rate, their figures left out, so that CPUs alike are one row:
+    "dearer in B: 250 Hz", "new in B: 100 Hz, 2 of them"."""
     counted: dict[str, int] = {}
-    for said in sources:
-        word, _, rest = said.partition(": ")
-        key = f"{word}: {rest.split(' x ')[0]}"
+    for c in sources:
+        key = f"{c['change']}: {c['label'].split(' x ')[0]}"
         counted[key] = counted.get(key, 0) + 1
-    return tuple(f"{k} ({n})" if n > 1 else k for k, n in counted.items())
+    return tuple(f"{k}, {n} of them" if n > 1 else k for k, n in counted.items())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, default=str))
         return 0
     out = text.console()
-    out.print(f"A = session {a.id} ({a.command}, {a.started_at[:19]}), "
-              f"B = session {b.id} ({b.command}, {b.started_at[:19]})")  # fmt: skip
+    out.print(f"A: session {a.id}, {a.command}, {a.started_at[:19].replace('T', ' ')} UTC")
+    out.print(f"B: session {b.id}, {b.command}, {b.started_at[:19].replace('T', ' ')} UTC")
     if result["same_fingerprint"]:
-        out.print(f"Same node configuration (fingerprint {a.fingerprint}).")
+        out.print(f"Same node configuration, fingerprint {a.fingerprint}.")
     else:
         changes = Table(title="What changed in the node", title_justify="left")
         for name in ("fact", "A", "B"):
@@ -133,27 +143,28 @@ def run(args: argparse.Namespace) -> int:
             figures.add_column(name, justify="left" if name == "figure" else "right")
         for row in shown:
             ratio = f"{row['b'] / row['a']:.2f}" if row["a"] else "-"
-            figures.add_row(str(row["cpu"]), row["figure"], f"{row['a']:,.2f} ({row['a_from']})",
-                            f"{row['b']:,.2f} ({row['b_from']})", ratio)  # fmt: skip
+            figures.add_row(str(row["cpu"]), row["figure"], f"{row['a']:,.2f}, {row['a_from']}",
+                            f"{row['b']:,.2f}, {row['b_from']}", ratio)  # fmt: skip
         out.print(figures)
     if not result["cells"]:
         if not result["figures"] and not result["noise"]:
             out.print("No experiment cell was measured in both sessions; nothing to compare run by run.")
         return 0
     table = Table(title="B against A, per cell", title_justify="left")
-    for name in ("experiment", "cell", "A median (n)", "B median (n)", "B/A [95% CI]", "p (Holm)", "verdict"):
+    for name in ("experiment", "cell", "A median", "B median", "B/A", "95% CI", "verdict", "p (Holm)", "n A, B"):
         table.add_column(name, justify="left" if name in ("experiment", "cell", "verdict") else "right")
     for row in result["cells"]:
         unit = row["metric"]["unit"]
         c = row.get("comparison")
         table.add_row(
             row["experiment"], row["cell"],
-            f"{fmt(row['a']['median'], unit)} {shown_unit(unit)} ({row['a']['n']})",
-            f"{fmt(row['b']['median'], unit)} {shown_unit(unit)} ({row['b']['n']})",
-            f"{c['ratio']:.3f} [{c['ci_low']:.3f}-{c['ci_high']:.3f}]" if c else "-",
-            f"{c['p_adjusted']:.3g}" if c else "", c["verdict"] if c else "too few runs",
+            f"{fmt(row['a']['median'], unit)} {shown_unit(unit)}",
+            f"{fmt(row['b']['median'], unit)} {shown_unit(unit)}",
+            f"{c['ratio']:.3f}" if c else "-", interval(f"{c['ci_low']:.3f}", f"{c['ci_high']:.3f}") if c else "",
+            c["verdict"] if c else "too few runs", f"{c['p_adjusted']:.3g}" if c else "",
+            f"{row['a']['n']}, {row['b']['n']}",
         )  # fmt: skip
     out.print(table)
     if result["unmatched"]:
-        out.print(f"Measured in only one of the sessions: {', '.join(result['unmatched'])}")
+        out.print(f"Measured in only one of the sessions: {', '.join(result['unmatched'])}.")
     return 0

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         warning = text.virt_warning(session.facts)
         if warning:
             out.print(warning + " The host's own preemptions are not in a guest's trace.")
-        out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore report {session.id}")
+        out.print(f"Saved as session {session.id} in {session.db_path}. Next: `quietcore report {session.id}`.")
     if status:
         text.console(stderr=True).print(f"warning: {argv[0]} exited with {status}")
         return 1

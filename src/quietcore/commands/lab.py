@@ -28,12 +28,11 @@ from quietcore.facts.virt import CPUID_VENDORS
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.options import duration_option
 from quietcore.probes.noise import NoiseOptions, event_cap
-from quietcore.report import account, changes, summary, text
+from quietcore.report import account, changes, sources, summary, text
 from quietcore.report.account import Account
 from quietcore.report.progress import progress_bar
 from quietcore.runs.analysis import CpuAnalysis
 from quietcore.runs.model import Run
-from quietcore.safe import markup
 from quietcore.session import Session
 from quietcore.store import db, sessions
 
@@ -134,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         written = report.write_report(conn, [record], out, ("html", "md"), True, path, "--report")
     finally:
         conn.close()
-    text.console().print(f"Report: {written[0]} (open it in a browser; {written[1].name} beside it)")
+    text.console().print(f"Report: {written[0]}")
+    text.console().print(f"The same in Markdown: {written[1]}")
     return 0
 
 
@@ -148,29 +148,30 @@ def show(
     busy_lines: list[str] | None = None,
 ) -> None:  # fmt: skip
     out = text.console()
-    notes = [*text.noise_notes(rows), *(markup(line) for line in busy_lines or ())]  # a command's name: stored text
+    notes = [*text.noise_notes(rows), *(busy_lines or ())]
     cpu, kernel = session.facts["cpu"], session.facts["kernel"]
-    out.print(
-        f"Node: {cpu['model']}, {cpu['count']} CPUs online ({cpu['online']}), kernel {kernel['release']}, "
-        f"fingerprint {session.fingerprint}"
-    )
+    out.print(f"Node: {cpu['model']}, {cpu['count']} CPUs online ({cpu['online']}), kernel {kernel['release']}.")
+    out.print(f"Fingerprint: {session.fingerprint}.")
     out.print(text.calibrate_line(calibration))
     if len(analyses) > summary.DETAIL_UP_TO:  # many CPUs in a screen, as `results show` says them
         detail = f"`quietcore results show {session.id} --cpu {{cpu}}`"
-        for item in summary.screen(rows, analyses, accounts, session.facts, notes, detail,
-                                   with_accounts=False, where=where):  # fmt: skip
+        for item in summary.screen(rows, analyses, accounts, session.facts, notes, detail, with_accounts=False,
+                                   where=where).items:  # fmt: skip
             out.print(item)
     else:
         out.print(text.noise_table(rows, title="OS noise per CPU"))
         for note in notes:
             out.print(note)
-        for cpu in analyses:  # what the noise is: periodic sources, and what no trace or counter explains
+        out.print(sources.table(analyses, accounts, LAB_SOURCES))
+        for note in sources.notes(sources.shown(analyses, LAB_SOURCES)):
+            out.print(note)
+        for cpu in analyses:  # what no trace or counter explains
             mine = accounts.get(cpu.cpu)
-            for line in text.periodic_lines(cpu, mine)[:LAB_SOURCES]:
-                out.print(line)
             if mine is not None:
-                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine, LAB_SOURCES)}")
-    for line in changes.lines(accounts.values(), findings, session.virtualized):  # the audit's, ranked by time
+                out.print(text.account_words(cpu, mine, session.virtualized, LAB_SOURCES))
+    measured = cpus_phrase(frozenset(int(r["cpu"]) for r in rows))
+    # the audit's findings, ranked by the time each cost
+    for line in changes.lines(accounts.values(), findings, session.virtualized, measured, session.id):
         out.print(line)
     vendor = calibration.get("hypervisor", {}).get("vendor")
     warning = text.virt_warning(session.facts, CPUID_VENDORS.get(vendor) if vendor else None)

@@ -100,5 +100,5 @@ def run(args: argparse.Namespace) -> int:
     warning = text.virt_warning(session.facts)
     if warning:
         out.print(warning)
-    out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
+    out.print(f"Saved as session {session.id} in {session.db_path}. Next: `quietcore results show {session.id}`.")
     return 0

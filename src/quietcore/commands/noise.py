@@ -43,7 +43,7 @@ from quietcore.options import (
     usable_cpus,
 )
 from quietcore.probes.noise import MODES, NoiseOptions, event_cap
-from quietcore.report import account, text
+from quietcore.report import account, sources, text
 from quietcore.report.kinds.noise import KIND as NOISE
 from quietcore.report.progress import progress_bar
 from quietcore.safe import write_atomic
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(warning)
         if published:
             out.print(published)
-        out.print(f"Saved as session {session.id} in {session.db_path}. Next: quietcore results show {session.id}")
+        out.print(f"Saved as session {session.id} in {session.db_path}. Next: `quietcore results show {session.id}`.")
     if args.stop_above is not None:
         return _stopped(run_, kept, args.on_threshold, session.id, args.json)
     return 0
@@ -234,6 +234,9 @@ def json_output(session: Session, run: Run) -> dict[str, Any]:
             stored = run.noise.of(int(probe["cpu"]))
             if stored is not None:
                 cpu.update({k: v for k, v in dataclasses.asdict(stored).items() if k != "cpu"})
+                # each source's few words beside what it is as data (report.sources.label)
+                cpu["periodic"] = [{**dataclasses.asdict(p), "name": sources.label(p.named) if p.named else None}
+                                   for p in stored.periodic]  # fmt: skip
             if int(probe["cpu"]) in accounts:  # where the time went, as its table says it
                 cpu["account"] = account.to_json(accounts[int(probe["cpu"])])
         cpus.append(cpu)

@@ -26,9 +26,8 @@ from rich.table import Table
 
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_range, figure_spread
+from quietcore.facts.cpulist import brief_cpulist, figure_range, figure_spread
 from quietcore.report import text
-from quietcore.runs.analysis import source_kind
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
 from quietcore.safe import plain
 from quietcore.store import db, references, sessions
@@ -88,11 +87,14 @@ def set_(conn: Any, ident: str, name: str | None) -> None:
         fingerprint = row.fingerprint if host == row.host else _node_fingerprint(conn, row.id, host)
         chosen = name or fingerprint
         references.put(conn, chosen, host, fingerprint, row.id, facts, cpus)
-        out.print(plain(f"Reference {chosen!r} for {host} ({fingerprint}), from session {row.id}: CPUs "
-                        f"{brief_cpulist([c.cpu for c in cpus])}, {min(c.measured_s for c in cpus):.3g} s each; "
-                        f"lost: {_lost(cpus)}"), highlight=False)  # fmt: skip
+        out.print(plain(f"Saved reference {chosen} of {host}, from session {row.id}."), highlight=False)
+        if chosen != fingerprint:
+            out.print(plain(f"  fingerprint  {fingerprint}"), highlight=False)
+        out.print(plain(f"  CPUs         {brief_cpulist([c.cpu for c in cpus])}, "
+                        f"{min(c.measured_s for c in cpus):.3g} s each"), highlight=False)  # fmt: skip
+        out.print(plain(f"  lost         {_lost(cpus)}"), highlight=False)
     for why in taken.refused:
-        out.print(plain(f"  left out: {why}"), highlight=False)
+        out.print(plain(f"  left out     {why}"), highlight=False)
 
 
 #: Up to this many CPUs `reference set` gives each one's figure; past it, their range and the most's CPU.
@@ -110,8 +112,8 @@ def _lost(cpus: list[CpuNoise]) -> str:
         return ", ".join(f"CPU {c.cpu} {pct(c.lost_ratio)}" for c in ordered)
     ratios = sorted(c.lost_ratio for c in ordered)
     most = max(ordered, key=lambda c: c.lost_ratio)
-    return (f"{pct(ratios[0])} to {pct(ratios[-1])} (median {pct(statistics.median(ratios))}; the most on CPU "
-            f"{most.cpu}; `reference show` gives each)")  # fmt: skip
+    return (f"{pct(ratios[0])} to {pct(ratios[-1])}, median {pct(statistics.median(ratios))}, the most on CPU "
+            f"{most.cpu}; `reference show` gives each")  # fmt: skip
 
 
 def _node_fingerprint(conn: Any, session_id: int, host: str) -> str:
@@ -155,8 +157,10 @@ def show(conn: Any, name: str | None, as_json: bool, per_cpu: bool = False) -> N
         print(json.dumps(_json(ref), indent=2))
         return
     out = text.console()
-    out.print(plain(f"Reference {ref.name!r}: {ref.host}, fingerprint {ref.fingerprint}, from session "
-                    f"{ref.session_id}, set {ref.created_at[:19]} UTC"), highlight=False)  # fmt: skip
+    out.print(f"Reference {plain(ref.name)} of {plain(ref.host)}, from session {ref.session_id}, set "
+              f"{ref.created_at[:19].replace('T', ' ')} UTC.")  # fmt: skip
+    if ref.name != ref.fingerprint:
+        out.print(f"  fingerprint  {plain(ref.fingerprint)}")
     if len(ref.cpus) > FULL_UP_TO and not per_cpu:
         _summed(out, list(ref.cpus.values()))
         return
@@ -165,10 +169,10 @@ def show(conn: Any, name: str | None, as_json: bool, per_cpu: bool = False) -> N
         table.add_column(col)
     for c in sorted(ref.cpus.values(), key=lambda c: c.cpu):
         w = sorted(c.windows)
-        spread = " / ".join(f"{w[min(len(w) - 1, int(q * len(w)))] * 100:.2g} %" for q in (0.5, 0.9)) + (
-            f" / {w[-1] * 100:.2g} %"
+        spread = " / ".join(f"{w[min(len(w) - 1, int(q * len(w)))] * 100:.2g}%" for q in (0.5, 0.9)) + (
+            f" / {w[-1] * 100:.2g}%"
         )
-        table.add_row(str(c.cpu), f"{c.measured_s:.3g} s", f"{c.lost_ratio * 100:.2g} %", spread,
+        table.add_row(str(c.cpu), f"{c.measured_s:.3g} s", f"{c.lost_ratio * 100:.2g}%", spread,
                       f"{c.events_per_s:.0f}", f"{c.max_gap_s * 1e6:.0f} µs",
                       _sources(c))  # fmt: skip
     out.print(table)
@@ -188,24 +192,27 @@ def _summed(out: Any, cpus: list[CpuNoise]) -> None:
                   figure_spread([c.events_per_s for c in cpus], ".0f"),
                   figure_spread([c.max_gap_s * 1e6 for c in cpus], ".0f"))  # fmt: skip
     out.print(table)
-    # one source on many CPUs as the screen takes it (report.summary.periodic_lines): its name's kind, and
+    # one source on many CPUs as the screen takes it (report.summary.shared_sources): its name, and
     # runs.analysis.same_source; by its rounded label alone, a planted 100 Hz x 200 µs and a host's 100 Hz x
     # 17 µs would be one line
-    found: list[tuple[Periodic, str, list[tuple[int, float]]]] = []  # (first, kind, [(CPU, burst s)])
+    found: list[tuple[Periodic, list[tuple[int, float]]]] = []  # (first, [(CPU, burst s)])
     for c in cpus:
         for p in c.periodic:
-            kind = source_kind(p.name) if p.name else ""
-            same = next((f for f in found if f[1] == kind and f[0].alike(p)), None)
+            same = next((f for f in found if f[0].name == p.name and f[0].alike(p)), None)
             if same is None:
-                found.append((p, kind, [(c.cpu, p.median_duration_s)]))
+                found.append((p, [(c.cpu, p.median_duration_s)]))
             else:
-                same[2].append((c.cpu, p.median_duration_s))
-    for first, kind, seen in sorted(found, key=lambda f: -len(f[2])):
-        lengths = figure_range([d * 1e6 for _, d in seen], ".3g")
-        named = f" {kind}" if kind else ""
-        rate = first.label().split(" x ")[0]
-        out.print(plain(f"{cpus_phrase([c for c, _ in seen])}: {rate} x {lengths} µs{named}"), highlight=False)
-    out.print(f"{len(cpus)} CPUs; --per-cpu for a row each, --json for everything.")
+                same[1].append((c.cpu, p.median_duration_s))
+    if found:
+        sources = Table(title="Periodic sources", title_justify="left")
+        for col, justify in (("CPUs", "left"), ("rate", "right"), ("µs each", "right"), ("source", "left")):
+            sources.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for first, seen in sorted(found, key=lambda f: -len(f[1])):
+            lengths = figure_range([d * 1e6 for _, d in seen], ".3g")
+            sources.add_row(brief_cpulist([c for c, _ in seen]), first.label().split(" x ")[0], lengths,
+                            plain(first.name or "not named"))  # fmt: skip
+        out.print(sources)
+    out.print(f"{len(cpus)} CPUs. --per-cpu gives a row each, --json everything.")
 
 
 def _sources(c: CpuNoise) -> str:

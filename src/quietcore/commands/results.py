@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,18 @@ from rich.table import Table
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, counted, cpus_phrase, format_cpulist, parse_cpulist
 from quietcore.facts.snapshot import open_root
 from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
 from quietcore.peers import FORMATS
 from quietcore.peers.common import MAX_BYTES
-from quietcore.report import export, text
+from quietcore.report import account, changes, export, text
 from quietcore.report.kinds import kind_of
+from quietcore.report.kinds.base import heading
 from quietcore.report.kinds.noise import KIND as NOISE
-from quietcore.safe import markup, plain, write_atomic
+from quietcore.runs.model import params_text
+from quietcore.safe import plain, write_atomic
 from quietcore.store import db, sessions
 
 NAME = "results"
@@ -134,21 +135,10 @@ def list_(conn: sqlite3.Connection) -> None:
         tags = ", ".join(f"{k}={v}" for k, v in sorted(row.tags.items()))
         # the command as it was typed: its CPUs and duration tell two noise sessions apart
         typed = " ".join(row.argv[1:]) if row.argv[1:] else row.command
-        table.add_row(str(row.id), row.started_at[:19], _took(row.started_at, row.ended_at), plain(typed),
+        table.add_row(str(row.id), row.started_at[:19], text.took(row.started_at, row.ended_at), plain(typed),
                       plain(row.host), str(row.n_runs), row.status, row.fingerprint, plain(tags),
                       )  # fmt: skip
     out.print(table)
-
-
-def _took(started: str, ended: str | None) -> str:
-    """How long a session ran, from its stored start and end."""
-    try:
-        seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds() if ended else None
-    except ValueError:
-        return "?"
-    if seconds is None:
-        return "-"
-    return f"{seconds:,.1f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
 
 
 def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] = (None, False)) -> None:
@@ -169,7 +159,10 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
     out = text.console()
     out.print(text.session_header(row))
     for run in shown:
-        out.print(markup(run.title(_brief_cpus)))  # stored text (an imported run's parameters): never markup
+        out.print(heading(run))
+        params = params_text(run.params, _brief_cpus)
+        if params:
+            out.print(f"  {params}")
         if run.kind == "noise" and only is not None and only not in (run.spin_cpus or [only]):
             out.print(f"CPU {only} is not in this run.")
         elif run.kind == "noise":  # many CPUs grouped, by the session's facts; --cpu N, --per-cpu
@@ -177,7 +170,11 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
         else:
             kind_of(run).terminal(out, run)
     if summaries:
-        out.print(f"{len(runs) - len(summaries)} runs stored; `quietcore results export {row.id}` lists them all.")
+        out.print(f"Its {len(runs) - len(summaries)} runs are stored: `quietcore results export {row.id}` lists them.")
+    accounts = [a for run in shown if run.kind == "noise" for a in account.of_run(run).values()]
+    if accounts and only is None:  # the session's one figure of each, as lab, audit and the report give it
+        virtual = bool((row.facts.get("virtualization") or {}).get("virtualized"))
+        out.print(changes.shares(accounts, virtual).line(cpus_phrase(frozenset(a.cpu for a in accounts)), row.id))
     warning = text.virt_warning(row.facts)
     if warning:
         out.print(warning)
@@ -271,8 +268,8 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
     for run in again:
         sessions.add_run(conn, session_id, run)
     sessions.finish_session(conn, session_id, "complete")
-    print(plain(f"Analysed session {row.id}'s {len(again)} noise run(s) again as session {session_id}. Next: "
-                f"quietcore results show {session_id}, or quietcore compare {row.id} {session_id}"))  # fmt: skip
+    print(plain(f"Analysed session {row.id}'s {counted(len(again), 'noise run')} again as session {session_id}. Next: "
+                f"`quietcore results show {session_id}`, or `quietcore compare {row.id} {session_id}`."))  # fmt: skip
 
 
 def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | None, tags: dict[str, str],
@@ -304,8 +301,8 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
     sessions.finish_session(conn, session_id, "complete")
     cpus, nodes = (f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((len(gaps), "CPU"), (len(runs), "node")))
     print(plain(f"Imported {cpus} of {nodes}, {sum(g.starts.size for g in gaps):,} gaps over {span_ns / 1e9:g} s "
-                f"each, from {directory} as session {session_id}. Next: quietcore results show "
-                f"{session_id}"))  # fmt: skip
+                f"each, from {directory} as session {session_id}. Next: `quietcore results show "
+                f"{session_id}`."))  # fmt: skip
 
 
 def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str, str]) -> None:
@@ -329,5 +326,5 @@ def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str,
     sessions.add_run(conn, session_id, got.run)
     sessions.finish_session(conn, session_id, "complete")
     cpus = cpus_phrase([int(c["cpu"]) for c in got.run.result["cpus"]])  # in brief: a list of 384 numbers was
-    print(plain(f"Imported {path} ({tool}, {cpus}) as session {session_id}. Next: quietcore results show "
-                f"{session_id}, or quietcore compare {session_id} ID"))  # fmt: skip
+    print(plain(f"Imported {path} ({tool}, {cpus}) as session {session_id}. Next: `quietcore results show "
+                f"{session_id}`, or `quietcore compare {session_id} ID`."))  # fmt: skip

@@ -182,14 +182,14 @@ def run(args: argparse.Namespace) -> int:
     for sentence in ([line] if line else []) + analysis["notes"]:
         out.print(sentence)
     for sentence in spread_lines(analysis):
-        out.print(markup(sentence))
+        out.print(sentence)
     shown = [s for s in analysis.get("spread", []) if s.get("slowest") and s.get("over") == "iterations"]
     for s in shown[:TABLES]:  # a figure of its own (--metric): each cell's slowest and fastest iterations
         out.print(iterations_table(s, f"{s['cell']}: its slowest and fastest iterations"))
     if len(shown) > TABLES:
-        out.print(f"({len(shown) - TABLES} more cells' iterations in --json)")
+        out.print(f"{len(shown) - TABLES} more cells' iterations are in --json.")
     for warning in analysis["warnings"]:
         out.print(f"[yellow]warning:[/yellow] {markup(warning)}", markup=True)
-    out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}. "
-              f"Next: quietcore compare {session.id} OTHER_SESSION")  # fmt: skip
+    out.print(f"Seed {seed}. Saved as session {session.id} in {session.db_path}.")
+    out.print(f"Next: `quietcore compare {session.id} OTHER_SESSION`.")
     return 0

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 from quietcore import outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
+from quietcore.facts.cpulist import cpus_phrase
 from quietcore.options import int_in_range, positive_float, positive_floats_option, ranks_option
+from quietcore.report import account, changes
 from quietcore.report.kinds import simulate as kind
 from quietcore.report.nodes import trace_text
 from quietcore.report.progress import progress_bar
@@ -46,7 +48,7 @@ from quietcore.simulate import noise as noises
 from quietcore.simulate.engine import CHARGES, Network
 from quietcore.simulate.rounds import FOR_COLLECTIVE
 from quietcore.simulate.study import Options, study
-from quietcore.store import db
+from quietcore.store import db, sessions
 from quietcore.store.sessions import now_iso
 
 if TYPE_CHECKING:  # numpy: only when a study runs
@@ -156,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     options(args, {"latency_ns": 0, "overhead_ns": 0, "per_byte_ns": 0} if args.network else None)  # bad input first
     path, chosen = common.db_path(args)
     measured = None
+    shares = None
     if args.trace or args.network:
         with db.open_db(path, chosen=chosen) as conn:
             if args.network:
@@ -163,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.pattern:  # --network alone: the survey's noise too, so one command predicts that cluster
                 args.trace = args.trace or args.network
                 noise = noises.from_session(conn, args.trace)
+                shares = _shares(conn, args.trace)
     o = options(args, measured)
     if args.pattern:
         noise = noises.from_pattern(args.pattern, o.seed)
@@ -170,10 +174,32 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid --scale {args.scale}: gaps {o.scale:g} times as long would take the whole CPU")
     if args.export_trace:
         export(noise, Path(args.export_trace))
-    return _study(args, noise, o, path, chosen)
+    return _study(args, noise, o, path, chosen, shares)
 
 
-def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool) -> int:
+def _shares(conn: Any, spec: str) -> dict[str, Any] | None:
+    """The trace's session as lab, `results show` and audit say it: the tick's and the host's shares of
+    the lost time of its CPUs (or of the CPU --trace names), one figure each (report.changes.Shares)."""
+    session, cpu = noises.parse_trace(spec)
+    row = sessions.find_session(conn, session)
+    accounts = [a for r in sessions.runs_of(conn, row.id) if r.kind == "noise" for a in account.of_run(r).values()
+                if cpu is None or a.cpu == cpu]  # fmt: skip
+    if not accounts:
+        return None
+    virtual = bool((row.facts.get("virtualization") or {}).get("virtualized"))
+    share = changes.shares(accounts, virtual)
+    return {
+        "session": row.id,
+        "cpus": cpus_phrase(frozenset(a.cpu for a in accounts)),
+        "tick": share.tick,
+        "host": share.host,
+        "lost_ns": share.lost_ns,
+        "virtualized": virtual,
+    }
+
+
+def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chosen: bool,
+           shares: dict[str, Any] | None = None) -> int:  # fmt: skip
     from quietcore.session import Session
 
     params = {"noise": args.trace or args.pattern, "ranks": o.ranks, "granularity_us": o.granularities_us,
@@ -189,6 +215,8 @@ def _study(args: argparse.Namespace, noise: Noise, o: Options, path: Path, chose
         started = now_iso()
         with progress_bar(1.0, enabled=not args.json) as update:
             result = study(noise, o, update)
+        if shares is not None:
+            result["shares"] = shares
         session.record("simulate", params, started, {}, result)
         session_id = session.id
     if args.json:

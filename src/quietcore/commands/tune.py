@@ -35,13 +35,15 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rich.table import Table
+
 from quietcore import outputs
 from quietcore.actions import Action
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.experiments.builtin import BUILTIN
 from quietcore.experiments.node import read_node
-from quietcore.facts.cpulist import cpus_phrase, format_cpulist, parse_cpulist
+from quietcore.facts.cpulist import counted, cpus_phrase, format_cpulist, parse_cpulist
 from quietcore.facts.memory import available_bytes
 from quietcore.facts.root import Root
 from quietcore.facts.snapshot import open_root
@@ -135,11 +137,19 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    out = ["  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
-    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return out
+def say(*items: Any) -> None:
+    """What a person reads, on stdout, wrapped and fitted to its width (report.screen)."""
+    text.console().print(*items)
+
+
+def _table(rows: Sequence[tuple[str, ...]], head: tuple[str, ...], title: str | None = None) -> Table:
+    """Rows under their headers, as the screen fits them (report.screen)."""
+    table = Table(title=title, title_justify="left")
+    for name in head:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(plain(c) for c in row))
+    return table
 
 
 #: The actions that move a task or a kthread: one row for them all, in the plan and in apply.
@@ -183,44 +193,57 @@ def _device_rows(items: list[Item]) -> list[tuple[str, ...]]:
         now = {m.current for m in members}
         shown = now.pop() if len(now) == 1 else "various"
         numbers = frozenset(m.irq for m in members if m.irq is not None)
+        if first.device is None:  # IRQs of no device known, alike: one row, each in --json
+            return (f"IRQs {format_cpulist(numbers)}", shown or "-", first.planned,
+                    "already so" if first.status == "already" else f"{first.reason}; each in --json")  # fmt: skip
         return (f"IRQs {format_cpulist(numbers)} ({first.device})", shown or "-", first.planned, why)
 
-    return _grouped(items, lambda i: None if i.device is None or i.status == "refused" else
-                    (i.device, i.planned, i.status), row, device)  # fmt: skip
+    def key(i: Item) -> Hashable | None:
+        if i.irq is None or i.status == "refused":
+            return None
+        return (i.device, i.planned, i.status) if i.device is not None else (None, i.current, i.planned, i.status,
+                                                                              i.reason)  # fmt: skip
+
+    return _grouped(items, key, row, device)
 
 
 def show_plan(plan: Plan) -> None:
-    print(f"Housekeeping CPUs: {format_cpulist(plan.housekeeping)}; shielded (targets): "
-          f"{format_cpulist(plan.targets)}; profile: {plan.profile}")  # fmt: skip
-    print("\nBoot part (takes effect after a reboot):")
-    boot = [(i.knob, i.current if i.current is not None else "-", i.planned,
-             f"refused: {i.refused}" if i.refused else (i.status if i.status == "already" else i.reason))
-            for i in plan.boot]  # fmt: skip
-    print("\n".join(_table(boot, ("parameter", "now", "planned", "why"))))
+    out = text.console()
+    out.print(f"Housekeeping: {cpus_phrase(plan.housekeeping)}")
+    out.print(f"Shielded, the targets: {cpus_phrase(plan.targets)}")
+    out.print(f"Profile: {plan.profile}")
+    out.print("")
+    boot = [(i.knob, i.current if i.current is not None else "-", "not planned" if i.refused else i.planned,
+             i.refused or (i.status if i.status == "already" else i.reason)) for i in plan.boot]  # fmt: skip
+    out.print(_table(boot, ("parameter", "now", "planned", "why"), "Boot part, in force after a reboot"))
     for name, line in plan.boot_lines().items():
-        print(f"  {name}: {line}")
-    print("\nRun-time part (`quietcore tune apply`; `quietcore tune revert` puts it back):")
+        out.print(f"  With {name}: {line}")
+    out.print("")
     threads = [i for i in plan.runtime if i.action and i.action.kind in _THREADS]
     rows = _device_rows([i for i in plan.runtime if i not in threads])
     if threads:  # one line for them all: --json lists each
         kthreads = sum(i.knob.startswith("kthread") for i in threads)
         first = threads[0]
         into = first.planned.replace(" ", ", CPUs ") if first.action and first.action.kind == "cpuset-task" else ""
-        rows.append((f"{len(threads)} threads ({kthreads} kthreads)", "-", into or threads[0].planned,
-                     "tasks and movable kthreads off the targets (each in --json)"))  # fmt: skip
-    print("\n".join(_table(rows, ("knob", "now", "planned", "why"))))
-    changes = len(plan.actions)
-    print(f"  {changes} change{'s' if changes != 1 else ''} to apply.")
-    for note in text.by_cpu(plan.notes):  # the same note on many CPUs, once
-        print(f"Note: {note}")
+        into = into.rsplit("/", 1)[-1]  # the cpuset's name: its path is in --json
+        rows.append((f"{len(threads)} threads, {kthreads} of them kthreads", "-", into or threads[0].planned,
+                     "tasks and movable kthreads off the targets, each in --json"))  # fmt: skip
+    title = "Run-time part: `quietcore tune apply` makes it, `quietcore tune revert` puts it back"
+    out.print(_table(rows, ("knob", "now", "planned", "why"), title))
+    moved = f", {len(threads)} of them a thread's move" if threads else ""  # the rows are fewer: threads are one
+    out.print(f"{counted(len(plan.actions), 'change')} to apply{moved}.")
+    for note in plan.notes:
+        out.print(f"Note: {note}.")
     if plan.ranks:
-        print(f"\nRanks, {len(plan.ranks)} on {len({r.gpu for r in plan.ranks})} GPU(s), each on target CPUs near "
-              "its GPU:")  # fmt: skip
-        print("\n".join(_table([(str(r.rank), f"GPU {r.gpu}", r.device.name, str(r.device.numa_node)
-                                  if r.device.numa_node is not None else "unknown", format_cpulist(r.cpus))
-                                 for r in plan.ranks], ("rank", "GPU", "device", "NUMA node", "CPUs"))))  # fmt: skip
+        out.print("")
+        gpus = len({r.gpu for r in plan.ranks})
+        out.print(_table([(str(r.rank), f"GPU {r.gpu}", plain(r.device.name), str(r.device.numa_node)
+                           if r.device.numa_node is not None else "unknown", format_cpulist(r.cpus))
+                          for r in plan.ranks], ("rank", "GPU", "device", "NUMA node", "CPUs"),
+                         f"Ranks, {len(plan.ranks)} on {gpus} {'GPU' if gpus == 1 else 'GPUs'}, each on target CPUs "
+                         "near its GPU"))  # fmt: skip
         for name, line in launcher_lines(plan.ranks).items():
-            print(f"  {name}: {line}")
+            out.print(f"  {name}: {line}")
 
 
 def _outcome_rows(items: list[Item], outcomes: list[state.Outcome]) -> list[tuple[str, ...]]:
@@ -261,18 +284,18 @@ def _apply(args: argparse.Namespace) -> int:
     state.check(Root("/"), actions)  # a plan file's kinds, targets and values: refused before anything is shown
     if args.dry_run:
         for action in actions:
-            print(action.text())
-        print(f"{len(actions)} writes; nothing written (--dry-run).")
+            say(action.text())
+        say(f"{len(actions)} writes; nothing written (--dry-run).")
         return 0
     if os.geteuid() != 0:
         raise CommandError("tune apply needs root: the plan writes /proc and /sys (see `quietcore tune plan`)", 3)
     if not actions:
-        print("Nothing to change: the run-time part is already in force.")
+        say("Nothing to change: the run-time part is already in force.")
         return 0
     if not args.yes and sys.stdin.isatty():
         show_plan(plan) if not args.plan else show_targets(actions)
         if input(f"Apply these {len(actions)} changes? [y/N] ").strip().lower() not in ("y", "yes"):
-            print("Nothing changed.")
+            say("Nothing changed.")
             return 1
     with common.node_lock(args, (), (*NAMES, state.LEVER)), node_journal() as conn:
         outcomes = state.apply(conn, Root("/"), actions)
@@ -280,9 +303,9 @@ def _apply(args: argparse.Namespace) -> int:
         print(json.dumps([o.__dict__ for o in outcomes], indent=2))
     else:
         changed = [i for i in plan.runtime if i.action]  # plan.actions' items, in its order
-        print("\n".join(_table(_outcome_rows(changed, outcomes), ("knob", "was", "now", "result"))))
+        say(_table(_outcome_rows(changed, outcomes), ("knob", "was", "now", "result")))
         refused = sum(o.result.startswith("refused") for o in outcomes)
-        print(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
+        say(f"{len(outcomes) - refused} changed, {refused} refused by the kernel; kept until "
               "`quietcore tune revert`. Boot part: see `quietcore tune plan`.")  # fmt: skip
     return 0
 
@@ -291,8 +314,8 @@ def show_targets(actions: list[Any]) -> None:
     """What a plan file will really write: each kind, target and value as
     quietcore reads them, not the file's own labels."""
 
-    print("The plan file writes:")
-    print("\n".join(_table([(a.kind, plain(a.target), plain(a.value)) for a in actions], ("kind", "target", "value"))))
+    say("The plan file writes:")
+    say(_table([(a.kind, plain(a.target), plain(a.value)) for a in actions], ("kind", "target", "value")))
 
 
 def _load(path: str) -> Plan:
@@ -332,7 +355,7 @@ def _open(args: argparse.Namespace) -> sqlite3.Connection | None:
 def _verify(args: argparse.Namespace) -> int:
     conn = _open(args)
     if conn is None:
-        print("Nothing tuned: no node journal yet.")
+        say("Nothing tuned: no node journal yet.")
         return 0
     try:
         checked, drifts, new_irqs = state.verify(conn, Root("/"))
@@ -342,10 +365,10 @@ def _verify(args: argparse.Namespace) -> int:
         print(json.dumps({"checked": checked, "drifted": [d.__dict__ for d in drifts], "untuned_irqs": new_irqs}))
     else:
         for d in drifts:
-            print(plain(f"DRIFTED {d.target}: set to {d.wanted}, now {d.now} ({d.blame})"))
+            say(plain(f"DRIFTED {d.target}: set to {d.wanted}, now {d.now}. {d.blame}."))
         for line in new_irqs:
-            print(f"NEW {line}")
-        print(f"{checked - len(drifts)} of {checked} tuned knobs still in force.")
+            say(f"NEW {line}")
+        say(f"{checked - len(drifts)} of {checked} tuned knobs still in force.")
     return 1 if drifts else 0
 
 
@@ -355,7 +378,7 @@ def _revert(args: argparse.Namespace) -> int:
     to = int_in_range(args.to, "--to", 0, 2**62) if args.to is not None else None
     conn = _open(args)
     if conn is None:
-        print("Nothing to revert: no node journal yet.")
+        say("Nothing to revert: no node journal yet.")
         return 0
     try:
         with common.node_lock(args, (), (*NAMES, state.LEVER)):
@@ -363,8 +386,8 @@ def _revert(args: argparse.Namespace) -> int:
     finally:
         conn.close()
     for line in lines:
-        print(line)
-    print(f"{len(lines)} change{'s' if len(lines) != 1 else ''} put back." if lines else "Nothing to revert.")
+        say(line)
+    say(f"{len(lines)} change{'s' if len(lines) != 1 else ''} put back." if lines else "Nothing to revert.")
     return 0
 
 
@@ -384,8 +407,9 @@ def _prove(args: argparse.Namespace) -> int:
     workloads = _experiment_cells(args.experiment, plan.targets) if args.experiment else []
     units: dict[str, str] = {}
     path, chosen = common.db_path(args)
-    print(f"Proving on {cpus_phrase(plan.targets)}: {rounds} rounds of {duration:g} s before and after, "
-          f"{len(plan.actions)} run-time changes, order seed {seed}.", file=sys.stderr)  # fmt: skip
+    text.console(stderr=True).print(f"Proving on {cpus_phrase(plan.targets)}: {rounds} rounds of {duration:g} s "
+                                    f"before and after, {len(plan.actions)} run-time changes, order seed "
+                                    f"{seed}.")  # fmt: skip
     with (
         common.node_lock(args, plan.targets, (*NAMES, state.LEVER)),
         Session("tune prove", path, chosen, {**common.tags(args), "seed": str(seed)}, root) as session,
@@ -421,11 +445,11 @@ def _prove(args: argparse.Namespace) -> int:
         print(json.dumps({"session": session_id, "seed": seed, "rows": [r.to_json() for r in rows],
                           "refused": refusals}, indent=2))  # fmt: skip
         return 0
-    print("\n".join(_table([shown.cells(r.to_json()) for r in rows], shown.HEADERS)))
+    say(_table([shown.cells(r.to_json()) for r in rows], shown.HEADERS))
     for line in refusals:
-        print(f"refused by the kernel: {line}")
+        say(f"refused by the kernel: {line}")
     kept = "kept (`quietcore tune revert` undoes it)" if args.keep else "undone"
-    print(f"Medians over {rounds} rounds each; stored as session {session_id}. The tuning is {kept}.")
+    say(f"Medians over {rounds} rounds each; stored as session {session_id}. The tuning is {kept}.")
     return 0
 
 
@@ -462,7 +486,7 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
             raise UsageError(f"invalid --export tuned {dest}: {target} exists (valid: a new or empty directory)")
         target = outputs.directory(path, "--export tuned") / target.name
         write_atomic(target, tuned_profile(plan, socket.gethostname()))
-        print(f"Wrote {target}: copy {path} to /etc/tuned/NAME/ and run `tuned-adm profile NAME` (then reboot).")
+        say(f"Wrote {target}. Copy {path} to /etc/tuned/NAME/, run `tuned-adm profile NAME`, then reboot.")
         return 0
     if kind == "script":
         revert = path.with_name(path.name + ".revert")
@@ -474,6 +498,6 @@ def _export(plan: Plan, kind: str, dest: str) -> int:
             p = outputs.file(p, "--export script")
             write_atomic(p, text)
             p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        print(f"Wrote {path} (applies the run-time part) and {revert} (puts back the values read now).")
+        say(f"Wrote {path}, which applies the run-time part, and {revert}, which puts back the values read now.")
         return 0
     raise UsageError(f"invalid --export kind {kind!r} (valid: tuned, script)")

@@ -73,8 +73,9 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                 warnings.append(f"{cell.label}: could not run: {o.failed}")
             if o.missing:
                 row["missing"] = o.missing
-                warnings.append(f"{cell.label}: {o.missing} run(s) left out: their output held no sample of "
-                                f"--metric {cell.metrics[0].spec()}")  # fmt: skip
+                runs = "1 run was" if o.missing == 1 else f"{o.missing} runs were"
+                warnings.append(f"{cell.label}: {runs} left out. Their output held no sample of --metric "
+                                f"{cell.metrics[0].spec()}.")  # fmt: skip
             if not values:
                 rows.append(row)
                 continue
@@ -92,8 +93,8 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                 row["extra"]["intruders"] = f"{_median(traced) / 1e6:.2f} ms"
             lost = [c["intrusions"].get("lost_events", 0) for c in o.contexts]
             if any(lost):
-                warnings.append(f"{cell.label}: the trace lost {sum(lost):,} events in {sum(map(bool, lost))} runs: "
-                                "their intrusions are short by what those held")  # fmt: skip
+                warnings.append(f"{cell.label}: the trace lost {sum(lost):,} events in {sum(map(bool, lost))} runs. "
+                                "Their intrusions are short by what those held.")  # fmt: skip
             if "wall" in o.results[0]:  # a figure of its own: wall time is the second, and spread is per iteration
                 walls = [float(r["wall"]["value"]) for r in o.results]
                 row["wall"] = {"median_s": _median(walls), "stats": asdict(describe(walls))}
@@ -104,7 +105,7 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
                     row["wall"]["comparison"] = asdict(c)
                     row["extra"]["wall vs baseline"] = f"{c.ratio:.3f} (p {c.p_value:.2g})"
                 by_run = explain_runs(cell.label, o.results, metric)
-                if by_run and by_run.get("sentence"):
+                if by_run and by_run.get("slow_where"):
                     spread.append(by_run)
                 explained = explain_iterations(cell.label, o.results, metric)
             else:
@@ -125,16 +126,12 @@ def analyse(exp: Experiment, outcomes: list[Outcome], virtualized: bool) -> dict
         row["comparison"] = asdict(c)
     sizes = sorted({len(r["values"]) for r in rows if r["values"]})
     if sizes and sizes[0] < min_samples(0.95):
-        warnings.append(
-            f"p95 and p99 are not shown: the cells have {sizes[0]} runs, a p95 needs {min_samples(0.95)} "
-            f"(use --reps {min_samples(0.95)})"
-        )
+        warnings.append(f"p95 and p99 are not shown: a cell has {sizes[0]} runs, and a p95 needs "
+                        f"{min_samples(0.95)}. --reps {min_samples(0.95)} gives them.")  # fmt: skip
     for label, why in exp.skipped:
         warnings.append(f"{label}: not run: {why}")
     if virtualized:
-        warnings.append(
-            "this node is a virtual machine: the host's own scheduling adds noise no guest setting removes, "
-            "and some levers (isolation, governor) act only on the guest"
-        )
+        warnings.append("this node is a virtual machine. The host's own scheduling adds noise no guest setting "
+                        "removes, and some levers, isolation and the governor, act only on the guest.")  # fmt: skip
     return {"experiment": exp.name, "title": exp.title, "reps": exp.reps, "warmup": exp.warmup, "rows": rows,
             "notes": exp.notes, "warnings": warnings, "data": exp.data, "spread": spread}  # fmt: skip

@@ -141,7 +141,7 @@ def build(
     labels = [c.label for c in cells]
     if len(set(labels)) != len(labels):
         raise UsageError(f"{where}: two workloads share a name: give them a label")
-    return Experiment(name, f"custom: {len(cells)} cells", cells, reps, warmup)
+    return Experiment(name, f"{len(cells)} cells", cells, reps, warmup)
 
 
 def from_cmd(cmd: str, factor_items: list[str], node: Node, reps: int, warmup: int) -> Experiment:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from quietcore.experiments.spread import CLAIM, slope_fit
-from quietcore.report.iterations import figure, ms
+from quietcore.report.iterations import ms
 from quietcore.stats.percentiles import scaled_mad
 from quietcore.stats.rank import ranks
 
@@ -118,7 +118,7 @@ def explain_runs(label: str, results: list[dict[str, Any]], metric: dict[str, An
 
 def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[str, Any],
                        rows: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:  # fmt: skip
-    """The cell's (or a run's) iterations explained, in numbers and a sentence; None with fewer than 3.
+    """The cell's (or a run's) iterations explained, as data (report.spread says it); None with fewer than 3.
     `rows`: other rows to explain in their place (explain_runs')."""
     whole = rows is not None
     rows = flatten(results, metric["name"]) if rows is None else rows
@@ -148,13 +148,11 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
     k = int(slow.sum())
     if k == 0:
         return out
-    names = ", ".join(where(rows[i], runs) for i in np.flatnonzero(slow)[:5]) + (f" and {k - 5} more" if k > 5 else "")
-    what = "run" if whole else "iteration"
-    lead = f"the {k} slowest {what}s ({names}) were" if k > 1 else f"the slowest {what} ({names}) was"
-    words = f"{label}: {lead} {float(short[slow].mean() - np.median(short)):.1%} under the median {metric['unit']}"
+    out["slow_where"] = [where(rows[i], runs) for i in np.flatnonzero(slow)]
+    out["under"] = float(short[slow].mean() - np.median(short))
+    out["unit"] = metric["unit"]
     if not traced:
-        out["sentence"] = words + ": intrusions not traced, so not accounted"
-        return out | {"explained": False}
+        return out | {"explained": False, "traced": False}
     dur_ms = np.array([max((r["end_s"] - r["start_s"]) * 1e3, 1e-9) for r in rows])
     x = np.array([_taken_ms(r) for r in rows]) / dur_ms
     sources: dict[str, np.ndarray] = {}
@@ -167,25 +165,17 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
         name, each = max(sources.items(), key=lambda kv: float(kv[1][slow].mean() - kv[1][~slow].mean()))
         a, b = float(each[slow].mean()), float(each[~slow].mean())
         hit = _hit(each, mad * dur_ms)
-        out["source"] = {"name": name, "slow_ms": a, "other_ms": b,
-                         "hit": [{"where": where(rows[i], runs), "ms": float(each[i])} for i in hit]}  # fmt: skip
-        if a - b >= NOTED_MS:
-            had = f"they had {ms(a)} ms of {name} each" if k > 1 else f"it had {ms(a)} ms of {name}"
-            words += f"; {had}, the rest {ms(b)} ms"
-        if a - b >= NOTED_MS and set(hit.tolist()) != set(np.flatnonzero(slow).tolist()):
-            # The source's own iterations, when they are not just the slow ones: a hog in two iterations
-            # of which only one stood out by 3 MADs had its other one counted among "the rest".
-            took = ", ".join(f"{where(rows[i], runs)} ({ms(float(each[i]))} ms)" for i in hit[:HIT_SHOWN])
-            more = f" and {len(hit) - HIT_SHOWN} more" if len(hit) > HIT_SHOWN else ""
-            words += f"; {name} took most in {took}{more}"
+        # The source's own iterations, when they are not just the slow ones: a hog in two iterations of which
+        # only one stood out by 3 MADs had its other one counted among "the rest".
+        own_hits = a - b >= NOTED_MS and set(hit.tolist()) != set(np.flatnonzero(slow).tolist())
+        out["source"] = {"name": name, "slow_ms": a, "other_ms": b, "noted": a - b >= NOTED_MS,
+                         "hit": [{"where": where(rows[i], runs), "ms": float(each[i])} for i in hit],
+                         "hit_said": bool(own_hits)}  # fmt: skip
     own = _own_threads(rows)
     if own is not None and k < len(rows):
         main, others, each = own
         a, b = float(each[slow].mean()), float(each[~slow].mean())
-        out["own_threads"] = {"main": main, "others": others, "slow_ms": a, "other_ms": b}
-        if a - b >= NOTED_MS:
-            words += (f"; the workload's own threads beside {main} ({', '.join(others[:3])}) took {ms(a)} ms in "
-                      f"each, the rest {ms(b)} ms (a JVM's JIT and GC: the workload's own, not intruders)")  # fmt: skip
+        out["own_threads"] = {"main": main, "others": others, "slow_ms": a, "other_ms": b, "noted": a - b >= NOTED_MS}
     # The model's share: a fixed-time iteration loses the share of its time taken (a slope of 1). The
     # Theil-Sen slope, with Sen's interval, is the data's own check of that slope; with few iterations its
     # interval is wide, so the claim rests on the model's share and a slope whose interval holds 1 or more.
@@ -201,18 +191,8 @@ def explain_iterations(label: str, results: list[dict[str, Any]], metric: dict[s
         fits_model = hi >= 0.5 and lo <= 2.0
         if excess > 0:
             interval = tuple(sorted((lo * gain / excess, hi * gain / excess)))
-    out.update({"share": share, "interval": interval, "slow_iterations": k})
-    if share is not None and share >= CLAIM and fits_model:
-        words += f": the time taken accounts for {share:.0%} of {'their' if k > 1 else 'its'} shortfall"
-        if "slope" in out:
-            lo_, hi_ = out["slope"]["ci"]
-            slope = out["slope"]["value"]
-            words += f" (score lost per unit of time taken: {slope:.2f}, 95% interval {lo_:.2f} to {hi_:.2f})"
-        out["explained"] = True
-    else:
-        words += ": no intruder accounts for it" + (f" ({share:.0%})" if share is not None else "")
-        out["explained"] = False
-    out["sentence"] = words
+    out.update({"share": share, "interval": interval, "slow_iterations": k, "traced": True})
+    out["explained"] = share is not None and share >= CLAIM and fits_model
     return out
 
 
@@ -272,15 +252,9 @@ def _forks(rows: list[dict[str, Any]], v: np.ndarray, runs: int) -> dict[str, An
     taken = np.array([float(sum((r.get("intruders") or {}).values())) for r in rows])
     steal = np.array([float(r.get("steal_ms") or 0.0) for r in rows])
     name = f"run {groups[odd][0]} fork {groups[odd][1]}" if runs > 1 else f"fork {groups[odd][1]}"
-    differ = p < 0.05
-    sentence = (f"forks {'differ' if differ else 'do not differ'} beyond their iterations' spread "
-                f"(Kruskal-Wallis H {h:.1f}, permutation p {p:.3g}, {len(groups)} forks)")  # fmt: skip
-    if differ:
-        sentence += (f": {name}'s median {figure(medians[odd])} against {figure(float(np.median(v[rest])))} for the "
-                     f"rest; its iterations had {ms(taken[mine].mean())} ms of intruders and {ms(steal[mine].mean())} "
-                     f"ms of steal each, the rest {ms(taken[rest].mean())} and {ms(steal[rest].mean())}")  # fmt: skip
-        ran_mine, ran_rest = _where_ran(rows, mine), _where_ran(rows, rest)
-        if ran_mine and ran_rest and ran_mine != ran_rest:
-            sentence += f"; it ran on CPU {ran_mine}, the rest on {ran_rest}"
-    return {"h": h, "p": p, "forks": len(groups), "differ": differ, "odd": name, "medians": medians,
-            "sentence": sentence}  # fmt: skip
+    ran_mine, ran_rest = _where_ran(rows, mine), _where_ran(rows, rest)
+    return {"h": h, "p": p, "forks": len(groups), "differ": p < 0.05, "odd": name, "medians": medians,
+            "odd_median": medians[odd], "rest_median": float(np.median(v[rest])),
+            "intruders_ms": [float(taken[mine].mean()), float(taken[rest].mean())],
+            "steal_ms": [float(steal[mine].mean()), float(steal[rest].mean())],
+            "ran": [ran_mine, ran_rest]}  # fmt: skip

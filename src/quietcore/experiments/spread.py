@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.stats.compare import holm, p_phrase
+from quietcore.stats.compare import holm
 from quietcore.stats.rank import spearman, theil_sen
 
 METHOD = (
@@ -74,7 +74,7 @@ def _sources(contexts: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _covariates(t: np.ndarray, contexts: list[dict[str, Any]]) -> list[str]:
+def _covariates(t: np.ndarray, contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     tested: list[tuple[str, float, float]] = []
     for key, label in COVARIATES.items():
         values = [c.get("covariates", {}).get(key) for c in contexts]
@@ -84,14 +84,14 @@ def _covariates(t: np.ndarray, contexts: list[dict[str, Any]]) -> list[str]:
         if np.isfinite(rho):
             tested.append((label, float(rho), float(p)))
     adjusted = holm([p for _, _, p in tested])
-    return [f"{label} move with run time (Spearman rho {rho:.2f}, {p_phrase(p)} Holm)"
-            for (label, rho, _), p in zip(tested, adjusted, strict=True) if p < 0.05]  # fmt: skip
+    return [{"what": label, "rho": rho, "p": p} for (label, rho, _), p in zip(tested, adjusted, strict=True)
+            if p < 0.05]  # fmt: skip
 
 
 def not_measured(contexts: list[dict[str, Any]], virtualized: bool) -> list[str]:
-    out = ["the host's preemptions of this vCPU (a VM: the guest cannot see them)"] if virtualized else []
+    out = ["the host's preemptions of this vCPU"] if virtualized else []
     if not any("freq_mhz" in c.get("covariates", {}) for c in contexts):
-        out.append("the CPU frequency (not readable here)")
+        out.append("the CPU frequency")
     out.append("contention in caches and memory from other CPUs")
     return out
 
@@ -99,7 +99,7 @@ def not_measured(contexts: list[dict[str, Any]], virtualized: bool) -> list[str]
 def explain(
     label: str, values: list[float], contexts: list[dict[str, Any]], unit: str, virtualized: bool
 ) -> dict[str, Any] | None:
-    """The cell's spread, explained or not, in numbers and one sentence;
+    """The cell's spread, explained or not, as data (report.spread says it);
     None when there is nothing to explain (fewer than 3 runs, or no spread)."""
     if len(values) < 3 or len(contexts) != len(values):
         return None
@@ -110,9 +110,7 @@ def explain(
     covariates = _covariates(t, contexts)
     missing = [c["intrusions"].get("why_not") for c in contexts if "ns" not in c["intrusions"]]
     if missing or unit != "s":
-        why = missing[0] if missing else f"the metric is in {unit}, not time"
-        out["sentence"] = f"{label}: intrusions not accounted ({why})" + (
-            f"; {'; '.join(covariates)}" if covariates else "")  # fmt: skip
+        out["why_not"] = missing[0] if missing else f"the metric is in {unit}, not time"
         out["covariates"] = covariates
         return out
     x = np.array([c["intrusions"]["ns"] / 1e9 for c in contexts])
@@ -128,24 +126,12 @@ def explain(
     excess_ms = float((t[slow] - np.median(t)).mean()) * 1e3
     out.update({"share": share, "interval": interval, "slow_runs": k, "slow": which, "excess_ms": excess_ms,
                 "covariates": covariates})  # fmt: skip
+    out["not_measured"] = not_measured(contexts, virtualized)
     sources = _sources(contexts)
-    words = (f"{label}: the {k} slowest run{'s' if k > 1 else ''} (no. {', '.join(map(str, which))} in the order "
-             f"run) took {excess_ms:.2f} ms more than the median")  # fmt: skip
     if sources and k < len(t):
         name, ns = max(sources.items(), key=lambda kv: float(kv[1][slow].mean() - kv[1][~slow].mean()))
-        a, b = float(ns[slow].mean()) / 1e6, float(ns[~slow].mean()) / 1e6
-        out["source"] = {"name": name, "slow_ms": a, "other_ms": b}
-        words += f"; they had {a:.2f} ms of {name} a run, the others {b:.2f} ms"
-    if share is not None and interval is not None and interval[0] >= CLAIM:
-        words += f": intrusions account for {share:.0%} [{interval[0]:.0%}-{interval[1]:.0%}] of their excess"
-        out["explained"] = True
-    else:
-        shown = (f" ({share:.0%}, [{interval[0]:.0%}-{interval[1]:.0%}])" if share is not None and interval
-                 else "")  # fmt: skip
-        missing_words = ", ".join(not_measured(contexts, virtualized))
-        words += f": nothing traced accounts for it{shown}; not measured: {missing_words}"
-        out["explained"] = False
-    if covariates:
-        words += f"; {'; '.join(covariates)}"
-    out["sentence"] = words
+        out["source"] = {"name": name, "slow_ms": float(ns[slow].mean()) / 1e6,
+                         "other_ms": float(ns[~slow].mean()) / 1e6}  # fmt: skip
+    out["explained"] = share is not None and interval is not None and interval[0] >= CLAIM
+    out["claim"] = CLAIM
     return out

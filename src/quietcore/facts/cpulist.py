@@ -108,6 +108,11 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def counted(n: int, word: str, many: str | None = None) -> str:
+    """ "1 package", "2 packages", "1 IRQ", "3 IRQs"; `many` where the plural is not the word and an s."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def _head(full: str, width: int) -> str:
     return full[: width - 16].rsplit(",", 1)[0]
 

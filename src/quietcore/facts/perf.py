@@ -34,7 +34,7 @@ def hardware_counters() -> tuple[bool | None, str]:
         return True, "perf_event_open(PERF_COUNT_HW_INSTRUCTIONS) succeeded"
     err = ctypes.get_errno()
     if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
-        return False, f"no hardware PMU is exposed ({os.strerror(err)}): common in virtual machines"
+        return False, f"no hardware PMU is exposed, common in virtual machines; the kernel said {os.strerror(err)}"
     if err in (errno.EACCES, errno.EPERM):
-        return False, f"not permitted ({os.strerror(err)}): lower /proc/sys/kernel/perf_event_paranoid or run as root"
+        return False, f"not permitted, {os.strerror(err)}; lower /proc/sys/kernel/perf_event_paranoid or run as root"
     return False, f"perf_event_open failed: {os.strerror(err)}"

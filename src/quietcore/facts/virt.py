@@ -61,10 +61,8 @@ class Virtualization:
         if not self.virtualized:
             return None
         name = self.hypervisor or "an unidentified hypervisor"
-        return (
-            f"This node is virtualized ({name}): host noise (vCPU preemption, steal) will dominate "
-            "these measurements, and kernel-lever effects may be flattened."
-        )
+        return (f"This node is a virtual machine on {name}. The host's noise, its preemption of vCPUs and steal, "
+                "weighs in every figure, and kernel levers may show less here than on bare metal.")  # fmt: skip
 
 
 def _dmi(root: Root, evidence: list[str]) -> str | None:

@@ -90,7 +90,13 @@ def cpu_noise(run: Run, keep_gaps: bool = False) -> list[CpuNoise]:
                                      (s.cost_ns if s.cost_ns is not None else s.estimate_ns / s.count) / 1e9)
                           for s in attribution.sources if s.kind != "steal" and s.count > 0)  # fmt: skip
         periodic = tuple(
-            Periodic(p.frequency_hz, p.median_duration_ns / 1e9, p.lost_ns / float(row["measured_ns"]), p.name)
+            Periodic(
+                p.frequency_hz,
+                p.median_duration_ns / 1e9,
+                p.lost_ns / float(row["measured_ns"]),
+                p.name,
+                p.outside_guest,
+            )
             for p in (analysis.periodic if analysis else ())
         )
         out.append(CpuNoise(cpu=c.cpu, measured_s=measured_s,

@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, counted, cpus_phrase, parse_cpulist
 from quietcore.facts.fingerprint import changed
 from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
-from quietcore.stats.compare import holm, p_phrase
+from quietcore.stats.compare import holm
+from quietcore.stats.pvalue import p_phrase
 from quietcore.stats.rank import mann_whitney
 
 ALPHA = 0.001
@@ -90,12 +91,7 @@ class Verdict:
         """The one line a health check prints: PASS or FAIL and why."""
         failed = [c for c in self.cpus if not c.passed]
         if not failed and not self.node:
-            # the worst CPU named, and its own reference: `reference set` gives each CPU's figure so
-            worst = max(self.cpus, key=lambda c: c.lost_ratio)
-            against = (f", its reference {pct(worst.reference_lost_ratio)}"
-                       if worst.reference_lost_ratio is not None else "")  # fmt: skip
-            cpus = f"{len(self.cpus)} CPU{'s' if len(self.cpus) > 1 else ''}"
-            head = f"PASS {cpus}: at most {pct(worst.lost_ratio)} lost (CPU {worst.cpu}{against})"
+            head = self._pass()
         else:
             # A health check's one line (a Slurm reason, an NHC message): at 384 CPUs failing together, every
             # CPU's reasons were a line of 17,663 characters. Past FAILED_EACH_UP_TO, the worst few and a count.
@@ -103,21 +99,68 @@ class Verdict:
             parts = [*self.node, *(f"CPU {c.cpu}: {'; '.join(c.reasons)}" for c in told)]
             if len(told) < len(failed):
                 rest = frozenset(c.cpu for c in failed) - {c.cpu for c in told}
-                parts.append(f"and {len(rest)} more failed ({brief_cpulist(rest)})")
+                parts.append(f"and {len(rest)} more failed: {brief_cpulist(rest)}")
             head = "FAIL " + "; ".join(parts)
         if self.first is not None and failed:
-            head += " (and so in a second measurement)"
+            head += "; so did a second measurement"
         hosts = frozenset(c.cpu for c in self.cpus if c.host_rose)
         if hosts:
-            head += f"; the host's noise rose on {cpus_phrase(hosts)} (not this node's: reported, not failed)"
+            head += f"; the host's noise rose on {cpus_phrase(hosts)}, reported, not failed: not this node's"
         if self.drift:
             head += f"; configuration drift since the reference: {', '.join(self.drift)}"
         return head
 
+    def headline(self) -> str:
+        """The first line on a screen: PASS or FAIL, then one figure per CPU that failed; why is below it
+        (below()), one reason a line. line() keeps everything in one line for Slurm's reason."""
+        failed = [c for c in self.cpus if not c.passed]
+        if not failed and not self.node:
+            return self._pass()
+        parts = [counted(len(self.node), "failed audit finding")] if self.node else []
+        if failed:
+            worst = max(failed, key=lambda c: c.lost_ratio)
+            against = f", reference {pct(worst.reference_lost_ratio)}" if worst.reference_lost_ratio is not None else ""
+            figure = f"{pct(worst.lost_ratio)} lost{against}"
+            parts.append(f"CPU {worst.cpu} {figure}" if len(failed) == 1 else
+                         f"{len(failed)} CPUs, the most CPU {worst.cpu} {figure}")  # fmt: skip
+        return "FAIL " + "; ".join(parts)
+
+    def told(self) -> tuple[list[CpuVerdict], frozenset[int]]:
+        """The failed CPUs said one by one, and the rest, counted: past FAILED_EACH_UP_TO, the three that lost
+        most."""
+        failed = [c for c in self.cpus if not c.passed]
+        told = failed if len(failed) <= FAILED_EACH_UP_TO else sorted(failed, key=lambda c: -c.lost_ratio)[:3]
+        return told, frozenset(c.cpu for c in failed) - {c.cpu for c in told}
+
+    def _pass(self) -> str:
+        """The worst CPU named, and its own reference: `reference set` gives each CPU's figure so."""
+        worst = max(self.cpus, key=lambda c: c.lost_ratio)
+        against = (f" against its reference's {pct(worst.reference_lost_ratio)}"
+                   if worst.reference_lost_ratio is not None else "")  # fmt: skip
+        return (
+            f"PASS {counted(len(self.cpus), 'CPU')}: at most {pct(worst.lost_ratio)} lost, on CPU {worst.cpu}{against}"
+        )
+
+    def below(self) -> list[str]:
+        """The sentences under the headline that are about the whole check, not one CPU."""
+        out = [f"{why}." for why in self.node]
+        _, rest = self.told()
+        if rest:
+            out.append(f"{cpus_phrase(rest)} failed too. --json gives each one's reasons.")
+        if self.first is not None and not self.passed:
+            out.append("A second measurement failed too.")
+        hosts = frozenset(c.cpu for c in self.cpus if c.host_rose)
+        if hosts:
+            out.append(f"The host's noise rose on {cpus_phrase(hosts)}. That is reported, not failed: it is not "
+                       "this node's.")  # fmt: skip
+        if self.drift:
+            out.append(f"The configuration changed since the reference: {', '.join(self.drift)}.")
+        return out
+
 
 def pct(ratio: float | None) -> str:
     """A lost ratio as the check's line, `reference set` and `reference show` all say it."""
-    return "?" if ratio is None else f"{ratio * 100:.2g} %" if ratio < 0.1 else f"{ratio * 100:.1f} %"
+    return "?" if ratio is None else f"{ratio * 100:.2g}%" if ratio < 0.1 else f"{ratio * 100:.1f}%"
 
 
 def one_sided_larger(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
@@ -156,10 +199,10 @@ def new_sources(check: CpuNoise, ref: CpuNoise, tolerance: float = TOLERANCE) ->
 def _source_words(s: Periodic, ref: CpuNoise) -> str:
     known = known_sources(s, ref)
     if not known:
-        return f"new periodic source {s.label()} ({pct(s.lost_ratio)} of the CPU)"
+        return f"a new periodic source, {s.label()}, {pct(s.lost_ratio)} of the CPU"
     was = " + ".join(r.label() for r in known)
-    return (f"periodic source {s.label()} ({pct(s.lost_ratio)} of the CPU), where the reference had {was} "
-            f"({pct(sum(r.lost_ratio for r in known))})")  # fmt: skip
+    return (f"a periodic source of {s.label()}, {pct(s.lost_ratio)} of the CPU, where the reference had {was}, "
+            f"{pct(sum(r.lost_ratio for r in known))}")  # fmt: skip
 
 
 def guest_rise(c: CpuNoise, ref: CpuNoise, moved: dict[str, float] | None = None) -> float | None:
@@ -272,16 +315,16 @@ def judge(check: list[CpuNoise], reference: Reference | None, limits: Limits, dr
             v.shift = hodges_lehmann(c.windows, ref.windows)
             host = _hosts(c, ref, limits, virtual, moved.get(c.cpu))
             if v.p < ALPHA and v.shift > limits.tolerance:
-                words = f"{pct(c.lost_ratio)} lost (reference {pct(ref.lost_ratio)}, {p_phrase(v.p)})"
+                words = f"{pct(c.lost_ratio)} lost against its reference's {pct(ref.lost_ratio)}, {p_phrase(v.p)}"
                 if host is None:
                     v.reasons.append(words)
                 else:
                     v.host_rose = True
                     # the guest's events' change may be a fall: "account for -0.011 %" said it oddly
-                    said = (f"rose by {host * 100:.2g} % of the CPU" if host > 0 else
-                            "did not rise" if host == 0 else f"fell by {-host * 100:.2g} % of the CPU")  # fmt: skip
-                    v.notes.append(f"{words}, but the guest's own events, counted, {said}: the host's noise rose (not "
-                                   "this node's; --host-noise fail counts it)")  # fmt: skip
+                    said = (f"rose by {host * 100:.2g}% of the CPU" if host > 0 else
+                            "did not rise" if host == 0 else f"fell by {-host * 100:.2g}% of the CPU")  # fmt: skip
+                    v.notes.append(f"{words}, but the guest's own events, counted, {said}: the host's noise rose, not "
+                                   "this node's. --host-noise fail counts it")  # fmt: skip
             for s in new_sources(c, ref, limits.tolerance):
                 hosts = s.lost_ratio > limits.tolerance and _hosts_source(c, ref, s, limits, virtual, moved.get(c.cpu))
                 if hosts and s.outside_guest:
@@ -336,11 +379,11 @@ def confirm(first: Verdict, second: Verdict) -> Verdict:
                         c.reasons.append(why[id(src)])
                         c.failing.append((src, why[id(src)]))
         if not c.passed and was is not None and was.passed:
-            c.notes.append(f"failed now ({'; '.join(c.reasons)}) but not in the first measurement")
+            c.notes.append(f"failed in a second measurement, not in the first: {'; '.join(c.reasons)}")
             c.reasons, c.passed = [], True
         elif c.passed and before.get(c.cpu) is not None and not before[c.cpu].passed:
-            c.notes.append(f"failed in a first measurement ({'; '.join(before[c.cpu].reasons)}), not in a second: "
-                           "a transient, not failed")  # fmt: skip
+            c.notes.append(f"a transient: it failed in a first measurement, not in a second. The first: "
+                           f"{'; '.join(before[c.cpu].reasons)}")  # fmt: skip
     second.passed = all(c.passed for c in second.cpus) and not second.node
     second.first = first.line()
     return second

@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -219,6 +220,10 @@ class Journal:
                     with contextlib.suppress(sqlite3.Error):  # put back either way; a stale row is tried again
                         rows.mark(self.conn, entry, "reverted")
                 except CommandError as exc:
+                    if isinstance(exc.__cause__, Gone):  # a thread that exited: nothing of it is left to put back
+                        with contextlib.suppress(sqlite3.Error):
+                            rows.mark(self.conn, entry, "gone", "its target no longer exists")
+                        continue
                     problems.append(str(exc))
             self.open.clear()
         return problems
@@ -231,7 +236,16 @@ class Journal:
             print(f"quietcore: {problem} (left in the journal: the next command tries again)", file=sys.stderr)
 
 
-def recover(conn: sqlite3.Connection) -> list[str]:
+@dataclass(frozen=True)
+class Settled:
+    """One entry recover settled, in a line: `failed` where it could not be put back (what a person must
+    know); the rest is the journal's own housekeeping, said with --verbose."""
+
+    text: str
+    failed: bool = False
+
+
+def recover(conn: sqlite3.Connection) -> list[Settled]:
     """Revert the temporary changes (and pending ones: the write may have
     happened) that dead quietcore processes left, under the locks of their
     levers (a lever a live quietcore holds is left for later). Kept changes
@@ -241,8 +255,8 @@ def recover(conn: sqlite3.Connection) -> list[str]:
     lines = []
     ended = rows.close_other_boots(conn)
     if ended:
-        lines.append(f"closed {ended} journal entr{'ies' if ended > 1 else 'y'} of an earlier boot: the reboot reset "
-                     "those knobs")  # fmt: skip
+        lines.append(Settled(f"closed {ended} journal entr{'ies' if ended > 1 else 'y'} of an earlier boot: the "
+                             "reboot reset those knobs"))  # fmt: skip
     dead = [row for row in rows.open_entries(conn, ("pending", "temporary"))
             if row["lasting"] != "kept" and not alive(int(row["pid"]), row["pid_start"])]  # fmt: skip
     if not dead:
@@ -252,7 +266,8 @@ def recover(conn: sqlite3.Connection) -> list[str]:
     # and putting back the old value under it would undo its work.
     lock = NodeLock((), (*NAMES, "tune"))
     if not lock.try_take():
-        return [*lines, "left the changes of an ended quietcore for later: another quietcore holds their levers"]
+        return [*lines, Settled("left the changes of an ended quietcore for later: another quietcore holds their "
+                                "levers")]  # fmt: skip
     try:
         with held_signals():
             for row in dead:
@@ -262,7 +277,7 @@ def recover(conn: sqlite3.Connection) -> list[str]:
     return lines
 
 
-def _put_back(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
+def _put_back(conn: sqlite3.Connection, row: sqlite3.Row) -> Settled:
     who = f"pid {row['pid']}" + (f" (`{plain(row['command'])}`)" if row["command"] else "")
     root, target, kind = Root(row["root"]), row["target"], row["kind"]
     name = f"{row['lever']} ({plain(target)})"
@@ -272,13 +287,14 @@ def _put_back(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
         knob.check_value(root, target, row["old_value"])
     except knobs.TargetError as exc:
         rows.mark(conn, int(row["id"]), "failed", str(exc))
-        return f"did not put back {name}, left by {who}: {exc}"
+        return Settled(f"did not put back {name}, left by {who}: {exc}", failed=True)
     if knob.gone(root, target):
         rows.mark(conn, int(row["id"]), "gone", "its target no longer exists")
-        return f"{name}, left by {who} which ended, is gone: nothing to put back"
+        return Settled(f"{name}, left by {who} which ended, is gone: nothing to put back")
     try:
         put(kind, root, target, row["old_value"])
     except CommandError as exc:
-        return f"could not put back {name}, left by {who} which ended: {exc}"
+        return Settled(f"could not put back {name}, left by {who} which ended: {exc}", failed=True)
     rows.mark(conn, int(row["id"]), "reverted", f"put back by the next command ({who} had ended)")
-    return f"put back {row['lever']} to {plain(row['old_value'])!r} ({plain(target)}): {who} ended without undoing it"
+    return Settled(f"put back {row['lever']} to {plain(row['old_value'])!r} ({plain(target)}): {who} ended without "
+                   "undoing it")  # fmt: skip

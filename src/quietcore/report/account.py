@@ -98,8 +98,7 @@ def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, 
                 for s in traced["sources"] if s["gaps"]]  # fmt: skip
         un = traced["unmatched"]
         rest_ns = float(un["gap_ns"]) - int(un["gaps"]) * loop
-        rest = Row("untraced (in a VM: the host)", int(un["gaps"]), max(rest_ns, 0.0),
-                   "gaps no traced event touched")  # fmt: skip
+        rest = Row("untraced", int(un["gaps"]), max(rest_ns, 0.0), "gaps no traced event touched")
         return Account(cpu.cpu, lost_ns, tuple(sorted(rows, key=lambda r: -r.ns)), rest, traced=True)
     a = cpu.attribution
     if a is None:

@@ -23,7 +23,7 @@ from quietcore.report.account import Account
 WORTH = 0.01
 
 #: The change that removes a source: (what it is, the audit finding that checks and fixes it).
-TICK = ("the tick and the timers it runs", "cpu.nohz_full")
+TICK = ("the tick and its timers", "cpu.nohz_full")
 BALANCING = ("the scheduler's load balancing", "cpu.isolcpus")
 RCU = ("RCU's callbacks", "cpu.rcu_nocbs")
 TASKS = ("other tasks on the measured CPUs", "task.placement")
@@ -59,6 +59,40 @@ def change_of(name: str) -> tuple[str, str] | None:
     return next((change for pattern, change in _BY_NAME if pattern.search(name)), None)
 
 
+@dataclass(frozen=True)
+class Shares:
+    """A session's lost time over every CPU it measured, and the two shares every place that says the
+    session gives, one figure each (lab, results show, audit, the report, simulate): the tick and the
+    timers it runs (what nohz_full would remove), and what no setting of the guest removes (the account's
+    rest and steal: on a VM, the host)."""
+
+    lost_ns: float
+    tick: float
+    host: float
+    virtualized: bool
+
+    def line(self, cpus: str, session: int | None = None) -> str:
+        """ "In session 3, the tick and its timers took 50% of the time CPUs 0-1 lost; the host took 46%." """
+        where = f"In session {session}, the" if session is not None else "The"
+        host = "the host" if self.virtualized else "what nothing names, firmware or SMIs,"
+        return (f"{where} tick and its timers took {self.tick:.0%} of the time {cpus} lost; {host} took "
+                f"{self.host:.0%}.")  # fmt: skip
+
+
+def shares(accounts: Iterable[Account], virtualized: bool) -> Shares:
+    """The session's Shares, from its CPUs' accounts."""
+    total = tick = host = 0.0
+    for a in accounts:
+        total += a.lost_ns
+        host += a.rest.ns
+        for row in a.rows:
+            if row.name == "steal":
+                host += row.ns
+            elif change_of(row.name) == TICK:
+                tick += row.ns
+    return Shares(total, tick / total if total else 0.0, min(host / total, 1.0) if total else 0.0, virtualized)
+
+
 def rank(accounts: Iterable[Account], findings: Iterable[Mapping[str, Any]], limit: int = 3
          ) -> tuple[list[Change], float, float]:  # fmt: skip
     """(the changes worth a line (WORTH), biggest first, at most `limit`; the time lost on every CPU;
@@ -89,23 +123,25 @@ def rank(accounts: Iterable[Account], findings: Iterable[Mapping[str, Any]], lim
     return out[:limit], total, apart
 
 
-def lines(accounts: Iterable[Account], findings: Iterable[Mapping[str, Any]], virtualized: bool) -> list[str]:
-    """What to change first, as a few sentences, for lab's end and the report's start."""
+def lines(accounts: Iterable[Account], findings: Iterable[Mapping[str, Any]], virtualized: bool, cpus: str,
+          session: int | None = None) -> list[str]:  # fmt: skip
+    """What to change first, for lab's end and the report's start: the session's shares (`cpus`: which
+    CPUs, as a phrase), then a short list, each change with the audit's finding, its summary and fix."""
     accounts = list(accounts)
-    changes, total, apart = rank(accounts, findings)
+    changes, total, _ = rank(accounts, findings)
     if not total:
         return []
-    out = ["What to change first, by the time each would remove (at most: on the CPUs made targets, one task each):"]
+    share = shares(accounts, virtualized)
+    out = [share.line(cpus, session), "What to change first, by the time each would remove at most:"]
     for k, c in enumerate(changes, start=1):
-        fix = f": {c.fix}" if c.fix else ""
-        said = f" ({c.finding}: {c.summary})" if c.summary else f" ({c.finding})"
-        out.append(f"  {k}. {c.what}: {c.share:.0%} of the lost time{said}{fix}")
+        out.append(f"  {k}. {c.what}: up to {c.share:.0%} of the lost time. {c.finding}: {c.summary}.")
+        if c.fix:
+            out.append(f"     Fix: {c.fix.rstrip('.')}.")
     if not changes:
-        out.append(
-            f"  nothing that would remove {WORTH:.0%} of the lost time or more: the account names no such source"
-        )
-    where = ("the host's (vCPU preemption, its own timers): no setting of this guest removes it; compare runs of "
-             "the same host and VM size, or measure on bare metal") if virtualized else (
-             "what neither the trace nor the counters name (firmware, SMIs): no kernel setting removes it")  # fmt: skip
-    out.append(f"  and {apart / total:.0%} of the lost time is {where}.")
+        out.append(f"  Nothing named would remove {WORTH:.0%} of the lost time or more.")
+    if virtualized:
+        out.append(f"No setting of this guest removes the host's {share.host:.0%}. Compare runs on the same host "
+                   "and VM size, or measure on bare metal.")  # fmt: skip
+    else:
+        out.append(f"No kernel setting removes the {share.host:.0%} that nothing names: firmware, SMIs.")
     return out

@@ -11,49 +11,61 @@ from html import escape as html_escape
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from quietcore import outputs
 from quietcore._version import __version__
 from quietcore.report.builder import Report
 from quietcore.report.render import Grid
-from quietcore.safe import write_atomic
+from quietcore.safe import md, plain, write_atomic
+
+
+def _shown(value: object) -> object:
+    """Every value the template prints, its control characters shown (safe.plain) before it is escaped: a
+    task named with a terminal's escape sequence is its name in the page and in a file read with cat. What
+    is marked safe (the figures' SVG, made here) is left as it is."""
+    return value if isinstance(value, Markup) or not isinstance(value, str) else plain(value, newlines=True)
 
 
 def html(report: Report) -> str:
-    env = Environment(loader=PackageLoader("quietcore.report", "templates"), autoescape=select_autoescape(["j2"]))
+    env = Environment(loader=PackageLoader("quietcore.report", "templates"), autoescape=select_autoescape(["j2"]),
+                      finalize=_shown)  # fmt: skip
     written = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return env.get_template("report.html.j2").render(report=report, version=__version__, written=written)
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A cell of a Markdown table: its lines one after another, each escaped (safe.md)."""
+    return "; ".join(md(line) for line in text.split("\n"))
 
 
 def _md_grid(g: Grid) -> list[str]:
-    lines = [f"**{g.title}**", ""] if g.title else []
+    lines = [f"**{md(g.title)}**", ""] if g.title else []
     lines.append("| " + " | ".join(_md_cell(h) for h in g.headers) + " |")
-    lines.append("|" + "---|" * len(g.headers))
+    lines.append("|" + "".join("---:|" if right else "---|" for right in (*g.right, *[False] * len(g.headers))
+                               [: len(g.headers)]))  # fmt: skip
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in g.rows]
     return [*lines, ""]
 
 
 def markdown(report: Report) -> str:
-    lines = [f"# {report.title}", "", f"quietcore {__version__}; figures in `figures/` as SVG and PNG.", ""]
+    lines = [f"# {md(report.title)}", "", f"quietcore {__version__}; figures in `figures/` as SVG and PNG.", ""]
     for s in report.sections:
-        lines += ["#" * s.level + " " + s.title, ""]
-        lines += [f"> **warning:** {w}\n" for w in s.warnings]
+        lines += ["#" * s.level + " " + md(s.title), ""]
+        lines += [f"> **warning:** {md(w)}\n" for w in s.warnings]
         for g in s.grids:
             lines += _md_grid(g)
-        lines += [f"{p}\n" for p in s.paragraphs]
+        lines += [f"{md(p)}\n" for p in s.paragraphs]
         for item in s.screen:
-            lines += [f"{item}\n"] if isinstance(item, str) else _md_grid(item)
+            lines += [f"{md(item)}\n"] if isinstance(item, str) else _md_grid(item)
         for f in s.figures:
-            lines += [f"![{f.caption}]({f.files[1]})", "", f"*{f.caption}* ([SVG]({f.files[0]}))", ""]
+            caption = md(f.caption)
+            lines += [f"![{caption}]({f.files[1]})", "", f"*{caption}* ([SVG]({f.files[0]}))", ""]
         for d in s.folds:  # HTML in Markdown: GitHub and most renderers fold it as the HTML report does
-            lines += [f"<details{' open' if d.open else ''}><summary>{html_escape(d.summary)}</summary>", ""]
+            lines += [f"<details{' open' if d.open else ''}><summary>{html_escape(plain(d.summary))}</summary>", ""]
             for g in d.grids:
                 lines += _md_grid(g)
-            lines += [f"{p}\n" for p in d.paragraphs]
+            lines += [f"{md(p)}\n" for p in d.paragraphs]
             lines += ["</details>", ""]
     return "\n".join(lines)
 

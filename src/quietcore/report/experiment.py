@@ -24,30 +24,34 @@ def shown_unit(unit: str) -> str:
 
 
 def experiment_table(analysis: Mapping[str, Any]) -> Table:
+    """A row a cell, its columns by what a reader needs first: the cell, its median and interval, the
+    ratio to its baseline with its interval, the verdict; then the spread and the test's p, the mean,
+    p95 and what a workload measured beside (extra). A screen too narrow for them all gives the later
+    ones a second table (report.screen)."""
     rows = analysis["rows"]
     extras: list[str] = []
     for row in rows:
         for key in row.get("extra", {}):
             if key not in extras:
                 extras.append(key)
-    table = Table(title=f"{analysis['experiment']}: {analysis['title']}", title_justify="left")
+    title = str(analysis["title"])
+    title = title if title.startswith(str(analysis["experiment"])) else f"{analysis['experiment']}: {title}"
+    table = Table(title=f"Experiment {title}", title_justify="left")
     with_p95 = any(row.get("stats") and row["stats"]["p95"] is not None for row in rows)
-    columns = ["cell", "n", "median [95% CI]", "mean ± sd", "CV", *(["p95"] if with_p95 else []),
-               "vs baseline [95% CI]", "p (Holm)", "verdict"]  # fmt: skip
+    unit = next((shown_unit(row["metric"]["unit"]) for row in rows if row.get("stats")), "")
+    columns = ["cell", "n", f"median {unit}".strip(), "95% CI", "vs baseline", "95% CI", "verdict", "CV",
+               "p (Holm)", "mean ± sd", *(["p95"] if with_p95 else [])]  # fmt: skip
     for name in columns:
-        # Numbers never wrap; the verdict keeps room for its words, the cell name wraps first.
-        words = name in ("cell", "verdict")
-        table.add_column(
-            name, justify="left" if words else "right", no_wrap=not words, min_width=24 if name == "verdict" else None
-        )
+        table.add_column(name, justify="left" if name in ("cell", "verdict") else "right")
     for key in extras:
         table.add_column(key, justify="right")
     for row in rows:
         stats = row.get("stats")
         if not stats:
-            table.add_row(row["cell"], "0", *["-"] * (len(columns) - 3), "not run", *["" for _ in extras])
+            table.add_row(row["cell"], "0", *["-"] * 4, "not run", *["-"] * (len(columns) - 7),
+                          *["" for _ in extras])  # fmt: skip
             continue
-        unit = row["metric"]["unit"]
+        unit_ = row["metric"]["unit"]
         ci = row.get("median_ci")
         comparison = row.get("comparison")
         std = stats["std"]
@@ -55,17 +59,23 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
         table.add_row(
             row["cell"],
             str(stats["n"]),
-            f"{fmt(stats['median'], unit)} {shown_unit(unit)}" + (f" [{fmt(ci[0], unit)}-{fmt(ci[1], unit)}]" if ci else ""),  # noqa: E501
-            f"{fmt(stats['mean'], unit)} ± {fmt(std, unit)}" if std is not None else fmt(stats["mean"], unit),
-            "-" if cv is None else f"{cv:.1%}",
-            *([fmt(stats["p95"], unit) if stats["p95"] is not None else "n too small"] if with_p95 else []),
-            "baseline" if row["baseline"] else
-            f"{comparison['ratio']:.3f} [{comparison['ci_low']:.3f}-{comparison['ci_high']:.3f}]" if comparison else "-",  # noqa: E501
-            f"{comparison['p_adjusted']:.3g}" if comparison else "",
+            fmt(stats["median"], unit_),
+            interval(fmt(ci[0], unit_), fmt(ci[1], unit_)) if ci else "-",
+            "baseline" if row["baseline"] else f"{comparison['ratio']:.3f}" if comparison else "-",
+            interval(f"{comparison['ci_low']:.3f}", f"{comparison['ci_high']:.3f}") if comparison else "",
             comparison["verdict"] if comparison else "",
+            "-" if cv is None else f"{cv:.1%}",
+            f"{comparison['p_adjusted']:.3g}" if comparison else "",
+            f"{fmt(stats['mean'], unit_)} ± {fmt(std, unit_)}" if std is not None else fmt(stats["mean"], unit_),
+            *([fmt(stats["p95"], unit_) if stats["p95"] is not None else "n too small"] if with_p95 else []),
             *[row.get("extra", {}).get(key, "") for key in extras],
         )  # fmt: skip
     return table
+
+
+def interval(low: str, high: str) -> str:
+    """One way to write an interval, in every table: "[217.9, 338.6]"."""
+    return f"[{low}, {high}]"
 
 
 def metric_line(analysis: Mapping[str, Any]) -> str | None:

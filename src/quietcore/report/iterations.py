@@ -7,16 +7,10 @@ from typing import Any
 
 from rich.table import Table
 
+from quietcore.report.spread import figure, lines, ms
 from quietcore.safe import plain
 
-
-def figure(value: float) -> str:
-    """A score as a person reads it: 297,105 ops/s, 12.5 ns/op, 0.0031 s/op."""
-    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.4g}"
-
-
-def ms(value: float) -> str:
-    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2f}"
+__all__ = ["figure", "iteration_lines", "iterations_table", "ms"]
 
 
 def iterations_table(explained: dict[str, Any], title: str) -> Table:
@@ -35,9 +29,5 @@ def iterations_table(explained: dict[str, Any], title: str) -> Table:
 
 
 def iteration_lines(explained: dict[str, Any]) -> list[str]:
-    """The sentences: why iterations differ, whether forks do; the method once."""
-    out = [f"Why iterations differ ({explained['method']}):"] if explained.get("sentence") else []
-    out += [explained[k] for k in ("sentence",) if explained.get(k)]
-    if explained.get("forks"):
-        out.append(explained["forks"]["sentence"])
-    return out
+    """The sentences: why iterations differ, whether forks do; the method once (report.spread)."""
+    return lines([explained])

@@ -10,14 +10,17 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from rich.table import Table
 
-from quietcore.safe import ident, write_atomic
+from quietcore.safe import ident, plain, write_atomic
 
 # Fonts as paths and a fixed hash salt: the SVG needs no font on the reader's
 # machine and is the same bytes for the same data.
 matplotlib.rcParams["svg.fonttype"] = "path"
 matplotlib.rcParams["svg.hashsalt"] = "quietcore"
+# A "$" in a name from the node (a task, a cell) is a dollar sign, not TeX math to lay out.
+matplotlib.rcParams["text.parse_math"] = False
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ def render(fig: Figure, name: str, caption: str, out: Path) -> Rendered:
     """`name` becomes an id and a file name: reduced to [A-Za-z0-9_-], since
     it may be built from stored text (an experiment's name)."""
     name = ident(name)
+    for t in fig.findobj(Text):  # every title, label, tick and legend: a name's control characters shown, not sent
+        words = t.get_text()
+        if words != (shown := plain(words, newlines=True)):
+            t.set_text(shown)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()
@@ -57,14 +64,12 @@ class Grid:
     title: str
     headers: list[str]
     rows: list[list[str]]
-
-
-_MARKUP = re.compile(r"\[/?[a-z ]+\]")
+    right: tuple[bool, ...] = ()  # each column's figures aligned right, as the terminal's table has them
 
 
 def grid(table: Table) -> Grid:
-    """The cells of a rich table as plain text."""
+    """The cells of a rich table as plain text (no cell is markup: report.screen prints none as markup)."""
     headers = [str(c.header) for c in table.columns]
-    columns = [[_MARKUP.sub("", str(cell)) for cell in c.cells] for c in table.columns]
+    columns = [[str(cell) for cell in c.cells] for c in table.columns]
     rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
-    return Grid(str(table.title or ""), headers, rows)
+    return Grid(str(table.title or ""), headers, rows, tuple(c.justify == "right" for c in table.columns))

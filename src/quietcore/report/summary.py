@@ -23,7 +23,6 @@ not said again as a noisier socket."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +30,21 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_spread, parse_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_range, figure_spread, parse_cpulist
 from quietcore.facts.topology import LEVEL_NAMES, LEVELS
+from quietcore.report import sources
 from quietcore.report.account import UNCOUNTED, Account, rest_words
 from quietcore.report.text import noise_table, outside_words
-from quietcore.runs.analysis import FREQ_MATCH, SAME_SOURCE, SLICES, CpuAnalysis, Periodic, same_source
+from quietcore.runs.analysis import (
+    FREQ_MATCH,
+    SAME_SOURCE,
+    SLICES,
+    TICK,
+    CpuAnalysis,
+    Named,
+    Periodic,
+    same_source,
+)
 from quietcore.stats.percentiles import lower_mad, scaled_mad
 from quietcore.stats.rank import mann_whitney
 
@@ -116,18 +125,6 @@ def _sources(p: Periodic) -> str:
 def _alike(p: Periodic, q: Periodic) -> bool:
     """One source on two CPUs (runs.analysis.same_source)."""
     return same_source(p.frequency_hz, p.median_duration_ns, q.frequency_hz, q.median_duration_ns)
-
-
-#: A counter's rate in a source's name ("the scheduler tick, CONFIG_HZ=250 (LOC 238/s)"): each CPU's own.
-_RATE = re.compile(r"\d[\d,]*(?:\.\d+)?/s")
-
-
-#: The trace's count in a source's name ("traced: local_timer in 1,212 of 1,235 gaps"): each CPU's own.
-_HELD = re.compile(r"in ([\d,]+) of ([\d,]+) gaps")
-
-
-def _kind(name: str | None) -> str:
-    return _HELD.sub("in {n} of {m} gaps", _RATE.sub("{rate}", name or ""))
 
 
 def outliers(rows: Sequence[Mapping[str, Any]], analyses: Mapping[int, CpuAnalysis], found: list[Group],
@@ -224,8 +221,8 @@ def outlying_groups(rows: Sequence[Mapping[str, Any]], odd: Mapping[int, list[Wh
                 how = "each more than any other CPU but the outliers"
             else:
                 continue
-            line = (f"{cpus_phrase(cpus)} ({name} {g}): lose {min(mine) * 100:.2f}-{max(mine):.2%} of their time, "
-                    f"{how} (the other CPUs' median {rest:.2%}): a noisier {name}")  # fmt: skip
+            line = (f"{cpus_phrase(cpus)} ({name} {g}): a noisier {name}. They lose {min(mine) * 100:.2f}-"
+                    f"{max(mine):.2%} of their time, {how}; the other CPUs' median is {rest:.2%}.")  # fmt: skip
             out.append((line, cpus))
             said |= cpus
     left = {c: [w for w in why if not (c in said and w.loss)] for c, why in odd.items()}
@@ -317,73 +314,93 @@ def apart_groups(rows: Sequence[Mapping[str, Any]],
             m, r = float(np.median(mine)), float(np.median(rest))
             if p * len(tests) < APART_ALPHA and _louder(m, r):
                 name = LEVEL_NAMES[level]
-                line = (f"{cpus_phrase(inside)} ({name} {g}): lose {m:.2%} of their time (median), the CPUs beside "
-                        f"them {r:.2%} (rank test p = {p * len(tests):.1g}): a noisier {name}")  # fmt: skip
+                line = (f"{cpus_phrase(inside)} ({name} {g}): a noisier {name}. They lose {m:.2%} of their time "
+                        f"(median), the CPUs beside them {r:.2%}; rank test p = {p * len(tests):.1g}.")  # fmt: skip
                 out.append((line, inside))
                 said |= inside
     return out
 
 
-def periodic_lines(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[Why]],
-                   accounts: Mapping[int, Account] | None = None) -> list[str]:  # fmt: skip
-    """A line per periodic source two CPUs or more share: the CPUs, its name, its
-    length's range and median, its share of those CPUs' lost time (the tick's as
-    their accounts give it, one figure with the table; another's the median), and
-    how many of the run's CPUs they are where not all."""
+@dataclass(frozen=True)
+class Shared:
+    """A periodic source two CPUs or more share: its CPUs (of `total`), and each one's Periodic."""
+
+    members: tuple[tuple[int, Periodic], ...]
+    total: int
+    share: float | None  # of those CPUs' lost time: the tick's as their accounts give it, another's the median
+
+    @property
+    def cpus(self) -> frozenset[int]:
+        return frozenset(c for c, _ in self.members)
+
+    @property
+    def first(self) -> Periodic:
+        return self.members[0][1]
+
+
+def shared_sources(analyses: Sequence[CpuAnalysis], odd: Mapping[int, list[Why]],
+                   accounts: Mapping[int, Account] | None = None) -> tuple[list[Shared], int]:  # fmt: skip
+    """The periodic sources two CPUs or more share, most CPUs first (one source: one kind whatever each
+    CPU counted, and lengths within SAME_SOURCE), and how many more are each under SOURCE_FLOOR of a CPU."""
     total = len({a.cpu for a in analyses})
-    found: list[tuple[Periodic, list[tuple[int, Periodic]]]] = []
+    found: list[list[tuple[int, Periodic]]] = []
     for a in analyses:
         own = [why.source for why in odd.get(a.cpu, ()) if why.source is not None]
         for p in a.periodic:
             if p in own:
                 continue  # told as its CPU's own, on the outlier's line: not in a line of sources CPUs share
-            # one name whatever each CPU's counted rate in it; one source within SAME_SOURCE of its length
-            same = next((f for f in found if _kind(f[0].name) == _kind(p.name) and _alike(f[0], p)),
-                        None)  # fmt: skip
+            key = p.named.key if p.named is not None else None
+            same = next((f for f in found if (f[0][1].named.key if f[0][1].named else None) == key
+                         and _alike(f[0][1], p)), None)  # fmt: skip
             if same is None:
-                found.append((p, [(a.cpu, p)]))
+                found.append([(a.cpu, p)])
             else:
-                same[1].append((a.cpu, p))
-    lines = []
-    slight = 0
-    for first, members in sorted(found, key=lambda f: -len({c for c, _ in f[1]})):
+                same.append((a.cpu, p))
+    out, slight = [], 0
+    for members in sorted(found, key=lambda f: -len({c for c, _ in f})):
         if len({c for c, _ in members}) < 2:
             continue  # a CPU's own source is told with it, as an outlier
         if np.median([_duty(p) for _, p in members]) < SOURCE_FLOOR:
             slight += 1  # a line each was most of a 384-CPU screen, for sources of 0 % of the lost time
             continue
-        lengths = np.array([p.median_duration_ns for _, p in members]) / 1000
         shares = [p.share_of_lost for _, p in members if p.share_of_lost is not None]
-        having = frozenset(c for c, _ in members)
-        cpus = cpus_phrase(having)
-        rates = sorted({m for _, p in members for m in _RATE.findall(p.name or "")},
-                       key=lambda r: float(r[:-2].replace(",", "")))  # fmt: skip
-        span = (rates[0] if len(rates) == 1 else f"{rates[0][:-2]}-{rates[-1]}") if rates else ""
-        shown = _kind(first.name).replace("{rate}", span) if rates else _kind(first.name)
-        held = [_HELD.search(p.name or "") for _, p in members]
-        if all(held):  # the trace's counts, summed over the CPUs
-            n, m = (sum(int(h.group(k).replace(",", "")) for h in held if h) for k in (1, 2))
-            shown = shown.replace("in {n} of {m} gaps", f"in {n:,} of {m:,} gaps on these CPUs")
-        name = f": {shown}" if first.name else ""
-        share = f", {float(np.median(shares)):.0%} of the lost time (median)" if shares else ""
+        share = float(np.median(shares)) if shares else None
+        first = members[0][1]
         ticks = [accounts[c] for c in {c for c, _ in members} if accounts and c in accounts]
-        if (first.name or "").startswith("the scheduler tick") and ticks and all(a.tick() for a in ticks):
-            spent = sum(t.ns for a in ticks if (t := a.tick()) is not None) / sum(a.lost_ns for a in ticks)
-            share = f", {spent:.0%} of those CPUs' lost time (the tick's row in their account)"
-        low, high = f"{lengths.min():,.1f}", f"{lengths.max():,.1f}"
-        each = f"{low} µs each" if low == high else f"{low}-{high} µs each (median {np.median(lengths):,.1f})"
-        some = ""
-        if len(having) < total:  # how many of the run's: in the phrase's count where it has one ("192 CPUs, ...")
-            counted = f"{len(having)} CPUs"
-            if cpus.startswith(counted):
-                cpus = f"{len(having)} of the {total} CPUs" + cpus[len(counted) :]
-            else:
-                some = f"; on {len(having)} of the {total} CPUs"
-        lines.append(f"{cpus}: periodic source at {first.frequency_hz:,.2f} Hz{name}, {each}{share}{some}")
+        if first.named is not None and first.named.kind == TICK and ticks and all(a.tick() for a in ticks):
+            share = sum(t.ns for a in ticks if (t := a.tick()) is not None) / sum(a.lost_ns for a in ticks)
+        out.append(Shared(tuple(members), total, share))
+    return out, slight
+
+
+def shared_table(found: Sequence[Shared], slight: int) -> Table:
+    """The sources CPUs share, a row each: which CPUs, the rate, what it is, the evidence summed over
+    them, the range of its length and its share of their lost time."""
+    table = Table(title="Periodic sources CPUs share", title_justify="left")
+    for name, justify in (("CPUs", "left"), ("Hz", "right"), ("source", "left"), ("basis", "left"),
+                          ("µs each", "right"), ("share of lost", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for f in found:
+        cpus = brief_cpulist(f.cpus) + (f" ({len(f.cpus)} of {f.total})" if len(f.cpus) < f.total else "")
+        lengths = [p.median_duration_ns / 1000 for _, p in f.members]
+        share = "-" if f.share is None else f"{f.share:.0%}"
+        table.add_row(cpus, f"{f.first.frequency_hz:,.2f}", sources.label(f.first.named), _summed_basis(f),
+                      figure_range(lengths, ",.1f"), share)  # fmt: skip
     if slight:
-        lines.append(f"{slight} more periodic source{'s' if slight > 1 else ''} that CPUs share, each under "
-                     f"{SOURCE_FLOOR:.1%} of a CPU (--per-cpu or --cpu N names them)")  # fmt: skip
-    return lines
+        table.add_row(f"{slight} more", "", "each under 0.1% of a CPU", "--per-cpu names them", "", "")
+    return table
+
+
+def _summed_basis(f: Shared) -> str:
+    """The evidence of a source CPUs share: the trace's counts summed, or the range of the counted rates."""
+    named = [p.named for _, p in f.members if p.named is not None]
+    if not named or len({(n.by, n.event, n.counter) for n in named}) > 1:
+        return sources.basis(f.first.named)
+    first = named[0]
+    if first.by == "trace":
+        held, of = sum(n.held for n in named), sum(n.of for n in named)
+        return sources.basis(Named(**{**first.__dict__, "held": held, "of": of}))
+    return sources.basis(first, figure_range([n.rate for n in named], ",.0f"))
 
 
 def _duty(p: Periodic) -> float:
@@ -437,7 +454,7 @@ def group_account_table(label: str, accounts: Sequence[Account], shown: int = 8)
     summed = group_account(accounts)
     lost = sum(a.lost_ns for a in accounts)
     by = "by the trace" if accounts[0].traced else "by the kernel's counters"
-    table = Table(title=f"{label}: where {lost / 1e6:,.2f} ms went ({by})", title_justify="left")
+    table = Table(title=f"{label}: where {lost / 1e6:,.2f} ms went, {by}", title_justify="left")
     for name in ("source", "lost ms", "share"):
         table.add_column(name, justify="left" if name == "source" else "right")
     for name, ns, share in [*summed[:shown], *summed[-1:]] if len(summed) > shown + 1 else summed:
@@ -448,14 +465,15 @@ def group_account_table(label: str, accounts: Sequence[Account], shown: int = 8)
 def _summed_label(g: Group, summed: frozenset[int], left: frozenset[int]) -> str:
     """Which of a group's CPUs its account sums: "CPUs 0-15 (all)", or without its outliers (`left`), "CPUs
     1-15 (all but CPU 0, an outlier below)"."""
+    name = "" if g.name == "all" else f", {g.name}"
     if not left:
-        return f"{cpus_phrase(summed)} ({g.name})"
+        return f"{cpus_phrase(summed)}{name}"
     named = cpus_phrase(left)
-    return f"{cpus_phrase(summed)} ({g.name} but {named}, {'an outlier' if len(left) == 1 else 'outliers'} below)"
+    return f"{cpus_phrase(summed)}{name}, without {named}, {'an outlier' if len(left) == 1 else 'outliers'} below"
 
 
 def group_verdict(label: str, cpus: frozenset[int], accounts: Sequence[Account],
-                  analyses: Sequence[CpuAnalysis]) -> str:  # fmt: skip
+                  analyses: Sequence[CpuAnalysis], virtualized: bool) -> str:  # fmt: skip
     """The sentence under a group's summed account, as text.account_verdict's under one CPU's: what the rest
     is, and what of the group's lost time the periodic sources placed outside the guest kernel hold (the GPU
     node's 12 CPUs: unexplained 81 %, and the host's trains, said above the table, about 70 % of it: two
@@ -465,16 +483,10 @@ def group_verdict(label: str, cpus: frozenset[int], accounts: Sequence[Account],
     held = (
         sum(p.lost_ns for a in analyses if a.cpu in cpus for p in a.periodic if p.outside_guest) / lost if lost else 0.0
     )
-    return f"{label}: {rest_words(rest, accounts[0].traced)}.{outside_words(held, rest)}"
+    return f"{label}: {rest_words(rest, accounts[0].traced)}. {outside_words(held, rest, virtualized)}".rstrip()
 
 
-def odd_cpus(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
-             where: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, list[Why]]:  # fmt: skip
-    """The outliers screen names, with why."""
-    return _findings(rows, analyses, facts, where)[2]
-
-
-def _findings(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
+def findings(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], facts: Mapping[str, Any],
               where: Mapping[str, Mapping[str, int]] | None
               ) -> tuple[list[Group], list[tuple[str, frozenset[int]]], dict[int, list[Why]]]:  # fmt: skip
     """The run's groups, its topology groups said apart (apart_groups, then
@@ -486,29 +498,59 @@ def _findings(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis]
     return found, away + outlying, odd
 
 
+@dataclass(frozen=True)
+class Said:
+    """What the screen says of many CPUs, in order (tables and lines), and its outliers with why."""
+
+    items: list[Any]
+    outliers: dict[int, list[Why]]
+
+    def closing(self, cpus: int) -> str:
+        """The line under it: how many CPUs and outliers, and how to see more."""
+        odd = len(self.outliers)
+        named = f"{odd} {'outlier' if odd == 1 else 'outliers'}" if odd else "no outlier"
+        return f"{cpus} CPUs, {named}. --per-cpu gives every CPU's detail, --cpu N one CPU's."
+
+
+def outlier_table(odd: Mapping[int, list[Why]]) -> Table:
+    """A row per outlier: why, a line a reason."""
+    table = Table(title="Outliers", title_justify="left")
+    table.add_column("CPU", justify="right")
+    table.add_column("why", justify="left")
+    for cpu, why in sorted(odd.items()):
+        table.add_row(str(cpu), "\n".join(why))
+    return table
+
+
 def screen(rows: Sequence[Mapping[str, Any]], analyses: Sequence[CpuAnalysis], accounts: Mapping[int, Account],
            facts: Mapping[str, Any], notes: Sequence[str], detail: str,
-           with_accounts: bool = True, where: Mapping[str, Mapping[str, int]] | None = None) -> list[Any]:  # fmt: skip
+           with_accounts: bool = True, where: Mapping[str, Mapping[str, int]] | None = None) -> Said:  # fmt: skip
     """Many CPUs in a screen, what `noise`, `results show` and `lab` print: the table
-    (a row per CPU up to FULL_UP_TO, else per group), `notes`, a line per shared source,
-    each group's account summed (`with_accounts`), a line per socket, NUMA node or L3
-    group apart (`where`: the run's context's "topology"), and a line per outlier ending with
+    (a row per CPU up to FULL_UP_TO, else per group), `notes`, a line per socket, NUMA node
+    or L3 group apart (`where`: the run's context's "topology"), the sources CPUs share,
+    each group's account summed (`with_accounts`), and the outliers with why, and
     `detail` (how to see one CPU: `detail.format(cpu=N)`)."""
-    found, away, odd = _findings(rows, analyses, facts, where)
+    found, away, odd = findings(rows, analyses, facts, where)
     out: list[Any] = [group_table(rows, found, odd) if len(rows) > FULL_UP_TO else noise_table(rows)]
-    out += [*notes, *(line for line, _ in away), *periodic_lines(analyses, odd, accounts)]
+    out += [*notes, *(line for line, _ in away)]
+    shared, slight = shared_sources(analyses, odd, accounts)
+    if shared or slight:
+        out.append(shared_table(shared, slight))
+        out += sources.notes(p.named for f in shared for _, p in f.members[:1])
+    virtual = bool((facts.get("virtualization") or {}).get("virtualized"))
     for g in found if with_accounts else ():
         mine = [accounts[c] for c in g.cpus if c in accounts]
         if mine and all(a.uncounted for a in mine):  # a table of one row, "unexplained 100%", said nothing
             lost = sum(a.lost_ns for a in mine)
-            out.append(f"{cpus_phrase(frozenset(g.cpus))} ({g.name}): {UNCOUNTED} (imported traces): nothing names "
-                       f"where their {lost / 1e6:,.2f} ms went but the periodic sources above")  # fmt: skip
+            out.append(f"{cpus_phrase(frozenset(g.cpus))}: {UNCOUNTED} (imported traces). Only the periodic sources "
+                       f"above say where their {lost / 1e6:,.2f} ms went.")  # fmt: skip
         elif mine:
             # its outliers left out, each said below with its own cause: the GPU node's check had a task sharing
             # CPU 0 (255 ms of the 16 CPUs' 360), and the sum said "preempted by another task 70 %" of them all
             kept = frozenset(c for c in g.cpus if c not in odd and c in accounts) or frozenset(a.cpu for a in mine)
             summed = [accounts[c] for c in sorted(kept)]
             label = _summed_label(g, kept, frozenset(c for c in g.cpus if c in odd) - kept)
-            out += [group_account_table(label, summed), group_verdict(label, kept, summed, analyses)]
-    out += [f"CPU {cpu}: outlier: {'; '.join(why)} ({detail.format(cpu=cpu)})" for cpu, why in sorted(odd.items())]
-    return out
+            out += [group_account_table(label, summed), group_verdict(label, kept, summed, analyses, virtual)]
+    if odd:
+        out += [outlier_table(odd), f"One outlier's detail: {detail.format(cpu='N')}."]
+    return Said(out, odd)

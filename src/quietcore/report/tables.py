@@ -63,21 +63,29 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
 
 def account_table(a: Account, shown: int = 10) -> Table:
     """Where one CPU's lost time went (report.account): a row per source, the
-    rest, and how each was measured; the rows add up to the time lost."""
+    rest, and, by the counters, how each was measured; the rows add up to the
+    time lost. By the trace every row has one basis, said in account_note."""
     by = "by the trace" if a.traced else "by the kernel's counters"
-    table = Table(title=f"CPU {a.cpu}: where {a.lost_ns / 1e6:,.2f} ms went ({by})", title_justify="left")
-    for name, justify in (("source", "left"), ("gaps" if a.traced else "events", "right"), ("lost ms", "right"),
-                          ("share", "right"), ("measured by", "left")):  # fmt: skip
+    table = Table(title=f"CPU {a.cpu}: where {a.lost_ns / 1e6:,.2f} ms went, {by}", title_justify="left")
+    columns = [("source", "left"), ("gaps" if a.traced else "events", "right"), ("lost ms", "right"),
+               ("share", "right")] + ([] if a.traced else [("how", "left")])  # fmt: skip
+    for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+
+    def add(name: str, count: int | None, ns: float, basis: str) -> None:
+        share = min(ns / a.lost_ns, 1.0) if a.lost_ns else 0.0
+        cells = [name, "-" if count is None else f"{count:,}", f"{ns / 1e6:,.2f}", f"{share:.0%}"]
+        table.add_row(*cells, *([] if a.traced else [basis]))
+
     for r in a.rows[:shown]:
-        table.add_row(r.name, "-" if r.count is None else f"{r.count:,}", f"{r.ns / 1e6:,.2f}", f"{a.share(r):.0%}",
-                      r.basis)  # fmt: skip
+        add(r.name, r.count, r.ns, r.basis)
     if len(a.rows) > shown:
         rest = a.rows[shown:]
-        ns = sum(r.ns for r in rest)
-        share = min(ns / a.lost_ns, 1.0) if a.lost_ns else 0.0
-        table.add_row(f"{len(rest)} more", "", f"{ns / 1e6:,.2f}", f"{share:.0%}", "")
-    r = a.rest
-    table.add_row(r.name, "-" if r.count is None else f"{r.count:,}", f"{r.ns / 1e6:,.2f}", f"{a.share(r):.0%}",
-                  r.basis)  # fmt: skip
+        add(f"{len(rest)} more", sum(r.count or 0 for r in rest) if a.traced else None, sum(r.ns for r in rest), "")
+    add(a.rest.name, a.rest.count, a.rest.ns, a.rest.basis)
     return table
+
+
+#: Under an account by the trace: what its rows count.
+ACCOUNT_NOTE = ("Each gap counts whole for the traced event that led it; untraced: the gaps no traced event "
+                "touched.")  # fmt: skip

@@ -2,41 +2,31 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from quietcore.facts.cpulist import cpus_phrase, figure_range
 from quietcore.facts.virt import Virtualization
-from quietcore.report.account import Account
-from quietcore.runs.analysis import OUTSIDE_GUEST, CpuAnalysis
+from quietcore.report.account import UNCOUNTED, Account
+from quietcore.report.screen import screen
+from quietcore.runs.analysis import LONG_GAP_NS, CpuAnalysis
 from quietcore.runs.model import SessionRecord
 from quietcore.safe import plain
 
 
-class SafeConsole(Console):
-    """A console for text that may come from outside (a process or IRQ
-    name, a stored experiment name): no markup unless a print asks for it
-    with markup=True (its own words escaped), no emoji codes (a PCI address
-    0000:ab:00.0 read as ":ab:", a process named ":skull:"), and control
-    characters shown as \\xNN, never sent to the terminal."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(markup=False, highlight=False, emoji=False, **options)
-
-    def render_str(self, text: str, **options: Any) -> Text:
-        return super().render_str(plain(text), **options)
-
-
 def console(**options: Any) -> Console:
-    """stdout; when it is not a terminal, wide enough that tables do not wrap
-    (rich would assume 80 columns) and sentences stay on one line."""
-    out = SafeConsole(soft_wrap=True, **options)
-    return out if out.is_terminal else SafeConsole(soft_wrap=True, width=140, **options)
+    """stdout (or stderr): prose wrapped and tables fitted to the width it is read in (report.screen)."""
+    return screen(**options)
+
+
+def glossary() -> str:
+    """Where the glossary of every term quietcore prints is, installed with it: a path a reader can open."""
+    return str(Path(__file__).resolve().parent.parent / "glossary.md")
 
 
 def _us(ns: float | None) -> str:
@@ -71,26 +61,21 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     notes = []
     if rows:
         threshold = rows[0]["threshold_ns"]
-        notes.append(
-            f"An event is a gap over {threshold:,.0f} ns in the spin loop; lost time excludes the loop's own period "
-            "(every column: the docs' Glossary)."
-        )
+        notes.append(f"An event is a gap over {threshold:,.0f} ns in the spin loop. Lost time leaves out the loop's "
+                     "own period. Steal comes in the kernel's 10 ms ticks, so a short run may show none. Every "
+                     f"column is in the glossary: {glossary()}")  # fmt: skip
     dropped = [row for row in rows if row["events_dropped"]]
     if len(dropped) > NOTES_EACH_UP_TO:  # one line for them all: a line each was 384 at 384 CPUs
         kept = figure_range([row["gaps"] - row["events_dropped"] for row in dropped], ",")
         counts = figure_range([row["events_dropped"] for row in dropped], ",")
-        notes.append(
-            f"{cpus_phrase([int(row['cpu']) for row in dropped])}: {counts} of each one's gaps were over the cap of "
-            f"{kept} events (--max-events) and were counted but not recorded: the periodic sources, attribution and "
-            "figures cover the recorded ones."
-        )
+        notes.append(f"{cpus_phrase([int(row['cpu']) for row in dropped])}: {counts} gaps each went past the cap of "
+                     f"{kept} events (--max-events). They are counted, not recorded; the sources and figures are "
+                     "of the recorded ones.")  # fmt: skip
     else:
         for row in dropped:
-            notes.append(
-                f"CPU {row['cpu']}: {row['events_dropped']:,} of its {row['gaps']:,} gaps were over the cap of "
-                f"{row['gaps'] - row['events_dropped']:,} events (--max-events) and were counted but not recorded: "
-                "the periodic sources, attribution and figures cover the recorded ones."
-            )
+            notes.append(f"CPU {row['cpu']}: {row['events_dropped']:,} of its {row['gaps']:,} gaps went past the cap "
+                         f"of {row['gaps'] - row['events_dropped']:,} events (--max-events). They are counted, not "
+                         "recorded; the sources and figures are of the recorded ones.")  # fmt: skip
     stolen = [(row, kind) for row in rows if (kind := _steal_kind(row))]
     short = [row for row, kind in stolen if kind == "short"]
     host = [row for row, kind in stolen if kind == "host"]
@@ -100,14 +85,15 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     # a VM of many vCPUs: one line of each kind, their ranges
     if short:
         ticks = figure_range([row["steal_ns"] / STEAL_TICK_NS for row in short], ",.0f")
-        notes.append(f"{cpus_phrase([int(row['cpu']) for row in short])}: the hypervisor counted {ticks} tick(s) "
-                     "of steal time each (in 10 ms ticks): a run this short is too short for that count to say how "
-                     "much the host took.")  # fmt: skip
+        unit = "tick" if ticks == "1" else "ticks"
+        notes.append(f"{cpus_phrase([int(row['cpu']) for row in short])}: the hypervisor counted {ticks} {unit} of "
+                     "steal each. It counts in 10 ms ticks, too coarse to say what the host took in a run this "
+                     "short.")  # fmt: skip
     if host:
         ms = figure_range([row["steal_ns"] / 1e6 for row in host], ",.0f")
         shares = figure_range([min(row["steal_ns"] / row["lost_ns"], 1.0) * 100 for row in host], ".0f")
-        notes.append(f"{cpus_phrase([int(row['cpu']) for row in host])}: the hypervisor reported {ms} ms of steal "
-                     f"time each (±10 ms: counted in 10 ms ticks), {shares} % of the time lost: host "
+        notes.append(f"{cpus_phrase([int(row['cpu']) for row in host])}: the hypervisor counted {ms} ms of steal "
+                     f"each, {shares}% of the time lost, give or take a 10 ms tick. That is the host's "
                      "noise.")  # fmt: skip
     return notes
 
@@ -128,13 +114,14 @@ def steal_note(row: Mapping[str, Any]) -> str | None:
     kind = _steal_kind(row)
     steal, lost, measured = row.get("steal_ns") or 0.0, row.get("lost_ns") or 0.0, row.get("measured_ns") or 0.0
     if kind == "short":
-        return (f"CPU {row['cpu']}: the hypervisor counted {steal / STEAL_TICK_NS:,.0f} tick(s) of steal time "
-                f"({steal / 1e6:,.0f} ms, in 10 ms ticks): a {measured / 1e9:,.1f} s run is too short for that "
-                "count to say how much the host took.")  # fmt: skip
+        ticks = steal / STEAL_TICK_NS
+        return (f"CPU {row['cpu']}: the hypervisor counted {ticks:,.0f} {'tick' if round(ticks) == 1 else 'ticks'} of "
+                f"steal, {steal / 1e6:,.0f} ms. It counts in 10 ms ticks, too coarse to say what the host took in "
+                f"{measured / 1e9:,.1f} s.")  # fmt: skip
     if kind == "host":
         share = "as much as all the time lost" if steal >= lost else f"{steal / lost:.0%} of the time lost"
-        return (f"CPU {row['cpu']}: the hypervisor reported {steal / 1e6:,.0f} ms of steal time (±10 ms: counted "
-                f"in 10 ms ticks), {share}: host noise.")  # fmt: skip
+        return (f"CPU {row['cpu']}: the hypervisor counted {steal / 1e6:,.0f} ms of steal, {share}, give or take a "
+                "10 ms tick. That is the host's noise.")  # fmt: skip
     return None
 
 
@@ -150,6 +137,7 @@ def _steal_kind(row: Mapping[str, Any]) -> str | None:
 
 
 def session_header(row: SessionRecord) -> Table:
+    """A stored session's facts, one a row with its label."""
     facts = row.facts
     virt = facts.get("virtualization", {})
     kernel = facts.get("kernel", {})
@@ -157,37 +145,48 @@ def session_header(row: SessionRecord) -> Table:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("session", f"{row.id}  ({row.uuid})")
-    table.add_row("command", " ".join(row.argv))
-    table.add_row("status", row.status + (f": {row.error}" if row.error else ""))
-    table.add_row("host", f"{row.host}  started {row.started_at}  ended {row.ended_at or '-'}")
+    table.add_row("session", f"{row.id}, {row.uuid}")
+    table.add_row("command", plain(" ".join(row.argv)))
+    table.add_row("status", row.status + (f": {plain(row.error)}" if row.error else ""))
+    table.add_row("host", plain(row.host))
+    table.add_row("started", row.started_at[:19].replace("T", " ") + " UTC")
+    table.add_row("took", took(row.started_at, row.ended_at))
     imported = facts.get("imported")
     if imported:  # a peer's file: its node is what the file says, no more
         host = f" of host {imported['host']}" if imported.get("host") else ""
         release = f", kernel {kernel['release']}" if kernel.get("release") else ""
         table.add_row("node", plain(f"imported from {imported.get('tool')} file {imported.get('file')}{host}{release}"))
     else:
-        table.add_row(
-            "node", f"{cpu.get('model')}, {cpu.get('count')} CPUs ({cpu.get('online')}), kernel {kernel.get('release')}"
-        )
+        table.add_row("node", f"{cpu.get('model')}, {cpu.get('count')} CPUs {cpu.get('online')}, kernel "
+                              f"{kernel.get('release')}")  # fmt: skip
     table.add_row("fingerprint", row.fingerprint)
     if not imported:
         hypervisor = virt.get("hypervisor") or "unidentified hypervisor"
-        table.add_row("virtualized", f"yes ({hypervisor})" if virt.get("virtualized") else "no")
+        table.add_row("virtualized", f"yes, {hypervisor}" if virt.get("virtualized") else "no")
     tags = row.tags
     if tags:
-        table.add_row("tags", ", ".join(f"{k}={v}" for k, v in sorted(tags.items())))
+        table.add_row("tags", plain(", ".join(f"{k}={v}" for k, v in sorted(tags.items()))))
     return table
 
 
+def took(started: str, ended: str | None) -> str:
+    """How long a session ran, from its stored start and end."""
+    try:
+        seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds() if ended else None
+    except ValueError:
+        return "?"
+    if seconds is None:
+        return "-"
+    return f"{seconds:,.1f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
+
+
 def calibrate_line(result: Mapping[str, Any]) -> str:
-    kernel = [f"{name} {fig['hz'] / 1e6:,.3f} MHz" for name, fig in result.get("kernel", {}).items() if fig.get("hz")]
-    beside = f"; kernel/CPU figures: {', '.join(kernel)}" if kernel else "; no kernel or CPU figure exposed"
+    """The counter's calibration in a line: its rate, whether it is invariant, and how sure."""
     invariant = {True: "invariant", False: "NOT invariant", None: "invariance unknown"}[result.get("invariant")]
-    return (
-        f"{result['counter']} counter: {result['hz'] / 1e6:,.4f} MHz over {len(result['trials'])} trials, "
-        f"spread {result['spread_ppm']:.2f} ppm, {invariant}{beside}"
-    )
+    kernel = [f"{name} {fig['hz'] / 1e6:,.3f} MHz" for name, fig in result.get("kernel", {}).items() if fig.get("hz")]
+    beside = f"; the kernel says {', '.join(kernel)}" if kernel else ""
+    return (f"Counter: {result['counter']} at {result['hz'] / 1e6:,.4f} MHz, {invariant}; "
+            f"{len(result['trials'])} trials, spread {result['spread_ppm']:.2f} ppm{beside}.")  # fmt: skip
 
 
 def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str | None:
@@ -196,60 +195,66 @@ def virt_warning(facts: Mapping[str, Any], hypervisor: str | None = None) -> str
     return Virtualization(bool(v.get("virtualized")), hypervisor or v.get("hypervisor")).warning()
 
 
-def periodic_lines(cpu: CpuAnalysis, account: Account | None = None) -> list[str]:
-    """A line per periodic source. The tick's share is the account's (its row in the
-    table under it), so that one source has one figure: its periodic gaps alone gave
-    32 % where the table said 28 %."""
-    lines = []
-    tick = account.tick() if account is not None else None
-    for p in cpu.periodic:
-        name = f": {p.name}" if p.name else ""
-        share = f", {p.share_of_lost:.0%} of lost time" if p.share_of_lost is not None else ""
-        if tick is not None and account is not None and (p.name or "").startswith("the scheduler tick"):
-            share = f", {account.share(tick):.0%} of lost time ({tick.name} in the table)"
-        lines.append(
-            f"CPU {cpu.cpu}: periodic source at {p.frequency_hz:,.2f} Hz{name} "
-            f"({p.events}/{p.expected} periods, jitter {p.jitter_ns / 1000:,.1f} µs, "
-            f"{p.median_duration_ns / 1000:,.1f} µs each{share})"
-        )
-    if not cpu.periodic:
-        lines.append(f"CPU {cpu.cpu}: no periodic source found")
-    return lines
+def account_words(cpu: CpuAnalysis, account: Account, virtualized: bool, shown: int | None = None) -> str:
+    """The sentences under a CPU's account: its long gaps and who took them (the host's preemptions on a
+    VM, from the gaps and the probe's own switches), what the account leaves unnamed, and how much of that
+    the periodic sources placed outside the guest kernel hold. `shown`: how many of the CPU's periodic
+    sources the table above gave (lab gives two), of which the host's are summed."""
+    if account.uncounted:
+        return f"CPU {cpu.cpu}: {UNCOUNTED} (an imported trace), so nothing names where its time went."
+    said = [*_long_gaps(cpu, virtualized), _rest(account, virtualized)]
+    said.append(outside_words(_held(cpu, shown), account.share(account.rest), virtualized))
+    if not virtualized and not account.traced and account.share(account.rest) > 0.5:
+        said.append("A trace, as root, can name more of it; so can a count of SMIs (turbostat).")
+    return f"CPU {cpu.cpu}: " + " ".join(s for s in said if s)
 
 
-def account_verdict(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> str:
-    """The sentence under a CPU's account: the counters' verdict, or, traced, its
-    long gaps (the host's preemptions, from the gaps and the probe's own switches)
-    and the untraced share of the same table. `shown`: how many of the CPU's periodic
-    sources were said above it (lab says two), of which the host's are summed."""
-    verdict = cpu.attribution.verdict if cpu.attribution is not None else ""
-    if not account.traced:
-        return (verdict or account.rest_words() + ".") + _outside(cpu, account, shown)
-    host = "vCPU" in verdict or " VM" in verdict
-    # its first sentence, when it counts the long gaps the host took (attribution.counters._verdict)
-    first = verdict.split(". ")[0] + "." if re.match(r"\d+ gaps? over ", verdict) else ""
-    rest = account.rest_words() + (": the host's, which no guest tracer sees" if host else "")
-    return f"{first} {rest}.".strip() + _outside(cpu, account, shown)
+def _long_gaps(cpu: CpuAnalysis, virtualized: bool) -> list[str]:
+    """On a VM, the gaps longer than any interrupt the guest handles, and how many of them the host took."""
+    a = cpu.attribution
+    if a is None or not virtualized:
+        return []
+    switched = a.count_of("switch")
+    host = max(a.long_gaps - switched, 0)
+    if not host:
+        return []
+    over = f"{LONG_GAP_NS / 1000:,.0f} µs"
+    first = f"{a.long_gaps:,} {_plural(a.long_gaps, 'gap')} over {over} took {a.long_gap_ns / 1e6:,.1f} ms."
+    if switched:
+        who = (f"The host preempted this vCPU in {host:,} of them; a guest task preempted the probe in the other "
+               f"{switched:,}.")  # fmt: skip
+    else:
+        who = "The host preempted this vCPU in each: no guest task preempted the probe."
+    return [first, "No interrupt of the guest lasts that long.", who]
 
 
-def _outside(cpu: CpuAnalysis, account: Account, shown: int | None = None) -> str:
-    """What of the account's rest (the counters' unexplained, or the gaps no traced event touched) the
-    periodic sources outside the guest kernel hold, in a sentence: the table said "unexplained 73 %" and
-    the line above it that the host's 1 kHz train was 71 % of the lost time (the GPU node's CPU 0), two
-    figures a reader had to join."""
+def _rest(account: Account, virtualized: bool) -> str:
+    share = account.share(account.rest)
+    if account.traced:
+        host = ": the host's, which no guest tracer sees" if virtualized else ""
+        return f"{share:.0%} of the lost time is in gaps no traced event touched{host}."
+    host = " On a VM, that is mostly the host." if virtualized and share >= 0.01 else ""
+    return f"{share:.0%} of the lost time is not explained by the kernel's counters.{host}"
+
+
+def _held(cpu: CpuAnalysis, shown: int | None) -> float:
     above = cpu.periodic[:shown] if shown is not None else cpu.periodic
-    held = sum(p.share_of_lost or 0.0 for p in above if p.outside_guest)
-    return "" if account.uncounted else outside_words(held, account.share(account.rest))
+    return sum(p.share_of_lost or 0.0 for p in above if p.outside_guest)
 
 
-def outside_words(held: float, rest: float) -> str:
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+def outside_words(held: float, rest: float, virtualized: bool) -> str:
     """The sentence that joins an account's rest (`rest`, a share of the lost time) to the periodic sources
     outside the guest kernel said above it (`held` of the lost time): "" under 1 %."""
     if held < 0.01:
         return ""
+    who = "The host's periodic trains above" if virtualized else "The periodic sources above that the kernel cannot see"
     # trains' gaps, measured, against a rest that counts x typical costs left: past it, not said to be within it
     within = f", within those {rest:.0%}" if held <= rest + 0.005 else ""
-    return f" {held:.0%} of the lost time is in the periodic sources above placed {OUTSIDE_GUEST}{within}."
+    return f"{who} are {held:.0%} of the lost time{within}."
 
 
 def quanta_table(result: Mapping[str, Any]) -> Table:
@@ -272,33 +277,3 @@ def quanta_table(result: Mapping[str, Any]) -> Table:
             middle = f"{cpu['max_units']:,} / {cpu['mean_units']:,.1f}"
         table.add_row(str(cpu["cpu"]), f"{cpu['quanta']:,}", middle, f"{cpu['available_pct']:.3f}")
     return table
-
-
-_CPU_LINE = re.compile(r"^(?P<indent>\s*)CPU (?P<cpu>\d+): (?P<rest>.*)$", re.S)
-
-
-def by_cpu(lines: Sequence[str]) -> list[str]:
-    """Lines `CPU N: text` that say the same text, one line `CPUs LIST: text` in the
-    first one's place: on a node of many CPUs a note per CPU said one thing fifteen
-    times (`tune plan`'s boot part, `check`'s host noise). Other lines stay as they are."""
-    order: list[str | tuple[str, str]] = []
-    cpus: dict[tuple[str, str], set[int]] = {}
-    for line in lines:
-        m = _CPU_LINE.match(line)
-        if m is None:
-            order.append(line)
-            continue
-        key = (m["indent"], m["rest"])
-        if key not in cpus:
-            cpus[key] = set()
-            order.append(key)
-        cpus[key].add(int(m["cpu"]))
-    out = []
-    for item in order:
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        indent, rest = item
-        mine = cpus[item]
-        out.append(f"{indent}{cpus_phrase(frozenset(mine))}: {rest}")
-    return out

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: A gap longer than this is longer than any interrupt or softirq the guest
+#: handles: a task ran instead (a context switch), or, in a VM, the host ran.
+LONG_GAP_NS = 100_000
+
 FREQ_MATCH = 0.02  # two periodic sources within 2 % of each other's frequency are at one rate
 
 
@@ -21,20 +25,134 @@ def same_frequency(f: float, target: float) -> bool:
     return abs(f - target) <= FREQ_MATCH * target
 
 
-#: How the analysis names a periodic source faster than any interrupt the guest counted.
+#: How the analysis named, in runs stored before names were kept as data (Named), a periodic source faster than
+#: any interrupt the guest counted, and a train of a task's turns on the CPU.
 OUTSIDE_GUEST = "outside the guest kernel"
-#: How it names a train of a task's turns on the CPU (attribution.naming): not noise, a co-runner.
 SLICES = "another task's time slices"
 
+#: What a periodic source is (Named.kind): the tick; a timer on every k-th tick; timer interrupts at k times the
+#: tick's rate; a device's IRQ; a traced event other than the tick; no interrupt of the guest kernel's (the host
+#: on a VM, firmware or SMIs on bare metal); another task's turns on the CPU; a 1 s timer; a guest timer at the
+#: tick's rate; or what the counters cannot name.
+TICK, TICK_TIMER, TICK_MULTIPLE, DEVICE, EVENT = "tick", "tick-timer", "tick-multiple", "device", "event"
+OUTSIDE, TURNS, SECOND, AT_TICK_RATE, OPEN = "outside", "turns", "second", "at-tick-rate", "open"
+KINDS = (TICK, TICK_TIMER, TICK_MULTIPLE, DEVICE, EVENT, OUTSIDE, TURNS, SECOND, AT_TICK_RATE, OPEN)
 
-def of_outside_guest(name: object) -> bool:
-    """Whether a periodic source's stored name says no interrupt of the guest's (OUTSIDE_GUEST): the host's."""
-    return isinstance(name, str) and name.startswith(OUTSIDE_GUEST)
+
+@dataclass(frozen=True)
+class Named:
+    """What a periodic source is and on what evidence, as data (attribution.naming and the trace
+    give it; report.sources says it). `by`: "trace", its gaps' traced events, or "counters", the
+    kernel's interrupt counts over the run."""
+
+    kind: str  # one of KINDS
+    label: str  # what it is, in a table's few words: "the tick", "the host", "IRQ 24 (virtio0-input.0)"
+    by: str  # "trace" or "counters"
+    event: str | None = None  # by the trace: the event that led most of its gaps; None where none did
+    held: int = 0  # by the trace: the gaps that event led (untraced: that no traced event touched)
+    of: int = 0  # by the trace: the source's gaps
+    counter: str = ""  # by the counters: the row its rate matched, or the fastest one counted
+    rate: float = 0.0  # that row's count a second on the CPU
+    why: str = ""  # outside, open: how it was told (report.sources' notes): faster, no-room, tick-rate, could
+    could: tuple[str, ...] = ()  # open: the counted rows that could hold it
+    config_hz: int | None = None  # the tick's rate, CONFIG_HZ
+    host: bool = False  # outside: on a VM, where the host is what the guest cannot see
+    train: int = 1  # its place among the CPU's sources of one kind and label: a second train at 100 Hz is 2
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """One kind of source whatever its CPU counted or traced: simulate takes one source from every CPU by it,
+        the screen says CPUs that share it in one line."""
+        return self.kind, self.label
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields, those that hold nothing left out."""
+        out: dict[str, Any] = {"kind": self.kind, "label": self.label, "by": self.by, "train": self.train}
+        for key, value in (("event", self.event), ("held", self.held), ("of", self.of), ("counter", self.counter),
+                           ("rate", self.rate), ("why", self.why), ("could", list(self.could)),
+                           ("config_hz", self.config_hz), ("host", self.host)):  # fmt: skip
+            if value:
+                out[key] = value
+        return out
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Named:
+        hz = d.get("config_hz")
+        return Named(str(d.get("kind") or OPEN), str(d.get("label") or ""), str(d.get("by") or "counters"),
+                     None if d.get("event") is None else str(d["event"]), int(d.get("held") or 0),
+                     int(d.get("of") or 0), str(d.get("counter") or ""), float(d.get("rate") or 0.0),
+                     str(d.get("why") or ""), tuple(str(c) for c in d.get("could") or ()),
+                     int(hz) if isinstance(hz, int | float) else None, bool(d.get("host")),
+                     int(d.get("train") or 1))  # fmt: skip
 
 
-def of_slices(name: object) -> bool:
-    """Whether a periodic source's stored name (any JSON value) says a co-runner's time slices (SLICES)."""
-    return isinstance(name, str) and name.startswith(SLICES)
+def named_of(d: Mapping[str, Any]) -> Named | None:
+    """A stored periodic source's Named: its own, or, in a run stored before names were data, read from its
+    name (legacy_name)."""
+    if isinstance(d.get("named"), Mapping):
+        return Named.from_json(d["named"])
+    name = d.get("name")
+    return legacy_name(name) if isinstance(name, str) and name else None
+
+
+_HELD = re.compile(r"(?:traced: (?P<event>\S+(?: \S+)?) in|no traced event in) (?P<held>[\d,]+) of (?P<of>[\d,]+) gaps")
+_COUNTED = re.compile(r"\b(?P<counter>LOC|IRQ \d+)(?: \([^)]*\))?,?(?: counted)? (?:at )?(?P<rate>[\d,.]+)/s")
+#: How a legacy name said why a source was no interrupt of the guest's (Named.why).
+_WHY = (
+    ("untraced", "untraced"),
+    ("faster than any", "faster"),
+    ("no interrupt this CPU counted", "no-room"),
+    ("at the tick's rate", "tick-rate"),
+    ("not named by the counters", "could"),
+)
+_TRAIN = re.compile(r", a (?:second|third|(?P<n>\d+)th) train at [\d,.]+ Hz")
+
+
+def legacy_name(name: str) -> Named:
+    """A name as quietcore stored it before names were data (one sentence: "the scheduler tick, CONFIG_HZ=250
+    (traced: local_timer in 2,404 of 2,479 gaps)"), read once into a Named: stored sessions and references
+    keep saying what they found."""
+    held, counted = _HELD.search(name), _COUNTED.search(name)
+    train = _TRAIN.search(name)
+    n = 1 if train is None else {"second": 2, "third": 3}.get(train.group(0).split()[2], int(train["n"] or 1))
+    basis: dict[str, Any] = {"by": "counters"}
+    if held is not None:
+        basis = {"by": "trace", "event": held["event"], "held": int(held["held"].replace(",", "")),
+                 "of": int(held["of"].replace(",", ""))}  # fmt: skip
+    elif counted is not None:
+        basis["counter"], basis["rate"] = counted["counter"], float(counted["rate"].replace(",", ""))
+    hz = re.search(r"CONFIG_HZ=(\d+)", name)
+    basis["config_hz"] = int(hz.group(1)) if hz else None
+    basis["why"] = next((why for words, why in _WHY if words in name), "")
+    host = "the host" in name or " VM" in name
+    kinds = (
+        (OUTSIDE_GUEST, OUTSIDE, "the host" if host else "firmware or SMIs"),
+        ("the scheduler tick", TICK, "the tick"),
+        (SLICES, TURNS, SLICES),
+        ("IRQ ", DEVICE, None),
+        ("every ", TICK_TIMER, None),
+        ("once a second", SECOND, "a 1 s timer"),
+        ("not named by the counters", OPEN, "not named"),
+        ("at the tick's rate", AT_TICK_RATE, "a guest timer"),
+    )
+    for prefix, kind, label in kinds:  # fmt: skip
+        if name.startswith(prefix):
+            text = label or source_kind(name).split(" (")[0]
+            return Named.from_json({**basis, "kind": kind, "label": text, "train": n, "host": kind == OUTSIDE and host})
+    if "x the tick rate" in name:
+        return Named.from_json({**basis, "kind": TICK_MULTIPLE, "label": source_kind(name), "train": n})
+    return Named.from_json({**basis, "kind": EVENT, "label": source_kind(name), "train": n})
+
+
+def of_outside_guest(named: Named | None) -> bool:
+    """Whether a source was told no interrupt of the guest's: on a VM, the host's."""
+    return named is not None and named.kind == OUTSIDE
+
+
+def of_slices(d: Mapping[str, Any]) -> bool:
+    """Whether a stored periodic source (its JSON) is a co-runner's turns on the CPU, not noise."""
+    named = named_of(d)
+    return named is not None and named.kind == TURNS
 
 
 #: Lengths of one source on CPUs side by side: a VM's tick ran 5.3-16.2 µs across the GPU node's CPUs (the
@@ -77,17 +195,22 @@ class Periodic:
     median_duration_ns: float
     lost_ns: float
     share_of_lost: float | None  # of the CPU's lost time
-    name: str | None  # "the scheduler tick, CONFIG_HZ=250", or None when the counters cannot say
+    named: Named | None  # what it is, or None when nothing could say
+
+    @property
+    def name(self) -> str | None:
+        """What it is in a few words ("the tick", "the host"), or None."""
+        return self.named.label if self.named is not None else None
 
     @property
     def outside_guest(self) -> bool:
         """Named by the analysis as no interrupt of the guest's: the host's (as runs.reference.Periodic's)."""
-        return of_outside_guest(self.name)
+        return of_outside_guest(self.named)
 
     @property
     def slices(self) -> bool:
-        """Named by the analysis as a co-runner's turns on the CPU (SLICES), not noise."""
-        return of_slices(self.name)
+        """Named by the analysis as a co-runner's turns on the CPU, not noise."""
+        return self.named is not None and self.named.kind == TURNS
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Periodic:
@@ -102,7 +225,7 @@ class Periodic:
             median_duration_ns=_float(d.get("median_duration_ns")),
             lost_ns=_float(d.get("lost_ns")),
             share_of_lost=None if share is None else float(share),
-            name=d.get("name") or None,
+            named=named_of(d),
         )
 
 

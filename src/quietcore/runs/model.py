@@ -29,6 +29,8 @@ def is_cell_run(params: Mapping[str, Any]) -> bool:
 
 #: Units a parameter's name ends with, as they are shown after its value.
 _UNITS = {"_s": "s", "_ms": "ms", "_us": "µs", "_ns": "ns"}
+#: Parameters whose numbers name something, written without a thousands separator: seed 2060267811.
+_LABELS = ("seed", "pid", "id")
 
 
 def params_text(params: Mapping[str, Any], cpus: Callable[[Any], str | None] | None = None) -> str:
@@ -48,13 +50,16 @@ def params_text(params: Mapping[str, Any], cpus: Callable[[Any], str | None] | N
             shown = brief
         elif isinstance(value, bool):
             shown = "yes" if value else "no"
+        elif isinstance(value, int | float) and key.endswith(_LABELS):  # a seed, a pid: a label, not a quantity
+            shown = str(value)
         elif isinstance(value, int | float):
             shown = f"{value:,g}" if isinstance(value, float) else f"{value:,}"
         elif isinstance(value, str):
             shown = value
-        else:  # a limit left unset is left out here too
-            kept = {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
-            shown = json.dumps(kept, separators=(", ", ": "), ensure_ascii=False)
+        elif isinstance(value, dict):  # "analysed from session 1 run 2": a limit left unset, and a uuid, left out
+            shown = " ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items() if v is not None and k != "uuid")
+        else:
+            shown = json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
         parts.append(f"{name.replace('_', ' ')} {shown}{' ' + unit if unit else ''}")
     return ", ".join(parts)
 

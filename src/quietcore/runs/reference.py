@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quietcore.runs.analysis import of_outside_guest, same_source
+from quietcore.runs.analysis import legacy_name, of_outside_guest, same_source
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
 #: 10 periods of a 100 Hz source, and the default 0.5 s check still has 5 windows.
@@ -26,12 +26,8 @@ class Periodic:
     frequency_hz: float
     median_duration_s: float
     lost_ratio: float  # of the CPU's measured time
-    name: str | None
-
-    @property
-    def outside_guest(self) -> bool:
-        """Named by the analysis as no interrupt of the guest's: the host's."""
-        return of_outside_guest(self.name)
+    name: str | None  # what it is, in a few words ("the tick", "the host")
+    outside_guest: bool = False  # named by the analysis as no interrupt of the guest's: the host's
 
     def alike(self, other: Periodic) -> bool:
         """One source in two places (two CPUs, two sessions): runs.analysis.same_source (a planted
@@ -87,7 +83,8 @@ class CpuNoise:
                 "windows": list(self.windows), "dropped": self.dropped,
                 "guest": None if self.guest is None else [g.to_json() for g in self.guest],
                 "periodic": [{"frequency_hz": p.frequency_hz, "median_duration_s": p.median_duration_s,
-                              "lost_ratio": p.lost_ratio, "name": p.name} for p in self.periodic]}  # fmt: skip
+                              "lost_ratio": p.lost_ratio, "name": p.name, "outside": p.outside_guest}
+                             for p in self.periodic]}  # fmt: skip
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> CpuNoise:
@@ -96,7 +93,7 @@ class CpuNoise:
                 float(p["frequency_hz"]),
                 float(p["median_duration_s"]),
                 float(p["lost_ratio"]),
-                str(p["name"]) if p.get("name") else None,
+                *_name(p),
             )
             for p in d.get("periodic") or []
         )
@@ -127,6 +124,16 @@ class Reference:
         return Reference(int(row["id"]), str(row["name"]), str(row["host"]), str(row["fingerprint"]),
                          int(row["session_id"]), str(row["created_at"]), dict(data.get("facts") or {}),
                          cpus)  # fmt: skip
+
+
+def _name(p: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """A stored source's few words, and whether it is the host's; in a reference stored before names were data,
+    read from its sentence (runs.analysis.legacy_name)."""
+    name = str(p["name"]) if p.get("name") else None
+    if "outside" in p or name is None:
+        return name, bool(p.get("outside"))
+    named = legacy_name(name)
+    return named.label, of_outside_guest(named)
 
 
 def _short_s(seconds: float) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quietcore.errors import UsageError
-from quietcore.runs.analysis import Periodic, same_frequency, source_kind
+from quietcore.runs.analysis import TICK, Periodic, same_frequency
 from quietcore.simulate.engine import Timeline, union
 from quietcore.store import sessions
 
@@ -49,6 +49,8 @@ class Noise:
     sources: tuple[str, ...]
     described: str
     notes: tuple[str, ...] = ()
+    #: the sources that are the kernel's tick, by index: what nohz_full takes away
+    ticks: frozenset[int] = frozenset()
 
     def timelines(self, without: int | None = None, scale: float = 1.0) -> list[Timeline]:
         """The timelines the kernel replays: gaps of `without` taken out,
@@ -166,7 +168,8 @@ def from_session(conn: sqlite3.Connection, text: str) -> Noise:
     notes = (f"{dropped:,} gaps over the probe's --max-events were counted but not recorded; the simulation replays "
              "the recorded ones",) if dropped else ()  # fmt: skip
     cpus = f"CPU {cpu}" if cpu is not None else f"{len(traces)} CPU trace{'s' * (len(traces) > 1)}"
-    return Noise(tuple(traces), tuple(labeller.names), f"session {row.id} ({row.command}), {cpus}", notes)
+    return Noise(tuple(traces), tuple(labeller.names), f"session {row.id} ({row.command}), {cpus}", notes,
+                 frozenset(labeller.ticks))  # fmt: skip
 
 
 class _Labeller:
@@ -178,19 +181,22 @@ class _Labeller:
     def __init__(self, virtual: bool) -> None:
         self.virtual = virtual
         self.names: list[str] = []
-        self.periodic: list[tuple[str | None, float, int]] = []  # stored name, frequency, index
+        self.periodic: list[tuple[tuple[str, str] | None, float, int]] = []  # stored kind, frequency, index
+        self.ticks: set[int] = set()
 
     def periodic_index(self, hz: float, stored: Sequence[Periodic]) -> int:
         """A periodic source at `hz`: the one already seen as the same kind of
         source within 2 % of that frequency, or a new one (named as the CPU
         that showed it first named it)."""
         named = self._stored(hz, stored)
-        kind = source_kind(named.name) if named and named.name else None
+        kind = named.named.key if named is not None and named.named is not None else None
         for seen_kind, seen_hz, i in self.periodic:
             if seen_kind == kind and same_frequency(hz, seen_hz):
                 return i
         i = self.index(self._periodic_name(hz, named))
         self.periodic.append((kind, hz, i))
+        if named is not None and named.named is not None and named.named.kind == TICK:
+            self.ticks.add(i)
         return i
 
     def index(self, name: str) -> int:
@@ -210,9 +216,9 @@ class _Labeller:
                 labels[members] = self.periodic_index(source.frequency_hz, stored)
         long = lengths >= LONG_NS
         if self.virtual:
-            names = ("the host: aperiodic gaps ≥ 100 µs (vCPU preempted)", "aperiodic gaps < 100 µs (IRQs, exits)")
+            names = ("the host's stalls of 100 µs or more", "other gaps under 100 µs")
         else:
-            names = ("aperiodic gaps ≥ 100 µs (preemption)", "aperiodic gaps < 100 µs (IRQs)")
+            names = ("stalls of 100 µs or more", "other gaps under 100 µs")
         for mask, label in ((long, names[0]), (~long, names[1])):
             pick = (labels < 0) & mask
             if pick.any():
@@ -222,12 +228,12 @@ class _Labeller:
     @staticmethod
     def _stored(hz: float, stored: Sequence[Periodic]) -> Periodic | None:
         """The stored analysis's named source of this frequency, if it named one."""
-        return next((p for p in stored if same_frequency(p.frequency_hz, hz) and p.name), None)
+        return next((p for p in stored if same_frequency(p.frequency_hz, hz) and p.named), None)
 
     @staticmethod
     def _periodic_name(hz: float, named: Periodic | None) -> str:
-        if named is not None and named.name:
-            return f"{named.name} ({hz:,.0f} Hz)" if f"{hz:,.0f}" not in named.name else named.name
+        if named is not None and named.named is not None:
+            return f"{named.named.label} at {hz:,.0f} Hz"
         return f"a periodic source at {hz:,.0f} Hz"
 
 

@@ -117,10 +117,12 @@ def scale_limit(curve: list[tuple[int, float]]) -> dict[str, Any]:
     for k, (n, s) in enumerate(curve):
         if s >= LIMIT:
             if k == 0:
-                return {"ranks": n, "bound": "at most", "text": f"{LIMIT:.2f} already at N = {n:,}"}
+                return {"ranks": n, "bound": "at most", "text": f"already at N = {n:,}"}
             (n0, s0) = curve[k - 1]
             x = math.log(n0) + (LIMIT - s0) / (s - s0) * (math.log(n) - math.log(n0))
-            return {"ranks": round(math.exp(x)), "bound": "about", "text": f"N ≈ {math.exp(x):,.0f}"}
+            # a whole number of ranks past the last point under LIMIT: "N ≈ 1" beside N = 1's 1.028 read wrong
+            ranks = min(max(round(math.exp(x)), n0 + 1), n)
+            return {"ranks": ranks, "bound": "about", "text": f"N ≈ {ranks:,}"}
     n = curve[-1][0]
     return {"ranks": n, "bound": "over", "text": f"not reached by N = {n:,}"}
 
@@ -179,6 +181,8 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
                 p["fast"] = {"slowdown": fast["slowdown"], "ci": fast["ci"]}
         limit = scale_limit([(p["ranks"], p["slowdown"]) for p in points])
         curves.append({"granularity_us": g, "points": points, "scale_limit": limit})
+        if o.model == "rounds":
+            curves[-1]["fast_scale_limit"] = scale_limit([(p["ranks"], p["fast"]["slowdown"]) for p in points])
     lost = noise.lost_by_source()
     sources, whatifs = [], []
     for g in o.granularities_us:
@@ -188,7 +192,8 @@ def _tables(noise: Noise, o: Options, vs: list[Variant], ladder: list[int], focu
             row = {"granularity_us": g, "variant": v.name, **s, "baseline": base}
             if v.without is not None:
                 cost = base - s["slowdown"]
-                sources.append({**row, "source": noise.sources[v.without], "lost_share": lost[v.without],
+                sources.append({**row, "source": noise.sources[v.without], "tick": v.without in noise.ticks,
+                                "lost_share": lost[v.without],
                                 "cost": cost, "share": cost / (base - 1) if base > 1 else None})  # fmt: skip
             else:
                 whatifs.append(row)

@@ -105,12 +105,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def p_phrase(p: float) -> str:
-    """A p-value as the text says it: "p = 0.02", or "p < 0.001" below that (a
-    test's approximation can give 0 for a perfect order, which no data show)."""
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
-
-
 def _more(ratio: float, what: str) -> str:
     return f"{ratio:.2f}x the {what}" if ratio >= 2 else f"{ratio - 1:.1%} more {what}"
 
@@ -134,7 +128,13 @@ def verdict(c: Comparison, alpha: float = ALPHA, higher: bool = False, unit: str
             return f"faster ({(1 - c.ratio):.1%} less {what})"
         if above:
             return f"slower ({_more(c.ratio, what)})"
+    if c.ci_low > 1 or c.ci_high < 1:  # the interval says a difference, the test does not: 3 runs a cell
+        return UNSURE  # cannot reach p < 0.05 by Mann-Whitney whatever they hold
     return "no detectable difference"
+
+
+#: The verdict where the ratio's interval excludes 1 and the test does not reach alpha.
+UNSURE = "unsure: more runs would tell"
 
 
 def compare_many(pairs: Sequence[tuple[Sequence[float], Sequence[float], bool]],
@@ -172,7 +172,7 @@ def quick_reps(comparisons: int, floor: int = 6, alpha: float = ALPHA) -> int:
 
 def cv_warning(name: str, d: Description) -> str | None:
     if d.cv is not None and d.cv > HIGH_CV:
-        return f"{name}: runs vary by {d.cv:.0%} (CV): add --reps or --warmup, or quiet the node"
+        return f"{name}: runs vary by {d.cv:.0%}, their CV. More --reps or --warmup, or a quieter node, would help."
     return None
 
 

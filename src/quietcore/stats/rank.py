@@ -9,6 +9,7 @@ analysis: every `run`, `compare` and report paid it at start-up."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
@@ -147,16 +148,26 @@ def student_ppf(q: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+#: Up to this many pairs, Spearman's p is exact: every order of one side's ranks is tried (8! = 40,320).
+EXACT_UP_TO = 8
+
+
 def spearman(x: Values, y: Values) -> tuple[float, float]:
-    """Spearman's rho and its two-sided p (the t approximation, n - 2
-    degrees of freedom); (nan, nan) when either has no spread."""
+    """Spearman's rho and its two-sided p: exact up to EXACT_UP_TO pairs, past it the t approximation
+    (n - 2 degrees of freedom); (nan, nan) when either has no spread. Three runs in perfect order have
+    p = 1/3, not 0: the approximation's t is infinite at |rho| = 1 whatever n."""
     a, b = ranks(np.asarray(x, dtype=float))[0], ranks(np.asarray(y, dtype=float))[0]
     n = len(a)
     if n < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan, math.nan
     rho = float(np.corrcoef(a, b)[0, 1])
+    if n <= EXACT_UP_TO:
+        orders = np.array(list(itertools.permutations(b)), dtype=float)
+        ca, cb = a - a.mean(), orders - orders.mean(axis=1, keepdims=True)
+        each = (cb @ ca) / (np.sqrt((cb * cb).sum(axis=1)) * math.sqrt(float(ca @ ca)))
+        return rho, float(np.mean(np.abs(each) >= abs(rho) - 1e-12))
     if abs(rho) >= 1.0:
-        return rho, 0.0
+        return rho, min(1.0, 2.0 / math.factorial(n))
     t = rho * math.sqrt((n - 2) / ((1.0 - rho) * (1.0 + rho)))
     return rho, min(1.0, 2.0 * student_sf(abs(t), n - 2))
 

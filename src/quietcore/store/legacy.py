@@ -40,9 +40,9 @@ def move_open_entries(conn: sqlite3.Connection, path: Path) -> list[str]:
         return []
     why = why_untrusted(path)
     if why:
-        return [f"{path} holds {len(found)} open journal entr{'ies' if len(found) > 1 else 'y'} of an older quietcore; "
-                f"not replayed and not moved, since {why}: a results database is never a reason to write a knob "
-                "(check those knobs by hand: `quietcore audit`)"]  # fmt: skip
+        entries = f"{len(found)} open journal entr{'ies' if len(found) > 1 else 'y'}"
+        return [f"{path} holds {entries} of an older quietcore. They are not replayed: {why}. A results database is "
+                "never a reason to write a knob; check those knobs by hand with `quietcore audit`."]  # fmt: skip
     journal = node.open_node()
     assert journal is not None
     booted = _boot_time_iso()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quietcore.errors import UsageError
-from quietcore.facts.cpulist import format_cpulist, format_cpumask
+from quietcore.facts.cpulist import counted, format_cpulist, format_cpumask
 from quietcore.facts.devices import Device
 from quietcore.facts.topology import Topology
 
@@ -56,8 +56,10 @@ def rank_map(devices: list[Device], topo: Topology, targets: frozenset[int], per
         cores = _cores(near, topo)
         slots = len(members) * per_gpu
         if len(cores) < slots:
-            raise UsageError(f"invalid --ranks-per-gpu {per_gpu}: the {len(cores)} target core(s) near GPU(s) "
-                             f"{', '.join(map(str, members))} cannot give {slots} ranks a core each "
+            named = ("GPU " if len(members) == 1 else "GPUs ") + ", ".join(map(str, members))
+            raise UsageError(f"invalid --ranks-per-gpu {per_gpu}: the {counted(len(cores), 'target core')} near "
+                             f"{named} "
+                             f"cannot give {slots} ranks a core each "
                              f"(valid: 1-{max(len(cores) // len(members), 1)})")  # fmt: skip
         # whole cores a rank, in order, the first len(cores) % slots ranks one core more
         base, extra = divmod(len(cores), slots)

@@ -17,7 +17,7 @@ from quietcore import knobs
 from quietcore.actions import Action
 from quietcore.errors import UsageError
 from quietcore.facts.cmdline import parse_cmdline
-from quietcore.facts.cpulist import format_cpulist, format_cpumask, parse_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist, format_cpumask, parse_cpulist
 from quietcore.facts.devices import Device, irq_threads, read_devices
 from quietcore.facts.irqs import read_irqs
 from quietcore.facts.kernel import read_config, read_identity
@@ -84,10 +84,10 @@ class Plan:
             return {}
         return {
             "grub": f'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {words}" in /etc/default/grub, then update-grub '
-            "(Debian, Ubuntu) or grub2-mkconfig -o /boot/grub2/grub.cfg (Fedora, RHEL), and reboot",
+            "on Debian and Ubuntu, grub2-mkconfig -o /boot/grub2/grub.cfg on Fedora and RHEL, and reboot",
             "grubby": f'grubby --update-kernel=ALL --args="{words}"',
             "kernel-install": f"append {words} to /etc/kernel/cmdline, then "
-            'kernel-install add "$(uname -r)" "/lib/modules/$(uname -r)/vmlinuz" (BLS)',
+            'kernel-install add "$(uname -r)" "/lib/modules/$(uname -r)/vmlinuz", on BLS systems',
         }
 
     @property
@@ -183,7 +183,7 @@ def _boot(root: Root, keep: frozenset[int], target: frozenset[int], profile: str
     def without(option: str, why: str) -> str | None:
         if not where or config.get(option) == "y":
             return None
-        return f"ignored by this kernel: built without {option} ({why})"
+        return f"this kernel is built without {option}: {why}"
 
     t, k = format_cpulist(target), format_cpulist(keep)
     wanted = [
@@ -286,13 +286,22 @@ def _shield(root: Root, h: cpuset.Hierarchy, keep: frozenset[int],
     return items, [], f"/{hk_dir}"
 
 
+def _tickless(root: Root) -> bool:
+    """Whether this kernel can stop the tick (CONFIG_NO_HZ_FULL), or its config could not be read: the plan
+    speaks of nohz_full only where it could be had."""
+    config, where = read_config(root, read_identity(root).release)
+    return not where or config.get("CONFIG_NO_HZ_FULL") == "y"
+
+
 def _residue(root: Root, target: frozenset[int]) -> list[str]:
     """Per target CPU, what only the boot part quiets."""
     cmdline = parse_cmdline(root.read_line("proc/cmdline") or "")
-    out = []
+    out: dict[str, list[int]] = {}  # what a CPU's note says -> the CPUs it says it of, one line for them all
+    options = [("nohz_full", "the tick (nohz_full)")] if _tickless(root) else []
+    options.append(("rcu_nocbs", "RCU callbacks (rcu_nocbs)"))
     for cpu in sorted(target):
         left = []
-        for option, what in (("nohz_full", "the tick (nohz_full)"), ("rcu_nocbs", "RCU callbacks (rcu_nocbs)")):
+        for option, what in options:
             try:
                 on = cpu in parse_cpulist(cmdline.get(option) or "")
             except ValueError:
@@ -308,12 +317,18 @@ def _residue(root: Root, target: frozenset[int]) -> list[str]:
         if not managed:
             left.append("managed IRQs (isolcpus=managed_irq)")
         if not left:
-            out.append(f"CPU {cpu}: the boot part is in force too (nohz_full, rcu_nocbs, isolcpus=managed_irq)")
+            out.setdefault("the boot part is in force too: nohz_full, rcu_nocbs, isolcpus=managed_irq", []).append(cpu)
             continue
-        # said of one CPU in words that read as well of many (the notes of CPUs alike are one line: "CPUs 1-383:")
-        out.append(f"CPU {cpu}: the run-time part moves tasks, kthreads, IRQs and workqueues away; "
-                   f"{', '.join(left)} need the boot part")  # fmt: skip
-    return out
+        # said of one CPU in words that read as well of many: the CPUs alike are one line, "CPUs 1-383:"
+        said = f"the run-time part moves tasks, kthreads, IRQs and workqueues away. {_joined(left)} need the boot part"
+        out.setdefault(said, []).append(cpu)
+    return [f"{cpus_phrase(cpus)}: {said}" for said, cpus in out.items()]
+
+
+def _joined(words: list[str]) -> str:
+    """ "a, b and c", capitalised."""
+    said = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return said[:1].upper() + said[1:]
 
 
 Wanted = tuple[str, str, str, str, str]  # knob, file, planned value, reason, the audit finding it fixes
@@ -339,8 +354,8 @@ def _cpu_and_scheduler(root: Root, target: frozenset[int], profile: str,
         wanted.append(("turbo off", rel, off, "one clock rate: turbo's rate moves with the other cores' load and "
                        "the temperature, and so does every time measured", "cpu.turbo"))  # fmt: skip
     elif turbo:
-        notes.append("turbo stays on (throughput profile): faster on average, at a clock that varies with load "
-                     "and temperature; the latency profile turns it off")  # fmt: skip
+        notes.append("turbo stays on in the throughput profile: faster on average, at a clock that varies with load "
+                     "and temperature. The latency profile turns it off")  # fmt: skip
     migration = root.read_line("proc/sys/kernel/timer_migration")
     if migration is not None and profile == "latency":
         wanted.append(
@@ -353,11 +368,9 @@ def _cpu_and_scheduler(root: Root, target: frozenset[int], profile: str,
             )
         )
     elif migration is not None:
-        notes.append(
-            f"timer_migration is {migration}, left as it is (throughput profile): 1 lets an idle CPU's "
-            "timers run on a busy one (fewer wake-ups of idle CPUs), 0 keeps each timer where it was armed "
-            "(a target's own timers stay, but none arrive from elsewhere; the latency profile sets 0)"
-        )
+        notes.append(f"timer_migration stays {migration} in the throughput profile. 1 lets an idle CPU's timers run "
+                     "on a busy one, for fewer wake-ups of idle CPUs. 0 keeps each timer where it was armed, so none "
+                     "arrive on a target from elsewhere; the latency profile sets 0")  # fmt: skip
     runtime = root.read_line("proc/sys/kernel/sched_rt_runtime_us")
     if runtime is not None and rt_unthrottled:
         wanted.append(
@@ -371,19 +384,19 @@ def _cpu_and_scheduler(root: Root, target: frozenset[int], profile: str,
             )
         )
     elif runtime is not None and runtime != "-1":
-        notes.append(
-            f"RT throttling stays ({runtime} µs of RT time per period): a SCHED_FIFO spinner on a target "
-            "is paused each period; --allow-rt-unthrottled lifts it (a runaway RT task can then hang the CPU)"
-        )
+        said = f"{int(runtime) / 1000:g} ms" if runtime.isdigit() else f"{runtime} µs"  # as the audit says it
+        notes.append(f"RT throttling stays at {said} of RT time a period, so a SCHED_FIFO spinner on a target "
+                     "is paused each period. --allow-rt-unthrottled lifts it; a runaway RT task can then hang the "
+                     "CPU")  # fmt: skip
     models, why = root.read("sys/kernel/debug/sched/preempt")
     if models is None:
         if not root.listdir("sys/kernel/debug"):
-            reason = "debugfs is not mounted (mount -t debugfs none /sys/kernel/debug)"
+            reason = "debugfs is not mounted. `mount -t debugfs none /sys/kernel/debug` mounts it"
         elif not root.exists("sys/kernel/debug/sched/preempt"):
             reason = "the kernel is not PREEMPT_DYNAMIC: its model is built in"
         else:
-            reason = f"debugfs refuses it ({why}: a locked-down kernel, see kernel_lockdown(7))"
-        notes.append(f"the preemption model stays: {reason}")
+            reason = f"debugfs refuses it, {why}. The kernel is locked down, see kernel_lockdown(7)"
+        notes.append(f"the preemption model stays as it is: {reason}")
     else:
         models = models.strip()
         model = "full" if profile == "latency" else "voluntary"
@@ -455,9 +468,9 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         items.append(of(knob, current, format_cpulist(cpus), reason, action, raw=format_cpumask(irq.requested)))
     for d in found:
         if d.local_cpus is not None and not d.local_cpus & keep:
-            notes.append(f"no housekeeping CPU is near {d.name} (CPUs {format_cpulist(d.local_cpus)}): its IRQs go "
-                         f"to {format_cpulist(keep)}, across the interconnect; keep a core of its NUMA node with "
-                         "--housekeeping")  # fmt: skip
+            notes.append(f"no housekeeping CPU is near {d.name}, whose CPUs are {format_cpulist(d.local_cpus)}. Its "
+                         f"IRQs go to {format_cpulist(keep)}, across the interconnect; --housekeeping can keep a core "
+                         "of its NUMA node")  # fmt: skip
     followers = {t.pid for group in threads.values() for t in group}
     balancer, balancer_notes = _irqbalance(root, target)
     items += balancer
@@ -494,9 +507,11 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         action = Action("task-affinity", tid_target, format_cpulist(keep), fixes="task.placement", note=knob)
         items.append(Item(knob, format_cpulist(t.allowed), format_cpulist(keep), "off the targets", action,
                           raw=format_cpulist(t.allowed)))  # fmt: skip
+    tickless = _tickless(root)
     if bound:
-        notes.append(f"{bound} kernel threads are bound to their CPU by the kernel (ksoftirqd/N, kworker/N, "
-                     "migration/N): they stay, and the boot part (isolcpus=domain, nohz_full) quiets them")  # fmt: skip
+        quiets = "isolcpus=domain and nohz_full quiet" if tickless else "isolcpus=domain quiets"
+        notes.append(f"{bound} kernel threads are bound to their CPU by the kernel: ksoftirqd/N, kworker/N, "
+                     f"migration/N. They stay; the boot part's {quiets} them")  # fmt: skip
     wanted = [
         ("IRQ default affinity", "proc/irq/default_smp_affinity", mask, "IRQs registered from now on",
          "irq.default_affinity"),
@@ -522,8 +537,8 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         items.append(Item("C-state limit (PM QoS)", now, "0", "idle CPUs stay in the shallowest state: no deep "
                           "C-state exit on a wake-up", hold, raw=now))  # fmt: skip
         notes.append("the C-state limit is a PM QoS request, in force only while a process holds "
-                     "/dev/cpu_dma_latency open: apply starts a holder that sleeps (its pid file is beside the node "
-                     "locks), and revert ends it; it costs power on idle CPUs, as idle=poll does for good")  # fmt: skip
+                     "/dev/cpu_dma_latency open. apply starts a holder that sleeps, its pid file beside the node "
+                     "locks, and revert ends it. It costs power on idle CPUs, as idle=poll does for good")  # fmt: skip
     more, more_notes = _cpu_and_scheduler(root, target, profile, rt_unthrottled)
     wanted += more
     notes += more_notes
@@ -531,7 +546,8 @@ def _runtime(root: Root, keep: frozenset[int], target: frozenset[int], profile: 
         item = _file(root, knob, rel, planned, reason, fixes)
         if item is not None:
             items.append(item)
-    notes.append("a nohz_full CPU keeps its tick while more than one task is runnable on it: one task per target")
+    if tickless:
+        notes.append("a nohz_full CPU keeps its tick while more than one task is runnable on it: one task per target")
     return items, notes + _residue(root, target)
 
 
@@ -551,9 +567,9 @@ def make_plan(root: Root, targets: str | None = None, housekeeping: str | None =
     gpus = [d for d in found if d.kind == "gpu"]
     ranks = rank_map(gpus, topo, target, ranks_per_gpu) if ranks_per_gpu else []
     if gpus and not ranks:
-        runtime_notes.append(f"{len(gpus)} GPU(s) here: `tune plan --ranks-per-gpu N` gives each rank the target "
-                             "CPUs near its GPU, and the launcher's line (Slurm: --gpu-bind=closest, "
-                             "--cpu-bind)")  # fmt: skip
+        runtime_notes.append(f"{len(gpus)} {'GPU' if len(gpus) == 1 else 'GPUs'} here: `tune plan --ranks-per-gpu N` "
+                             "gives each rank the target CPUs near its GPU, and the launcher's line, for Slurm "
+                             "--gpu-bind=closest and --cpu-bind")  # fmt: skip
     return Plan(keep, target, profile, boot, runtime, boot_notes + runtime_notes, ranks)
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from quietcore.facts.cpulist import cpus_phrase, parse_cpulist
 from quietcore.runs.model import Run
 
 if TYPE_CHECKING:
@@ -26,6 +27,35 @@ GAP_MAX = "longest gap (µs)"
 AVAILABLE = "available (%)"
 WAKE_MAX, WAKE_P50, WAKE_P99 = "wake-up latency max (µs)", "wake-up latency p50 (µs)", "wake-up latency p99 (µs)"
 FIGURES = (GAP_MAX, AVAILABLE, WAKE_MAX, WAKE_P50, WAKE_P99)
+
+
+#: What a run is, by its kind, for its heading: {cpus} is its CPUs in a phrase ("CPUs 0-1").
+WHAT = {"calibrate": "The counter's calibration", "noise": "Noise of {cpus}", "latency": "Wake-up latency of {cpus}",
+        "ctxswitch": "Context switches", "audit": "The audit", "experiment": "The experiment",
+        "tune-prove": "Before and after tune", "survey": "The survey", "simulate": "The simulation",
+        "intruders": "Intruders on {cpus}", "check": "The check of {cpus}", "exec": "A command's run",
+        "oslat": "oslat's noise of {cpus}", "cyclictest": "cyclictest's latency of {cpus}",
+        "rtla-osnoise": "rtla osnoise's noise of {cpus}"}  # fmt: skip
+
+
+def heading(run: Run) -> str:
+    """A run's heading, by what it is: "Noise of CPUs 0-1, run 2"; its status where it did not complete."""
+    what = WHAT.get(run.kind, f"A {run.kind} run")
+    if "{cpus}" in what:
+        what = what.format(cpus=_cpus(run.params.get("cpus")))
+    return f"{what}, run {run.seq}" + ("" if run.status == "complete" else f": {run.status}")
+
+
+def _cpus(value: Any) -> str:
+    """A run's CPUs as stored (numbers, or a kernel list) in a phrase; "its CPUs" for anything else."""
+    if isinstance(value, list) and value and all(type(c) is int and c >= 0 for c in value):
+        return cpus_phrase(value)
+    if isinstance(value, str):
+        try:
+            return cpus_phrase(parse_cpulist(value)) if value else "its CPUs"
+        except ValueError:
+            return "its CPUs"
+    return "its CPUs"
 
 
 class Kind:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from quietcore.report import spread
 from quietcore.report.experiment import experiment_table
 from quietcore.report.kinds.base import Kind
 from quietcore.runs.model import Run
-from quietcore.safe import markup
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
@@ -21,16 +21,8 @@ EXTRA = {"prefetch": "stride", "numa": "numa", "affinity": "normalised", "smt": 
 
 
 def spread_lines(analysis: dict[str, Any]) -> list[str]:
-    """Why each cell's runs differ, and the method, once."""
-    lines, method = [], None
-    for s in analysis.get("spread", []):
-        if s["method"] != method:
-            method = s["method"]
-            lines.append(f"Why {s.get('over', 'runs')} differ ({method}):")
-        lines += [s[k] for k in ("sentence",) if s.get(k)]
-        if s.get("forks"):
-            lines.append(f"{s['cell']}: {s['forks']['sentence']}")
-    return lines
+    """Why each cell's runs differ, and the method, once (report.spread)."""
+    return spread.lines(analysis.get("spread", []))
 
 
 class ExperimentKind(Kind):
@@ -41,9 +33,9 @@ class ExperimentKind(Kind):
     def terminal(self, out: Console, run: Run) -> None:
         out.print(experiment_table(run.analysis))
         for sentence in run.analysis.get("notes", []) + spread_lines(run.analysis):
-            out.print(markup(sentence))
+            out.print(sentence)
         for warning in run.analysis.get("warnings", []):
-            out.print(markup(f"warning: {warning}"))
+            out.print(f"warning: {warning}")
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures  # matplotlib: only when a report is drawn

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from quietcore.attribution import busy, explain
+from quietcore.attribution import busy
 from quietcore.errors import UsageError
 from quietcore.facts.cpulist import format_cpulist
-from quietcore.report import account, tables, text
+from quietcore.report import account, explained, sources, tables, text
 from quietcore.report.kinds.base import AVAILABLE, GAP_MAX, Kind, run_row
 from quietcore.runs.model import Run
-from quietcore.safe import markup
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
@@ -23,10 +22,15 @@ if TYPE_CHECKING:
 WINDOW_MS = 50.0  # the short window of the noise timeline: a dozen ticks at 250 Hz
 
 
+def virtualized(facts: Mapping[str, Any] | None) -> bool:
+    """Whether the session's node is a VM, as its facts say."""
+    return bool(((facts or {}).get("virtualization") or {}).get("virtualized"))
+
+
 def lines(run: Run) -> list[str]:
     """What follows the table: notes, periodic sources, verdicts."""
     out = list(text.noise_notes(run.summary))
-    out += [markup(line) for line in busy.lines(run.analysis)]  # a command's name is stored text
+    out += busy.lines(run.analysis)
     if "error" in run.analysis:
         out.append(f"The analysis of this run failed ({run.analysis['error']}); the measurement is stored.")
     return out
@@ -60,31 +64,35 @@ class NoiseKind(Kind):
         for line in lines(run):
             out.print(line)
         accounts = account.of_run(run)
-        for cpu in run.noise.cpus:
-            if only is not None and cpu.cpu != only:
-                continue
+        cpus = [cpu for cpu in run.noise.cpus if only is None or cpu.cpu == only]
+        virtual = virtualized(facts)
+        out.print(sources.table(cpus, accounts))
+        for note in sources.notes(sources.shown(cpus)):
+            out.print(note)
+        noted = False
+        for cpu in cpus:
             mine = accounts.get(cpu.cpu)
-            for line in text.periodic_lines(cpu, mine):
-                out.print(line)
             if mine is not None:
                 out.print(tables.account_table(mine))
-                out.print(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
+                if mine.traced and not noted:
+                    out.print(tables.ACCOUNT_NOTE)
+                    noted = True
+                out.print(text.account_words(cpu, mine, virtual))
         traced = run.noise.tracer
         if traced and not traced.get("used"):
-            out.print(f"No traced attribution: {traced['why']} (osnoise tracer: {traced['osnoise']}).")
-        for line in explain.lines(run.analysis["explained"]) if "explained" in run.analysis else []:
-            out.print(markup(line))
+            out.print(f"Not traced: {traced['why']}. The kernel's counters named the sources instead.")
+        for item in explained.items(run.analysis["explained"]) if "explained" in run.analysis else []:
+            out.print(item)
 
     def _summary(self, out: Console, run: Run, facts: Mapping[str, Any]) -> None:
         """Many CPUs in a screen (report.summary.screen)."""
         from quietcore.report import summary  # numpy, as in view
 
         said = summary.screen(run.summary, run.noise.cpus, account.of_run(run), facts, lines(run),
-                              "--cpu {cpu} for its detail", where=run.context.get("topology"))  # fmt: skip
-        for item in said:
+                              "--cpu {cpu}", where=run.context.get("topology"))  # fmt: skip
+        for item in said.items:
             out.print(item)
-        odd = sum(isinstance(item, str) and ": outlier: " in item for item in said)
-        out.print(f"{len(run.noise.cpus)} CPUs, {odd} outlier(s); --per-cpu for every CPU's detail, --cpu N for one's.")
+        out.print(said.closing(len(run.noise.cpus)))
 
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report import figures, summary  # matplotlib: only when a report is drawn
@@ -100,9 +108,12 @@ class NoiseKind(Kind):
         if many:
             self._node_section(b, s, run, accounts)
         else:
-            self._cpus_section(s, run, accounts)
+            self._cpus_section(b, s, run, accounts)
         if "explained" in run.analysis:  # after the screen, as a terminal gives them
-            (s.screen if many else s.paragraphs).extend(explain.lines(run.analysis["explained"]))
+            from quietcore.report.render import grid
+
+            for item in explained.items(run.analysis["explained"]):
+                s.screen.append(item if isinstance(item, str) else grid(item))
         if many:  # the node at a glance first
             b.figure(s, figures.noise_heatmap(trace, where=run.context.get("topology")), "noise-heatmap",
                      "Lost time by CPU over the run, summed per slice: a row a CPU, so a CPU or a group of CPUs "
@@ -122,18 +133,22 @@ class NoiseKind(Kind):
                  "Lost time by source; periodic sources found are named "
                  + ("in each CPU's detail." if many else "under each CPU."))  # fmt: skip
 
-    def _cpus_section(self, s: Section, run: Run, accounts: Mapping[int, account.Account]) -> None:
+    def _cpus_section(self, b: Builder, s: Section, run: Run, accounts: Mapping[int, account.Account]) -> None:
         """A few CPUs: each one's table, sources and account in full."""
         from quietcore.report.render import grid
 
         s.grids.append(grid(text.noise_table(run.summary, "Per CPU")))
         s.paragraphs += lines(run)
+        s.grids.append(grid(sources.table(run.noise.cpus, accounts)))
+        s.paragraphs += sources.notes(sources.shown(run.noise.cpus))
+        virtual = virtualized(b.facts.get(run.session_id or -1, {}))
         for cpu in run.noise.cpus:
             mine = accounts.get(cpu.cpu)
-            s.paragraphs += text.periodic_lines(cpu, mine)
             if mine is not None:
-                s.paragraphs.append(f"CPU {cpu.cpu}: {text.account_verdict(cpu, mine)}")
                 s.grids.append(grid(tables.account_table(mine)))
+                s.paragraphs.append(text.account_words(cpu, mine, virtual))
+        if any(a.traced for a in accounts.values()):
+            s.paragraphs.append(tables.ACCOUNT_NOTE)
 
     def _node_section(self, b: Builder, s: Section, run: Run, accounts: Mapping[int, account.Account]) -> None:
         """Many CPUs: the screen `results show` prints (groups, shared sources,
@@ -143,20 +158,22 @@ class NoiseKind(Kind):
         from quietcore.report.render import grid
 
         facts = b.facts.get(run.session_id or -1, {})
-        for item in summary.screen(run.summary, run.noise.cpus, accounts, facts, lines(run),
-                                   "its detail is open below", where=run.context.get("topology")):  # fmt: skip
+        said = summary.screen(run.summary, run.noise.cpus, accounts, facts, lines(run), "its CPU's section below",
+                              where=run.context.get("topology"))  # fmt: skip
+        for item in said.items:
             s.screen.append(item if isinstance(item, str) else grid(item))  # in its order: tables among lines
-        odd = summary.odd_cpus(run.summary, run.noise.cpus, facts, run.context.get("topology"))
+        odd = said.outliers
         s.folds.append(Fold(f"Every CPU's row ({len(run.summary)} CPUs)",
                             grids=[grid(text.noise_table(run.summary, "Per CPU"))]))  # fmt: skip
+        virtual = virtualized(facts)
         for cpu in run.noise.cpus:
             mine = accounts.get(cpu.cpu)
             fold = Fold(f"CPU {cpu.cpu}" + (": outlier" if cpu.cpu in odd else ""), open=cpu.cpu in odd)
             fold.paragraphs += [f"Outlier: {why}." for why in odd.get(cpu.cpu, ())]
-            fold.paragraphs += text.periodic_lines(cpu, mine)
+            fold.grids.append(grid(sources.table([cpu], {cpu.cpu: mine} if mine else {})))
             if mine is not None:
-                fold.paragraphs.append(text.account_verdict(cpu, mine))
                 fold.grids.append(grid(tables.account_table(mine)))
+                fold.paragraphs.append(text.account_words(cpu, mine, virtual))
             s.folds.append(fold)
 
     def rows(self, run: Run) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ HEADERS = ("where", "figure", "before", "after", "after/before [95% CI]", "p", "
 
 def cells(row: dict[str, Any]) -> tuple[str, ...]:
     ratio, ci, p = row["ratio"], row["ci"], row["p"]
-    shown = (f"{ratio:.2f} [{ci[0]:.2f}-{ci[1]:.2f}]" if ratio is not None and ci else
+    shown = (f"{ratio:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ratio is not None and ci else
              f"{ratio:.2f}" if ratio is not None else "-")  # fmt: skip
     return (row["where"], f"{row['metric']} ({row['unit']})", f"{row['before']:,.2f}", f"{row['after']:,.2f}", shown,
             f"{p:.3f}" if p is not None else "-", row["verdict"])  # fmt: skip
