@@ -344,8 +344,10 @@ def test_run_without_intrusions_says_why_in_every_run(cli: CliRunner, db_file: P
 
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs and SCHED_FIFO need root")
 def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunner) -> None:
-    # GIVEN a SCHED_FIFO disturber that runs 300 µs every 10 ms on the measured CPU
-    argv = [str(probe_path()), "disturb", "--cpus", str(CPU), "--period-us", "10000", "--burst-us", "300",
+    # GIVEN a SCHED_FIFO disturber that runs 800 µs every 10 ms on the measured CPU: longer than most of the
+    # host's stalls on this VM (0.5-1.5 ms, in three suites of 2026-11-29 5 to 7 of the 20 longest gaps
+    # beside 300 µs slices)
+    argv = [str(probe_path()), "disturb", "--cpus", str(CPU), "--period-us", "10000", "--burst-us", "800",
             "--policy", "fifo", "--priority", "1", "--duration", "5"]  # fmt: skip
     disturber = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -360,15 +362,16 @@ def test_noise_explains_each_long_gap_with_the_task_that_ran_in_it(cli: CliRunne
     explained = json.loads(proc.stdout)["explained"]
     (cpu,) = explained["cpus"]
     assert explained["above_ns"] == 200e3 and cpu["over"] >= 50 and len(cpu["gaps"]) == 20
-    # THEN most of the 20 longest gaps hold a slice of the disturber, woken by its timer
+    # THEN half of the 20 longest gaps or more hold a slice of the disturber, woken by its timer (the rest, the
+    # host's stalls: 7 of 20 once in 16 runs here, at 800 µs; 13 at 300 µs in a suite)
     held = 0
     for gap in cpu["gaps"]:
         mine = [e for e in gap["inside"] if e["kind"] == "task" and e["pid"] in tids]
-        if mine and mine[0]["ns"] >= 250e3 and any(h.startswith("woken by hrtimer_wakeup")
+        if mine and mine[0]["ns"] >= 650e3 and any(h.startswith("woken by hrtimer_wakeup")
                                                    for h in said(mine[0]["came"])):  # fmt: skip
             held += 1
         assert 0 <= gap["untraced_ns"] <= gap["duration_ns"]
-    assert held >= 15, cpu["gaps"]
+    assert held >= 10, cpu["gaps"]
 
 
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs and SCHED_FIFO need root")
