@@ -169,6 +169,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="a new directory to keep the fresh run's traces in, to give "
                         "--traces again (the replay of a template that missed a finding)")  # fmt: skip
     parser.add_argument("--split", type=Path, help=argparse.SUPPRESS)  # a child: split() of this directory, as JSON
+    parser.add_argument("--show", type=Path, help="write each replay's `results show` to DIR/TEMPLATE-N.txt")
     parser.add_argument("--splits", type=int, default=SPLITS, help="processes the analysis alone is measured in "
                         f"(the median is printed, with the range; default {SPLITS})")  # fmt: skip
     args = parser.parse_args()
@@ -195,7 +196,8 @@ def main() -> int:
                 print(f"\nthe fresh run's traces kept in {args.keep}")
             print(f"\ntemplates: {name}, {len(files)} CPU trace(s), replayed over {args.seconds:g} s")
             for n in (int(x) for x in args.cpus.split(",")):
-                size(env, where / f"{k}-{n}", files, n, span, args.splits)
+                size(env, where / f"{k}-{n}", files, n, span, args.splits,
+                     args.show / f"{k}-{n}.txt" if args.show else None)  # fmt: skip
     return 0
 
 
@@ -259,7 +261,15 @@ def named(db: Path) -> tuple[dict[int, list[Any]], list[tuple[str, frozenset[int
     return dict(odd), away
 
 
-def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: float, splits: int = SPLITS) -> None:
+def size(
+    env: dict[str, str],
+    where: Path,
+    files: list[Path],
+    n: int,
+    span: float,
+    splits: int = SPLITS,
+    show: Path | None = None,
+) -> None:
     """One replay of `n` CPUs: import, analyse, show, report, and what each cost."""
     where.mkdir()
     db = where / "results.db"
@@ -273,6 +283,9 @@ def size(env: dict[str, str], where: Path, files: list[Path], n: int, span: floa
     shown, sw, sc, sm = qc(envn, "results", "show", "1")
     _, rw, rc, rm = qc(envn, "report", "1", "--out", str(where / "report"), "--force")
     said = shown.stdout.splitlines()
+    if show is not None:
+        show.parent.mkdir(parents=True, exist_ok=True)
+        show.write_text(shown.stdout)
     outliers, groups = named(db)
     odd = set(outliers)
     lines_ok = len(said) <= LINES + len(odd)

@@ -252,6 +252,20 @@ def test_changes_are_ranked_by_the_time_each_would_remove_with_the_audits_fix() 
     assert said[4].startswith(f"No setting of this guest removes the host's {host}.")
 
 
+def test_an_imported_traces_session_says_no_share_it_cannot_know() -> None:
+    """A 384-CPU replay of traces, no counter read with them, said "the tick and its timers took 0% ...;
+    what nothing names, firmware or SMIs, took 100%": nothing had named anything."""
+    from quietcore.report.account import UNCOUNTED, Row
+    from quietcore.report.changes import shares
+
+    bare = Account(cpu=7, lost_ns=4e6, rows=(), rest=Row("unexplained", None, 4e6, UNCOUNTED), traced=False)
+    said = shares([bare, bare], False)
+    assert not said.known
+    assert said.line("CPUs 0-383", 1) == ("No counter or trace came with session 1's gaps, so nothing says what "
+                                          "took the time CPUs 0-383 lost.")  # fmt: skip
+    assert shares([_traced_account()], True).known
+
+
 def test_a_source_shared_by_cpus_is_one_line_whatever_each_cpus_counted_rate() -> None:
     """On the real GPU node (16 vCPUs) the tick split into four lines: its name carries each
     CPU's LOC rate (238/s, 239/s) and its length ran 5.3-16.2 µs across the CPUs."""

@@ -38,7 +38,7 @@ def test_a_task_that_took_the_slow_runs_time_accounts_for_their_excess() -> None
     assert out["source"]["name"] == "stress-ng (pid 4242)" and out["source"]["other_ms"] == 0.0
     assert "Intrusions account for" in said(out) and "stress-ng (pid 4242)" in said(out)
     assert any(c["what"] == "involuntary context switches" for c in out["covariates"])
-    assert "Involuntary context switches rise with the run time: Spearman rho" in said(out)
+    assert "Involuntary context switches and the run time rise together: Spearman rho" in said(out)
 
 
 def test_spread_nothing_traced_explains_says_so_and_names_what_was_not_measured() -> None:
@@ -76,4 +76,6 @@ def test_a_workloads_own_io_time_that_moves_with_the_run_is_named_and_a_perfect_
     assert out is not None
     (named,) = out["covariates"]
     assert named["what"] == "the workload's own I/O times"
-    assert "rise with the run time: Spearman rho 1.00, p < 0.001 after Holm" in said(out) and "p 0 " not in said(out)
+    assert "and the run time rise together: Spearman rho 1.00, p < 0.001 after Holm" in said(
+        out
+    ) and "p 0 " not in said(out)

@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"B: session {b.id}, {b.command}, {b.started_at[:19].replace('T', ' ')} UTC")
     if result["same_fingerprint"]:
         out.print(f"Same node configuration, fingerprint {a.fingerprint}.")
+    elif not result["changes"]:  # a peer's file: it says next to nothing of its node
+        out.print(f"Other fingerprints, {a.fingerprint} and {b.fingerprint}; no fact both sessions hold differs.")
     else:
         changes = Table(title="What changed in the node", title_justify="left")
         for name in ("fact", "A", "B"):

@@ -45,7 +45,7 @@ from quietcore.owner import own_threads, step_aside, step_back
 from quietcore.report import text
 from quietcore.report.kinds import kind_of
 from quietcore.report.progress import progress_bar
-from quietcore.safe import markup
+from quietcore.safe import plain
 from quietcore.session import Session
 from quietcore.store import sessions
 
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     missing = (analysis.get("metric") or {}).get("error")
     if missing:
-        text.console(stderr=True).print(markup(f"error: {missing}"))
+        text.console(stderr=True).print(plain(f"error: {missing}"))
         return 1
     return 0
 

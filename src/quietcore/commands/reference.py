@@ -30,6 +30,7 @@ from quietcore.facts.cpulist import brief_cpulist, figure_range, figure_spread
 from quietcore.report import text
 from quietcore.runs.reference import CpuNoise, Periodic, Reference
 from quietcore.safe import plain
+from quietcore.stats.said import lost_pct as pct
 from quietcore.store import db, references, sessions
 
 NAME = "reference"
@@ -105,8 +106,6 @@ def _lost(cpus: list[CpuNoise]) -> str:
     """Each CPU's figure as the check's line gives it ("reference 1.4 %": it said "at most 1.7 % lost"); at
     384 CPUs that was 5,546 characters of one line (its CPUs 1,425 more), so past EACH_UP_TO their range,
     median and the most's CPU."""
-    from quietcore.fleet.verdict import pct
-
     ordered = sorted(cpus, key=lambda c: c.cpu)
     if len(ordered) <= EACH_UP_TO:
         return ", ".join(f"CPU {c.cpu} {pct(c.lost_ratio)}" for c in ordered)
@@ -166,14 +165,14 @@ def show(conn: Any, name: str | None, as_json: bool, per_cpu: bool = False) -> N
         return
     table = Table()
     for col in ("CPU", "measured", "lost", "windows p50 / p90 / max", "events/s", "max gap", "periodic sources"):
-        table.add_column(col)
+        table.add_column(col, justify="left" if col == "periodic sources" else "right")
     for c in sorted(ref.cpus.values(), key=lambda c: c.cpu):
         w = sorted(c.windows)
         spread = " / ".join(f"{w[min(len(w) - 1, int(q * len(w)))] * 100:.2g}%" for q in (0.5, 0.9)) + (
             f" / {w[-1] * 100:.2g}%"
         )
         table.add_row(str(c.cpu), f"{c.measured_s:.3g} s", f"{c.lost_ratio * 100:.2g}%", spread,
-                      f"{c.events_per_s:.0f}", f"{c.max_gap_s * 1e6:.0f} µs",
+                      f"{c.events_per_s:,.0f}", f"{c.max_gap_s * 1e6:,.0f} µs",
                       _sources(c))  # fmt: skip
     out.print(table)
 
@@ -185,7 +184,7 @@ def _summed(out: Any, cpus: list[CpuNoise]) -> None:
 
     table = Table(title="The CPUs (min / median / max)", title_justify="left")
     for col in ("CPUs", "measured s", "lost %", "events/s", "max gap µs"):
-        table.add_column(col)
+        table.add_column(col, justify="left" if col == "CPUs" else "right")
     table.add_row(f"{brief_cpulist([c.cpu for c in cpus])} ({len(cpus)})",
                   figure_spread([c.measured_s for c in cpus], ".3g"),
                   figure_spread([c.lost_ratio * 100 for c in cpus], ".2g"),

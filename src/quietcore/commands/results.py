@@ -129,15 +129,16 @@ def list_(conn: sqlite3.Connection) -> None:
         out.print("No results yet: run `quietcore lab`.")
         return
     table = Table()
-    for name in ("ID", "started (UTC)", "took", "command", "host", "runs", "status", "fingerprint", "tags"):
-        table.add_column(name)
+    for name in ("ID", "started (UTC)", "took", "command and tags", "host", "runs", "status", "fingerprint"):
+        table.add_column(name, justify="right" if name in ("ID", "took", "runs") else "left")
     for row in rows:
-        tags = ", ".join(f"{k}={v}" for k, v in sorted(row.tags.items()))
-        # the command as it was typed: its CPUs and duration tell two noise sessions apart
+        # the command as it was typed: its CPUs and duration tell two noise sessions apart; its tags on a line
+        # of their own under it, where a column of them, empty in most rows, took a table of its own at 100
         typed = " ".join(row.argv[1:]) if row.argv[1:] else row.command
-        table.add_row(str(row.id), row.started_at[:19], text.took(row.started_at, row.ended_at), plain(typed),
-                      plain(row.host), str(row.n_runs), row.status, row.fingerprint, plain(tags),
-                      )  # fmt: skip
+        tags = " ".join(f"{k}={v}" for k, v in sorted(row.tags.items()))
+        said = plain(typed) + (f"\ntags {plain(tags)}" if tags else "")
+        table.add_row(str(row.id), row.started_at[:19].replace("T", " "), text.took(row.started_at, row.ended_at),
+                      said, plain(row.host), str(row.n_runs), row.status, row.fingerprint)  # fmt: skip
     out.print(table)
 
 
@@ -174,7 +175,9 @@ def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] =
     accounts = [a for run in shown if run.kind == "noise" for a in account.of_run(run).values()]
     if accounts and only is None:  # the session's one figure of each, as lab, audit and the report give it
         virtual = bool((row.facts.get("virtualization") or {}).get("virtualized"))
-        out.print(changes.shares(accounts, virtual).line(cpus_phrase(frozenset(a.cpu for a in accounts)), row.id))
+        share = changes.shares(accounts, virtual)
+        if share.known:  # an imported trace's: each group's account already says nothing was counted
+            out.print(share.line(cpus_phrase(frozenset(a.cpu for a in accounts)), row.id))
     warning = text.virt_warning(row.facts)
     if warning:
         out.print(warning)

@@ -188,6 +188,8 @@ def _shares(conn: Any, spec: str) -> dict[str, Any] | None:
         return None
     virtual = bool((row.facts.get("virtualization") or {}).get("virtualized"))
     share = changes.shares(accounts, virtual)
+    if not share.known:  # an imported trace: no counter or trace says what its gaps were
+        return None
     return {
         "session": row.id,
         "cpus": cpus_phrase(frozenset(a.cpu for a in accounts)),

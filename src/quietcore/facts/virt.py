@@ -112,7 +112,7 @@ def detect(root: Root, cpuid_vendor: str | None = None) -> Virtualization:
             names.append(_CLOCKSOURCES[source])
     steal = sum(t.ticks.get("steal", 0) for t in parse_proc_stat(root.read_text("proc/stat") or "").values())
     if steal > 0:
-        evidence.append(f"steal time has been counted ({steal} ticks in /proc/stat)")
+        evidence.append(f"steal time has been counted ({steal:,} ticks in /proc/stat)")
     return Virtualization(
         virtualized=bool(evidence),
         hypervisor=names[0] if names else None,

@@ -37,8 +37,9 @@ from quietcore.facts.fingerprint import changed
 from quietcore.runs.analysis import same_frequency
 from quietcore.runs.reference import WINDOW_S, CpuNoise, GuestCount, Periodic, Reference
 from quietcore.stats.compare import holm
-from quietcore.stats.pvalue import p_phrase
 from quietcore.stats.rank import mann_whitney
+from quietcore.stats.said import lost_pct as pct
+from quietcore.stats.said import p_phrase
 
 ALPHA = 0.001
 TOLERANCE = 0.005  # of the CPU's time: 0.5 % more lost than the reference
@@ -156,11 +157,6 @@ class Verdict:
         if self.drift:
             out.append(f"The configuration changed since the reference: {', '.join(self.drift)}.")
         return out
-
-
-def pct(ratio: float | None) -> str:
-    """A lost ratio as the check's line, `reference set` and `reference show` all say it."""
-    return "?" if ratio is None else f"{ratio * 100:.2g}%" if ratio < 0.1 else f"{ratio * 100:.1f}%"
 
 
 def one_sided_larger(check: tuple[float, ...], ref: tuple[float, ...]) -> float:
@@ -395,6 +391,7 @@ def to_json(v: Verdict) -> dict[str, object]:
     return {
         "verdict": "pass" if v.passed else "fail",
         "line": v.line(),
+        "headline": v.headline(),
         "reference": None
         if ref is None
         else {

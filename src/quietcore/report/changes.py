@@ -70,9 +70,15 @@ class Shares:
     tick: float
     host: float
     virtualized: bool
+    #: whether any CPU's gaps came with counters or a trace: an imported trace's have neither, and its
+    #: shares would read "the tick 0%, firmware 100%"
+    known: bool = True
 
     def line(self, cpus: str, session: int | None = None) -> str:
         """ "In session 3, the tick and its timers took 50% of the time CPUs 0-1 lost; the host took 46%." """
+        if not self.known:
+            where = f"session {session}'s" if session is not None else "these"
+            return f"No counter or trace came with {where} gaps, so nothing says what took the time {cpus} lost."
         where = f"In session {session}, the" if session is not None else "The"
         host = "the host" if self.virtualized else "what nothing names, firmware or SMIs,"
         return (f"{where} tick and its timers took {self.tick:.0%} of the time {cpus} lost; {host} took "
@@ -82,7 +88,9 @@ class Shares:
 def shares(accounts: Iterable[Account], virtualized: bool) -> Shares:
     """The session's Shares, from its CPUs' accounts."""
     total = tick = host = 0.0
+    known = False
     for a in accounts:
+        known = known or not a.uncounted
         total += a.lost_ns
         host += a.rest.ns
         for row in a.rows:
@@ -90,7 +98,8 @@ def shares(accounts: Iterable[Account], virtualized: bool) -> Shares:
                 host += row.ns
             elif change_of(row.name) == TICK:
                 tick += row.ns
-    return Shares(total, tick / total if total else 0.0, min(host / total, 1.0) if total else 0.0, virtualized)
+    return Shares(total, tick / total if total else 0.0, min(host / total, 1.0) if total else 0.0, virtualized,
+                  known)  # fmt: skip
 
 
 def rank(accounts: Iterable[Account], findings: Iterable[Mapping[str, Any]], limit: int = 3

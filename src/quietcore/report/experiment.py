@@ -7,16 +7,20 @@ from typing import Any
 
 from rich.table import Table
 
+from quietcore.safe import plain
+
 # How a metric's unit is shown, in tables and figures alike: (factor, unit shown).
 SCALE = {"s": (1e3, "ms"), "ns": (1.0, "ns"), "GB/s": (1.0, "GB/s")}
 
 
-def fmt(value: float | None, unit: str) -> str:
+def fmt(value: float | None, unit: str, like: float | None = None) -> str:
+    """A figure in its shown unit, with the decimals its size takes; `like`: those of that figure instead
+    (a spread beside its mean: "234.7 ± 9.9", not "234.7 ± 9.931")."""
     if value is None:
         return "-"
     factor, _ = SCALE.get(unit, (1.0, unit))
-    v = value * factor
-    return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
+    v, size = value * factor, abs((like if like is not None else value) * factor)
+    return f"{v:,.3f}" if size < 10 else f"{v:,.1f}" if size < 1000 else f"{v:,.0f}"
 
 
 def shown_unit(unit: str) -> str:
@@ -39,7 +43,9 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
     table = Table(title=f"Experiment {title}", title_justify="left")
     with_p95 = any(row.get("stats") and row["stats"]["p95"] is not None for row in rows)
     unit = next((shown_unit(row["metric"]["unit"]) for row in rows if row.get("stats")), "")
-    columns = ["cell", "n", f"median {unit}".strip(), "95% CI", "vs baseline", "95% CI", "verdict", "CV",
+    # a figure and its interval in one cell, as hyperfine writes "305.6 ms ± 1.2 ms": a column of interval
+    # alone took a header and a gutter each, and the verdict wrapped to two rows in 100 columns
+    columns = ["cell", "n", f"median {unit} [95% CI]".replace("  ", " "), "vs baseline [95% CI]", "verdict", "CV",
                "p (Holm)", "mean ± sd", *(["p95"] if with_p95 else [])]  # fmt: skip
     for name in columns:
         table.add_column(name, justify="left" if name in ("cell", "verdict") else "right")
@@ -48,7 +54,7 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
     for row in rows:
         stats = row.get("stats")
         if not stats:
-            table.add_row(row["cell"], "0", *["-"] * 4, "not run", *["-"] * (len(columns) - 7),
+            table.add_row(row["cell"], "0", "-", "-", "not run", *["-"] * (len(columns) - 5),
                           *["" for _ in extras])  # fmt: skip
             continue
         unit_ = row["metric"]["unit"]
@@ -59,14 +65,15 @@ def experiment_table(analysis: Mapping[str, Any]) -> Table:
         table.add_row(
             row["cell"],
             str(stats["n"]),
-            fmt(stats["median"], unit_),
-            interval(fmt(ci[0], unit_), fmt(ci[1], unit_)) if ci else "-",
-            "baseline" if row["baseline"] else f"{comparison['ratio']:.3f}" if comparison else "-",
-            interval(f"{comparison['ci_low']:.3f}", f"{comparison['ci_high']:.3f}") if comparison else "",
+            fmt(stats["median"], unit_) + (f" {interval(fmt(ci[0], unit_), fmt(ci[1], unit_))}" if ci else ""),
+            "baseline" if row["baseline"] else (f"{comparison['ratio']:.3f} "
+            f"{interval(format(comparison['ci_low'], '.3f'), format(comparison['ci_high'], '.3f'))}"
+            if comparison else "-"),
             comparison["verdict"] if comparison else "",
             "-" if cv is None else f"{cv:.1%}",
             f"{comparison['p_adjusted']:.3g}" if comparison else "",
-            f"{fmt(stats['mean'], unit_)} ± {fmt(std, unit_)}" if std is not None else fmt(stats["mean"], unit_),
+            f"{fmt(stats['mean'], unit_)} ± {fmt(std, unit_, like=stats['mean'])}" if std is not None
+            else fmt(stats["mean"], unit_),
             *([fmt(stats["p95"], unit_) if stats["p95"] is not None else "n too small"] if with_p95 else []),
             *[row.get("extra", {}).get(key, "") for key in extras],
         )  # fmt: skip
@@ -78,10 +85,15 @@ def interval(low: str, high: str) -> str:
     return f"[{low}, {high}]"
 
 
+#: A built-in metric's name in words: the stored name is the JSON's.
+_METRICS = {"wall_s": "the command's wall time"}
+
+
 def metric_line(analysis: Mapping[str, Any]) -> str | None:
     for row in analysis["rows"]:
         if row.get("metric"):
             m = row["metric"]
             better = "lower is better" if m["better"] == "lower" else "higher is better"
-            return f"Metric: {m['name']} ({better}); each cell against the baseline of its group, Holm-adjusted."
+            name = _METRICS.get(str(m["name"]), plain(str(m["name"])))
+            return f"Metric: {name}, {better}. Each cell is held against the baseline of its group, Holm-adjusted."
     return None

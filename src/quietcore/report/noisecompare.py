@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 
 from quietcore.fleet.baseline import cpu_noise
-from quietcore.fleet.verdict import known_sources, new_sources, pct
+from quietcore.fleet.verdict import known_sources, new_sources
 from quietcore.report.account import Account, of_run
 from quietcore.runs.model import SessionRecord
 from quietcore.runs.reference import CpuNoise
 from quietcore.stats.bootstrap import SEED
 from quietcore.stats.compare import ALPHA, holm
 from quietcore.stats.rank import mann_whitney
+from quietcore.stats.said import lost_pct as pct
 from quietcore.store import sessions
 
 RESAMPLES = 2000

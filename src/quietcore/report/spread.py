@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from quietcore.safe import plain
-from quietcore.stats.pvalue import p_phrase
+from quietcore.stats.said import p_phrase
 
 
 def figure(value: float) -> str:
@@ -86,10 +86,11 @@ def runs(s: Mapping[str, Any]) -> list[str]:
     share, bounds = s.get("share"), s.get("interval")
     if s.get("explained") and share is not None and bounds:
         said.append(f"Intrusions account for {pct(share)} of the excess, 95% interval {interval(*bounds)}.")
+    elif share is not None and bounds and s.get("claim") is not None and bounds[1] < s["claim"]:
+        said.append(f"Intrusions account for little of the excess: {pct(share)}, 95% interval {interval(*bounds)}.")
     elif share is not None and bounds:
-        under = f", reaches under {pct(s['claim'])}" if s.get("claim") is not None else ""
-        said.append(f"Intrusions account for {pct(share)} of the excess, but not surely: the 95% interval, "
-                    f"{interval(*bounds)}{under}.")  # fmt: skip
+        said.append(f"Intrusions do not surely account for it: {pct(share)} of the excess, 95% interval "
+                    f"{interval(*bounds)}.")  # fmt: skip
     else:
         said.append("Nothing traced accounts for it.")
     return said + _covariates(cell, s)
@@ -101,8 +102,8 @@ def _covariates(cell: str, s: Mapping[str, Any]) -> list[str]:
     for c in s.get("covariates") or ():
         if isinstance(c, Mapping):
             what = str(c["what"])
-            way = "rise with the run time" if c["rho"] > 0 else "fall as the run time rises"
-            out.append(f"{what[:1].upper()}{what[1:]} {way}: Spearman rho {c['rho']:.2f}, "
+            way = "rise together" if c["rho"] > 0 else "move opposite ways"  # a verb for "steal time" and "faults"
+            out.append(f"{what[:1].upper()}{what[1:]} and the run time {way}: Spearman rho {c['rho']:.2f}, "
                        f"{p_phrase(c['p'])} after Holm.")  # fmt: skip
         else:  # stored as words before the numbers were kept
             out.append(f"{plain(str(c))}.")

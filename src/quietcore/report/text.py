@@ -61,9 +61,10 @@ def noise_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     notes = []
     if rows:
         threshold = rows[0]["threshold_ns"]
+        steal = ("Steal comes in the kernel's 10 ms ticks, so a short run may show none. "
+                 if any(row.get("steal_ns") is not None for row in rows) else "")  # fmt: skip
         notes.append(f"An event is a gap over {threshold:,.0f} ns in the spin loop. Lost time leaves out the loop's "
-                     "own period. Steal comes in the kernel's 10 ms ticks, so a short run may show none. Every "
-                     f"column is in the glossary: {glossary()}")  # fmt: skip
+                     f"own period. {steal}Every column is in the glossary: {glossary()}")  # fmt: skip
     dropped = [row for row in rows if row["events_dropped"]]
     if len(dropped) > NOTES_EACH_UP_TO:  # one line for them all: a line each was 384 at 384 CPUs
         kept = figure_range([row["gaps"] - row["events_dropped"] for row in dropped], ",")

@@ -43,7 +43,13 @@ def heading(run: Run) -> str:
     what = WHAT.get(run.kind, f"A {run.kind} run")
     if "{cpus}" in what:
         what = what.format(cpus=_cpus(run.params.get("cpus")))
-    return f"{what}, run {run.seq}" + ("" if run.status == "complete" else f": {run.status}")
+    number = "" if run.kind in ONE_A_SESSION else f", run {run.seq}"
+    return f"{what}{number}" + ("" if run.status == "complete" else f": {run.status}")
+
+
+#: The kinds a session has one run of: their heading needs no number ("The experiment, run 193" was its
+#: last run's, after 192 measured ones).
+ONE_A_SESSION = frozenset(("calibrate", "audit", "experiment", "tune-prove", "survey", "simulate"))
 
 
 def _cpus(value: Any) -> str:

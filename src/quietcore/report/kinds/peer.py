@@ -13,7 +13,7 @@ from rich.table import Table
 
 from quietcore.report.kinds.base import AVAILABLE, GAP_MAX, WAKE_MAX, WAKE_P50, WAKE_P99, Kind, run_row
 from quietcore.runs.model import Run
-from quietcore.safe import markup
+from quietcore.safe import plain
 
 if TYPE_CHECKING:
     from quietcore.report.builder import Builder, Section
@@ -39,7 +39,7 @@ class PeerKind(Kind):
         title = f"{self.name}{mode}, imported from {run.params.get('imported', '?')}"
         if result.get("cmdline"):
             title += f": {result['cmdline']}"
-        out = Table(title=markup(title), title_justify="left")
+        out = Table(title=plain(title), title_justify="left")
         out.add_column("CPU", justify="right")
         for header, _ in self.columns:
             out.add_column(header, justify="right")
