@@ -163,7 +163,7 @@ def test_a_quiet_node_passes_20_checks_against_its_reference(
     assert all(line.startswith(f"PASS {len(CPUS)} CPU") for line in lines)
     # AND each stored a small session, which `results show` reads back
     shown = cli_main("results", "show", "21", env=fleet_env)
-    assert shown.returncode == 0 and "PASS" in shown.stdout and "against reference" in shown.stdout
+    assert shown.returncode == 0 and "PASS" in shown.stdout and "Against reference" in shown.stdout
     # AND the metrics file holds the last check's stored values
     written = _samples((tmp_path / "quietcore.prom").read_text())
     conn = sqlite3.connect(fleet_env["QUIETCORE_DB"])
