@@ -34,8 +34,9 @@ from tests.conftest import CliRunner, allowed_cpus, forked_main, slurm_node
 ROOT = os.geteuid() == 0
 CPUS = allowed_cpus()
 PLANTED = CPUS[-1]
-#: the planted 100 Hz source as the check's line names it (99.8 Hz to 102.x Hz)
-PLANTED_SOURCE = r"periodic source (?:of )?(9[89]\.\d|10[0-2](\.\d)?) Hz x"
+#: the planted 100 Hz source as the check's line names it ("a new periodic source, 100 Hz x", or "a periodic
+#: source of 99.8 Hz x" beside a source of the reference's at its rate), 98 Hz to 102.x Hz
+PLANTED_SOURCE = r"(?:new )?periodic source,? (?:of )?(?:9[89]|10[0-2])(?:\.\d+)? Hz x"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMTOOL = shutil.which("promtool")
 
