@@ -50,6 +50,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import peak  # noqa: E402
 from load import disturbed  # noqa: E402
 from tests.fixtures.make_roots import topology_root  # noqa: E402  (the made-up node the suite uses too)
+from tests.replay import replayed  # noqa: E402  (the suite replays traces so too)
 
 from quietcore.facts.root import Root  # noqa: E402
 from quietcore.facts.topology import places, read_topology  # noqa: E402
@@ -112,20 +113,9 @@ def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int
     height of a real run's, which the search then tries in vain)."""
     out.mkdir()
     planted = {"source": {cpus // 4}, "loss": {2 * cpus // 3}, "l3": set(l3)}
-    pairs = pieces([np.loadtxt(f, dtype=np.float64, delimiter="\t", ndmin=2) for f in files], span)
-    rng = np.random.default_rng(24)
-    for cpu in range(cpus):
-        parts, at, k = [], 0.0, cpu
-        while at < span:
-            p = pairs[k % len(pairs)]
-            parts.append(np.column_stack([p[:, 0] + at, p[:, 1]]))
-            at += float((p[:, 0] + p[:, 1]).max()) + float(rng.uniform(0.1e6, 10e6))
-            k += 1
-        joined = np.concatenate(parts)
-        starts, lengths = joined[:, 0], joined[:, 1]
-        keep = starts < span - 50e6
-        starts = np.mod(starts[keep] + cpu * 1_234_567.0, span - 50e6)
-        lengths = lengths[keep] * (2 if cpu in planted["loss"] | planted["l3"] else 1)
+    replays = replayed([np.loadtxt(f, dtype=np.float64, delimiter="\t", ndmin=2) for f in files], cpus, span)
+    for cpu, (starts, lengths) in enumerate(replays):
+        lengths = lengths * (2 if cpu in planted["loss"] | planted["l3"] else 1)
         if cpu in planted["source"]:
             extra = np.arange(3e6, span - 50e6, 10e6)
             starts, lengths = np.concatenate([starts, extra]), np.concatenate([lengths, np.full(extra.size, 200e3)])
@@ -133,24 +123,6 @@ def replicate(files: list[Path], cpus: int, span: float, out: Path, l3: list[int
         np.savetxt(out / f"bench-rank0-cpu{cpu}.trace", np.column_stack([starts[order], lengths[order]]),
                    fmt="%.0f", delimiter="\t")  # fmt: skip
     return planted
-
-
-def pieces(templates: list[np.ndarray], span: float) -> list[np.ndarray]:
-    """The templates, those longer than half the span in pieces of span / len(templates) ns (start, length
-    pairs from 0): the first piece of each template, then the second of each, and so on. Whole, a template as
-    long as the span would be a replayed CPU's whole trace, so the replay's CPUs would be of the template CPUs'
-    kinds, a half of each: this VM's CPU 0 lost 1.66 times what its CPU 1 did (2026-11-27, 30 s: 1,078 and
-    650 ms), and among CPUs of two such kinds no doubled loss stood out. Shorter templates, of which a CPU holds
-    two or more (the GPU node's twelve of 10 s), are not cut: their replays are as they were."""
-    longest = span / len(templates)
-    cut: list[list[np.ndarray]] = []
-    for p in templates:
-        ends = p[:, 0] + p[:, 1]
-        end = float(ends.max(initial=0.0))
-        count = max(int(np.ceil(end / longest)), 1) if end > span / 2 else 1
-        at = np.minimum(np.floor(p[:, 0] / longest), count - 1) if count > 1 else np.zeros(len(p))
-        cut.append([p[at == i] - [i * longest, 0.0] for i in range(count)])
-    return [c[i] for i in range(max(len(c) for c in cut)) for c in cut if i < len(c) and len(c[i])]
 
 
 def node(where: Path, cpus: int) -> tuple[Path, list[int]]:

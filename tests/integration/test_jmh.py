@@ -55,7 +55,9 @@ def test_a_real_jmh_run_iteration_by_iteration(cli: CliRunner, tmp_path: Path) -
         # the benchmark's own thread (JMH names it after the benchmark) holds most of the CPU
         worker = max(threads, key=threads.get)
         assert "jmh-worke" in worker or worker.startswith("qc.Spin"), threads
-        assert threads[worker] > 120, threads
+        # (most of what ran there: not a share of the window, of which the host can take half on a VM, as
+        # a CI run's 91 ms of its 200 ms iteration, beside the JIT's 22 ms and little else)
+        assert threads[worker] > 0.5 * sum(threads.values()), threads
     # and the JVM's own threads are named beside it somewhere in the run (the JIT compiles the benchmark)
     names = {name for row in rows for name in row["threads"]}
     assert len(names) >= 2, names

@@ -306,6 +306,34 @@ def test_a_source_some_cpus_share_is_their_line_and_one_cpus_own_makes_it_an_out
     assert every[0] == "0-19" and not [row for row in rows_ if "11" in row[0]]
 
 
+def test_a_source_one_cpu_found_is_on_the_screen_where_it_is_dear_to_that_cpu() -> None:
+    """Issue 62: a 37 Hz x 60 µs train, 0.22 % of a CPU (under the outlier's bar) and 11 % of its lost
+    time, found on CPU 17 alone of 384, was on no line of the screen. Now it has one; a train of 2 % of
+    a CPU's lost time does not, and past eight such lines the rest are counted."""
+    from quietcore.report import summary
+
+    def cpu(n: int, *sources: tuple[float, float, float]) -> CpuAnalysis:
+        return CpuAnalysis.from_json({"cpu": n, "periodic": [{
+            "frequency_hz": hz, "events": int(hz * 10), "expected": int(hz * 10), "median_duration_ns": us * 1e3,
+            "jitter_ns": 100.0, "share_of_lost": share, "name": None} for hz, us, share in sources]})  # fmt: skip
+
+    tick = (250.0, 8.0, 0.5)
+    weak = {17: (37.0, 60.0, 0.11), 30: (53.0, 20.0, 0.02)}
+    analyses = [cpu(n, tick, *([weak[n]] if n in weak else [])) for n in range(64)]
+    rows = _shared(analyses)
+    assert [r[:2] + r[4:] for r in rows] == [["0-63", "250.00", "8.0", "50%"], ["17 (1 of 64)", "37.00", "60.0", "11%"]]
+    # the screen says which sources it told, CPU by CPU: what bench/recall.py counts
+    rows_of = [{"cpu": n, "measured_ns": 1e10, "lost_ns": 2e8, "available_pct": 98.0, "events_per_s": 300.0,
+                "max_gap_ns": 9e4} for n in range(64)]  # fmt: skip
+    said = summary.screen(rows_of, analyses, {}, {}, [], "--cpu {cpu}")
+    assert [p.frequency_hz for p in said.told_sources[17]] == [250.0, 37.0] and len(said.told_sources[30]) == 1
+    # twelve CPUs with a dear source each: eight lines, and the rest counted
+    many = [cpu(n, tick, *([(30.0 + n, 60.0, 0.2)] if n < 12 else [])) for n in range(64)]
+    rows = _shared(many)
+    assert len([r for r in rows if r[0].endswith("(1 of 64)")]) == summary.ONE_CPU_LINES
+    assert rows[-1][:3] == ["4 more", "", "each on one CPU, 5% of its lost time or more"], rows
+
+
 def test_an_outliers_source_of_time_slices_is_said_to_be_a_tasks_turns() -> None:
     """The GPU node's CPU 0 in a check: its 250 Hz x 4 ms train, a task's turns beside the probe (the
     CPU's detail names it), was told in the outlier's line as any source its group lacks."""

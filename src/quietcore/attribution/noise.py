@@ -159,7 +159,8 @@ def analyze_cpu(
         periodic_members(trace.start_ns, trace.duration_ns, trace.span_end_ns, hints_hz=hints, rates_hz=tuple(shared),
                          known_hz=tuple(dict.fromkeys(shared_hz)), failed=failed if scout else None, futile=futile,
                          candidates=candidates, searches=searches, threshold=max(THRESHOLD, floor[0] if floor else 0.0),
-                         light_threshold=max(THRESHOLD, floor[1] if floor else 0.0)) if trace.events else []
+                         light_threshold=max(THRESHOLD, floor[1] if floor else 0.0), max_sources=MAX_SOURCES,
+                         look=THRESHOLD if floor and LAST_LOOK else None) if trace.events else []
     )  # fmt: skip
     sources = [s for s, _ in found]
     loc = after.interrupts.get("LOC", {}).get(trace.cpu, 0) - before.interrupts.get("LOC", {}).get(trace.cpu, 0)
@@ -279,6 +280,13 @@ def _floors(weighted: list[float | None], light: list[float | None]) -> tuple[fl
 
 #: CPUs searched in full before the rest are searched with their sources' rates as hints.
 SCOUTS = 8
+#: A CPU past the scouts, its search stopped by the node's floor, weighs its peaks under it by their combs
+#: (periodicity._comb_look).
+LAST_LOOK = True
+#: Periodic sources a CPU's search finds at most: this VM's CPUs have four of their own (the tick, the host's
+#: two 100 Hz trains and a second at the tick's rate), and a fifth planted beside them was never searched for
+#: (bench/recall.py).
+MAX_SOURCES = 5
 #: Scouts searched with no rate known; the other scouts take theirs as hints.
 FIRST_SCOUTS = 2
 #: Spectral peaks a scout of the second wave tries per source, where the first tries periodicity's

@@ -486,7 +486,7 @@ def _cap(durations: NDArray[np.float64], min_events: int) -> float:
 def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = (),
                  failed: tuple[list[Tried], list[Tried]] | None = None, light_threshold: float | None = None,
                  coarse: bool = False, futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
-                 candidates: int = MAX_CANDIDATES, searches: int = MAX_CANDIDATES
+                 candidates: int = MAX_CANDIDATES, searches: int = MAX_CANDIDATES, look: float | None = None
                  ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """The strongest periodic source among the remaining events, trying the
     spectrum's peaks in turn until one lines up enough events; peaks at the
@@ -515,8 +515,14 @@ def _next_source(ev: _Events, threshold: float, known_hz: tuple[float, ...] = ()
     before = len(tried)
     found = _spectral_pass(ev, starts, _light(weights, tail, ev.min_events) if heavy else weights,
                            light if heavy else threshold, known_hz, tried, coarse, futile[heavy], candidates,
-                           searches)  # fmt: skip
+                           searches, look)  # fmt: skip
     if found is not None or heavy or known_hz or len(tried) > before or not EMPTY_SECOND_LOOK:
+        if found is None and look is not None and not heavy:
+            # The last look in the other kind of spectrum too: where a host's stalls and a task's turns of
+            # milliseconds weigh most, a train of short gaps stands in the square roots' (this VM's replays: a
+            # 37 Hz x 54 µs train's comb at 35 weighed by length, past 200 so)
+            return _spectral_pass(ev, starts, _light(weights, tail, ev.min_events), float("inf"), known_hz, None,
+                                  coarse, futile[True], candidates, searches, look)  # fmt: skip
         return found
     # A search with no rate known from elsewhere (a first scout, a run of a few CPUs) and nothing over the bar
     # to try, weighed by length: the long events may still drown a train short of the tail's test (seen: a CI
@@ -592,12 +598,15 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
                    threshold: float, known_hz: tuple[float, ...],
                    failed: list[Tried] | None, coarse: bool,
                    futile: tuple[Tried, ...] = (), candidates: int = MAX_CANDIDATES,
-                   searches: int = MAX_CANDIDATES) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+                   searches: int = MAX_CANDIDATES, look: float | None = None
+                   ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
     """_next_source's search in the spectrum of the remaining events (`starts`)
     weighed by `weights`, in bins COARSE times as wide when `coarse`, and
     whitened (_whitened). It tries `candidates` peaks at most, of which
     `searches` at most through their fundamentals (a peak at a harmonic of a
-    known rate is one or two fits)."""
+    known rate is one or two fits). `look`: where `threshold` is the node's
+    floor, the search's own threshold, from which a last look (_comb_look)
+    weighs the peaks under the floor."""
     coarse = coarse and COARSE > 1
     power, df = _spectrum(starts, weights, ev.span_ns, ev.bin_ns * (COARSE if coarse else 1), restore=coarse)
     # No slower than a train holding min_events periods in the run: a peak there (the GPU node's replay stood at
@@ -608,15 +617,15 @@ def _spectral_pass(ev: _Events, starts: NDArray[np.float64], weights: NDArray[np
     if lo >= hi:
         return None
     power = _whitened(power, hi)
-    if power[lo:].max() < threshold:
-        return None  # no peak to try
     fits: _Fits = {}
+    if power[lo:].max() < threshold:  # no peak to try
+        return _comb_look(ev, power, lo, df, look, known_hz, futile, fits) if look is not None else None
     spent: set[float] = set()  # known rates one of whose harmonics was tried in vain
     tried = searched = 0
     while tried < candidates and searched < searches:
         peak = lo + int(np.argmax(power[lo:]))
         if power[peak] < threshold:
-            return None
+            return _comb_look(ev, power, lo, df, look, known_hz, futile, fits) if look is not None else None
         width = 2
         if _futile(futile, peak, df, float(power[peak])):
             # The node's background at this frequency: other CPUs searched a peak here, as high or nearly, in vain
@@ -733,6 +742,18 @@ def _fundamentals(power: NDArray[np.float64], peak: int, lo: int) -> NDArray[np.
     over its subharmonics, which add as many bins of noise as of its comb. Its harmonics, where its first 64
     are all in the comb (a slow train whose gaps are narrow and on time: its lines stand alike to 5 kHz), sum
     as full a comb, as high: of candidates within TIED of the highest, the slowest comes first."""
+    f, z = _combs(power, peak, lo)
+    tied = z >= z.max() - TIED * abs(z.max())
+    # the tied first, slowest first (f descends with d), then the rest by their sums
+    order = np.concatenate([np.flatnonzero(tied)[::-1], np.flatnonzero(~tied)[np.argsort(-z[~tied], kind="stable")]])
+    ranked: NDArray[np.float64] = f[order]
+    return ranked
+
+
+def _combs(power: NDArray[np.float64], peak: int, lo: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The peak's candidate fundamentals (bins, fractional: peak / d for d up to HARMONIC_DIVISORS, no lower than
+    lo), and how far the sum of each one's first HARMONICS harmonics stands over white noise's, in its standard
+    deviations (see _fundamentals)."""
     hi = len(power) - 1
     f = peak / np.arange(1, HARMONIC_DIVISORS + 1, dtype=np.float64)
     f = f[f >= lo]
@@ -742,11 +763,58 @@ def _fundamentals(power: NDArray[np.float64], peak: int, lo: int) -> NDArray[np.
     highest = np.maximum(np.maximum(power[at - 1], power[at]), power[at + 1])
     n = inside.sum(axis=1)
     z = (np.where(inside, highest, 0.0).sum(axis=1) - n * _MEAN3) / np.sqrt(np.maximum(n, 1) * _VAR3)
-    tied = z >= z.max() - TIED * abs(z.max())
-    # the tied first, slowest first (f descends with d), then the rest by their sums
-    order = np.concatenate([np.flatnonzero(tied)[::-1], np.flatnonzero(~tied)[np.argsort(-z[~tied], kind="stable")]])
-    ranked: NDArray[np.float64] = f[order]
-    return ranked
+    return f, z
+
+
+def _comb_look(ev: _Events, power: NDArray[np.float64], lo: int, df: float, bar: float,
+               known_hz: tuple[float, ...], futile: tuple[Tried, ...], fits: _Fits
+               ) -> tuple[PeriodicSource, NDArray[np.intp]] | None:  # fmt: skip
+    """A last look, where the node's floor stopped a CPU's search: of its COMB_PEAKS strongest peaks left
+    over `bar` (the search's own threshold), the one whose fundamental's comb of harmonics stands highest,
+    COMB_Z at least, is searched (_best_harmonic), the known rates' harmonics taken out of the combs first.
+    A weak train's single lines stand no higher than the node's background (this VM's replays: a 37 Hz x
+    27 µs train's strongest at 68-122 against a floor of 52-70 and the background's 40-140), where its comb
+    stands apart (z of 260-330, the background's, the known rates' taken out, under 75): on 384 CPUs such a
+    train was found on a third of the CPUs that had it (issue 62)."""
+    whole, comb = power.copy(), power.copy()
+    top = len(power) - 1
+    for hz in known_hz:  # what the known rates' trains left: their lines, not this CPU's own train
+        at = np.rint(np.arange(1, int(MAX_FREQ_HZ / hz) + 1) * hz / df).astype(np.int64)
+        for k in at[at <= top].tolist():
+            comb[max(k - _reach(k), 0) : k + _reach(k) + 1] = 0.0
+    slowest = lo  # a fundamental with COMB_LINES harmonics at least in the spectrum
+    fastest = top / COMB_LINES
+    combs: list[tuple[float, float, int]] = []  # (z, fundamental, the peak it is a fundamental of)
+    for _ in range(COMB_PEAKS):
+        peak = lo + int(np.argmax(power[lo:]))
+        height = float(power[peak])
+        if height < bar:
+            break
+        power[max(peak - _reach(peak), 0) : peak + _reach(peak) + 1] = 0.0
+        if _futile(futile, peak, df, height) or comb[peak] == 0.0:
+            continue  # the node's background, or a known rate's line
+        f, z = _combs(comb, peak, slowest)
+        combs += [(zi, fi, peak) for zi, fi in zip(z.tolist(), f.tolist(), strict=True) if fi <= fastest]
+    if not combs or (highest := max(c[0] for c in combs)) < COMB_Z:
+        return None
+    # Of the combs within TIED of the highest, the slowest fundamental's peak (a peak's candidates reach its
+    # 48th subharmonic: a 23 Hz train's line at 1426 Hz, its 62nd, gave 46 Hz at best, whose fit held half the
+    # train's periods, where its line at 161 Hz gave 23 Hz as high), fitted as the search fits a peak, from the
+    # whole spectrum.
+    _, _, peak = min((c for c in combs if c[0] >= highest - TIED * abs(highest)), key=lambda c: c[1])
+    found = _best_harmonic(ev, whole, peak, lo, df, fits)
+    return found if ev.accepts(found) else None
+
+
+#: Peaks a last look (_comb_look) weighs, the strongest left.
+COMB_PEAKS = 6
+#: A last look's comb must stand this many standard deviations over white noise's: this VM's replays' background,
+#: the known rates' lines taken out, stood under 75 at fundamentals under 625 Hz; a train of 0.05 % of a CPU at
+#: 37 Hz at 170-240.
+COMB_Z = 100.0
+#: A last look's fundamentals have this many harmonics in the spectrum at least: a faster one's "comb" is a line or
+#: two, as high as a single peak (2479 Hz: z 73 from its one line on this VM's replay).
+COMB_LINES = 8
 
 
 def _refined(power: NDArray[np.float64], f: float) -> float:
@@ -1009,6 +1077,7 @@ def periodic_members(
     futile: tuple[tuple[Tried, ...], tuple[Tried, ...]] = ((), ()),
     candidates: int = MAX_CANDIDATES,
     searches: int = MAX_CANDIDATES,
+    look: float | None = None,
 ) -> list[tuple[PeriodicSource, NDArray[np.intp]]]:
     """Periodic sources among events, strongest first, each with the
     indices of its member events in the arrays given. A source must line up
@@ -1036,7 +1105,9 @@ def periodic_members(
     peak here at one of their frequencies, under FUTILE_FACTOR times as
     high, is passed over as that background. Each search after the hints
     tries `candidates` spectral peaks at most, `searches` of them through
-    their fundamentals."""
+    their fundamentals. `look`: where the thresholds are the node's floor,
+    the search's own, from which a last look weighs the peaks under the
+    floor by their combs (_comb_look)."""
     starts = np.asarray(starts_ns, dtype=np.float64)
     durations = np.asarray(durations_ns, dtype=np.float64)
     if starts.shape != durations.shape:
@@ -1058,7 +1129,7 @@ def periodic_members(
     while len(found) < max_sources and ev.enough_left:
         coarse = bool(known_hz) or span_ns / ev.bin_ns > COARSE_FROM_BINS
         source = _next_source(ev, threshold, known_hz, failed, light_threshold, coarse=coarse, futile=futile,
-                              candidates=candidates, searches=searches)  # fmt: skip
+                              candidates=candidates, searches=searches, look=look)  # fmt: skip
         if source is None:
             break
         ev.take(source, found, taken)
