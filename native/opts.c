@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
@@ -86,9 +87,11 @@ void thread_sched_read(thread_sched *ts)
         ts->policy = policy;
         ts->priority = sp.sched_priority;
     }
-    /* On Linux the nice value is per thread: ask for this thread's id. */
+    /* On Linux the nice value is per thread: ask for this thread's id. The
+     * raw system call, not glibc's gettid(), which came in glibc 2.30: RHEL 8
+     * has 2.28, and the probe builds and runs there. */
     errno = 0;
-    ts->nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+    ts->nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
 }
 
 void probe_note_ran(probe_ctx *ctx, const thread_sched *ts)
