@@ -174,6 +174,22 @@ def test_a_source_is_not_named_where_it_took_less_than_the_score_can_show() -> N
     assert "qc-hog took most in fork 1 it 5 76 ms, fork 1 it 4 74 ms and fork 1 it 7 6.00 ms." in said(out)
 
 
+def test_a_source_that_stands_out_in_no_iteration_names_none() -> None:
+    """A CI run raised IndexError here: the slow iteration had the hog's 21 ms against 1 ms in the rest, but the
+    scores spread so widely that no iteration's share of the hog stood past the score's own spread. Its
+    iterations are then none, and the sentence that names them is not said."""
+    values = [7.5e6, 6.0e6, 8.9e6, 2.0e6, 7.0e6, 8.2e6, 6.4e6, 7.9e6]
+    hog = [1.0, 1.1, 0.9, 21.0, 1.2, 0.8, 1.0, 1.1]
+    rows = [{"value": v, "unit": "ops/s", "fork": 1, "iteration": i + 1, "start_s": 0.15 * i,
+             "end_s": 0.15 * (i + 1), "steal_ms": 0.0, "intruders": {"qc-hog": h}, "threads": {"python": 149.0},
+             "cpus": {"1": 149.0}} for i, (v, h) in enumerate(zip(values, hog, strict=True))]  # fmt: skip
+    out = explain_iterations("bench", [{"samples": {"score": rows}}],
+                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    assert out is not None and out["source"]["noted"] and out["source"]["hit"] == []
+    assert not out["source"]["hit_said"]
+    assert "It had 21 ms of qc-hog, the rest 1.01 ms." in said(out) and "took most in" not in said(out)
+
+
 def test_a_spread_nothing_traced_explains_is_not_claimed() -> None:
     values = [300_000.0, 299_000, 301_000, 200_000, 300_500, 299_500]
     out = explain_iterations("spin", [_run(values, set())], {"name": "score", "unit": "ops/s", "better": "higher"})

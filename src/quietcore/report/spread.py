@@ -129,7 +129,7 @@ def iterations(s: Mapping[str, Any]) -> list[str]:
         each = "They each had" if len(where) > 1 else "It had"
         said.append(f"{each} {ms(source['slow_ms'])} ms of {plain(source['name'])}, the rest {ms(source['other_ms'])} "
                     "ms.")  # fmt: skip
-        if source.get("hit_said"):
+        if source.get("hit_said") and source.get("hit"):
             took = [f"{plain(h['where'])} {ms(h['ms'])} ms" for h in source["hit"]]
             said.append(f"{plain(source['name'])} took most in {_listed(took, HIT_SHOWN)}.")
     own = s.get("own_threads")
