@@ -2,7 +2,7 @@
 PYTHON ?= python3
 BUILD := build/native
 
-.PHONY: help build install lint test quick docs check bench clean
+.PHONY: help build install lint test quick docs check bench clean wheels
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ test:  ## the whole test suite against the installed package
 
 quick:  ## the quick loop: parsers, statistics, store, knobs, the native units (about 30 s; no root needed)
 	$(PYTHON) -m pytest tests/unit tests/native -q
+
+wheels:  ## the portable wheels, x86_64 and aarch64 (manylinux_2_17), into dist/ (docs/install.md)
+	tools/wheels.sh dist
 
 docs:  ## build the docs site into site/, every warning an error (a broken link, a page not in the nav)
 	$(PYTHON) -m mkdocs build --strict

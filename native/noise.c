@@ -138,6 +138,11 @@ typedef struct {
     int n;
     double hz;
     uint64_t origin, threshold;
+    /* The threshold as its rule says it: a gap of g ticks is an event when g ticks > this, which is
+     * g > threshold, the ticks truncated. At qemu's 62.5 MHz counter (16 ns a tick) the floor of 500 ns
+     * is 31.25 ticks: 31 ticks, printed as 496 ns beside the rule "at least 500 ns", though every event
+     * is 512 ns or more, over 500 as the rule says. */
+    double threshold_ns;
     counter_pair origin_pair; /* the origin also in CLOCK_MONOTONIC_RAW, for tracers */
     bool auto_threshold, mlocked, interrupted;
     char mlock_error[128];
@@ -259,7 +264,8 @@ static void emit(json_t *j, const noise_run *r)
     json_kv_bool(j, "interrupted", r->interrupted);
     json_key(j, "threshold");
     json_obj_begin(j);
-    json_kv_f64(j, "ns", (double)r->threshold * ns_per_tick);
+    json_kv_f64(j, "ns", r->threshold_ns > 0 ? r->threshold_ns : (double)r->threshold * ns_per_tick);
+    json_kv_f64(j, "tick_ns", ns_per_tick);
     json_kv_bool(j, "auto", r->auto_threshold);
     json_kv_str(j, "rule", r->auto_threshold ? "20 x fastest preheat loop period, at least 500 ns"
                                               : "--threshold-ns");
@@ -317,8 +323,11 @@ static void between_barriers(noise_run *r, noise_shared *sh, double rough_hz)
     if (r->auto_threshold) {
         double floor_ticks = AUTO_FLOOR_NS * rough_hz / 1e9;
         sh->threshold = (uint64_t)fmax((double)min * AUTO_MULTIPLE, floor_ticks);
+        if (floor_ticks >= (double)min * AUTO_MULTIPLE)
+            r->threshold_ns = AUTO_FLOOR_NS; /* the floor rules: said as the rule says it */
     } else {
         sh->threshold = (uint64_t)(r->o->threshold_ns * rough_hz / 1e9);
+        r->threshold_ns = r->o->threshold_ns;
     }
     r->threshold = sh->threshold;
     sh->stop_above = (uint64_t)(r->o->stop_above_ns * rough_hz / 1e9);

@@ -99,7 +99,7 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
             j += 1
         group = actions[i:j]
         if a.kind == "boot-parameter" and len(group) > 1:
-            notes = [g.note for g in group if g.note]
+            notes = list(dict.fromkeys(g.note for g in group if g.note))  # one note said once
             words = " ".join(boot_word(g) for g in group)
             lines.append(boot_line(words) + "".join(f". {sentence(n)}" for n in notes))
         elif a.kind == "task-affinity" and len(group) > 1:

@@ -122,6 +122,9 @@ def test_explicit_threshold_and_event_cap() -> None:
     result = envelope_of(proc)["result"]
     assert result["threshold"]["auto"] is False
     assert result["threshold"]["ns"] == pytest.approx(30, abs=1)
+    # the threshold is said as given, not as the ticks it truncates to, with the tick beside it (at qemu's
+    # 62.5 MHz counter the automatic 500 ns was printed as 496)
+    assert result["threshold"]["tick_ns"] == pytest.approx(1e9 / result["counter"]["hz"], rel=1e-6)
     (row,) = result["cpus"]
     # A 30 ns threshold is crossed far more than 10 times in 0.3 s.
     assert row["events_recorded"] == 10 and row["events_dropped"] > 0

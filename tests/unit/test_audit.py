@@ -93,9 +93,15 @@ def test_arm64_server() -> None:
     ]
     assert {a.value for a in f["power.governor"].actions} == {"performance"}
     assert s["power.idle"] == "warn" and "cpuoff" in f["power.idle"].summary
+    # PSCI's deep states: not x86's intel_idle or processor parameters (were offered, with "x86. x86" after them)
+    boot = [a.target for a in f["power.idle"].actions if a.kind == "boot-parameter"]
+    assert boot == ["cpuidle.off"] and not any("x86" in line for line in f["power.idle"].advice)
     assert s["mem.swap"] == "warn"
     assert s["kernel.config"] == "unknown" and s["sched.hz"] == "unknown" and s["sched.preempt"] == "unknown"
     assert s["cpu.smt"] == "ok" and s["virt.hypervisor"] == "ok"
+    # bare metal said by what was read: an Arm CPU has no cpuinfo flag 'hypervisor' in a VM either
+    seen = {e.source: e.value for e in f["virt.hypervisor"].evidence}
+    assert "/proc/cpuinfo" not in seen and seen["/sys/class/dmi/id/sys_vendor"] == "WIWYNN"
     assert s["cpu.isolcpus"] == "warn"
     assert any("isolcpus=managed_irq,domain,1-7 nohz_full=1-7 rcu_nocbs=1-7 irqaffinity=0" in a
                for a in f["cpu.isolcpus"].advice)  # fmt: skip

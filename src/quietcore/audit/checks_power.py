@@ -74,6 +74,13 @@ def idle(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"deep idle states enabled on target CPUs: {', '.join(f'{n} ({lat} µs exit)' for n, lat in deep)}"
         f.act("command", f"cpupower -c {fmt(ctx.targets)} idle-set -D {DEEP_US}")
-        f.act("boot-parameter", "intel_idle.max_cstate", "1", ("root", "reboot"), "x86")
-        f.act("boot-parameter", "processor.max_cstate", "1", ("root", "reboot"), "x86")
+        if ctx.machine in ("x86_64", "i686", None):
+            note = "" if ctx.machine else "on x86 only"
+            f.act("boot-parameter", "intel_idle.max_cstate", "1", ("root", "reboot"), note)
+            f.act("boot-parameter", "processor.max_cstate", "1", ("root", "reboot"), note)
+        else:
+            # intel_idle and the ACPI processor driver are x86's; an Arm server idles through PSCI, whose deep
+            # states only the whole of cpuidle turns off (its CPUs then wait in WFI)
+            wfi = "every CPU then idles in WFI, the shallowest state"
+            f.act("boot-parameter", "cpuidle.off", "1", ("root", "reboot"), wfi)
     return f

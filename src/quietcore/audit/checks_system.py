@@ -35,7 +35,11 @@ def hypervisor(ctx: AuditContext) -> Finding:
     v = virt.detect(ctx.root)
     if not v.virtualized:
         f = Finding("virt.hypervisor", Status.OK, "bare metal: no hypervisor found")
-        f.see("/proc/cpuinfo", "no 'hypervisor' flag")
+        if ctx.machine in ("x86_64", "i686", None):  # an Arm CPU has no such flag, in a VM or not
+            f.see("/proc/cpuinfo", "no 'hypervisor' flag")
+        for name in ("sys_vendor", "product_name"):
+            f.see(f"/sys/class/dmi/id/{name}", ctx.root.read_line(f"sys/class/dmi/id/{name}") or "missing")
+        f.see("/sys/hypervisor/type", ctx.root.read_line("sys/hypervisor/type") or "missing")
     else:
         f = Finding("virt.hypervisor", Status.WARN, v.warning() or "")
         for line in v.evidence:

@@ -48,6 +48,11 @@ class AuditContext:
     def version(self) -> str | None:
         return kernel.read_identity(self.root).version
 
+    @cached_property
+    def machine(self) -> str | None:
+        """The kernel's architecture (x86_64, aarch64), None where the root does not say."""
+        return kernel.read_identity(self.root).machine
+
     @property
     def boot_config(self) -> tuple[str, str]:
         """Where the running kernel's config would be under /boot, and what was found there, as
