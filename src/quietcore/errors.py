@@ -31,3 +31,9 @@ class Interrupted(QuietcoreError):
 
 class StoreError(QuietcoreError):
     """The results database cannot be opened, read or written."""
+
+
+class NotADatabase(StoreError):
+    """The file given as the database is none (a FIFO, a device, random bytes): bad input, exit 2."""
+
+    exit_code = 2

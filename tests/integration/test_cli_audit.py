@@ -176,7 +176,7 @@ def test_this_machine(cli_process: CliRunner) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--root", "/nonexistent"], "invalid --root /nonexistent: not a directory or a .tar.gz snapshot"),
+        (["--root", "/nonexistent"], "invalid --root /nonexistent: no such file (valid: a directory or a .tar.gz"),
         (["--root", "/usr"], "invalid --root /usr: no proc/ or sys/ in it"),
         (["--root", str(XEON_ROOT), "--cpus", "16"], "invalid --cpus 16: not an online CPU (valid: 0-15)"),
         (["--root", str(XEON_ROOT), "--cpus", "2-"], "invalid --cpus '2-'"),

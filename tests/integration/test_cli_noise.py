@@ -155,7 +155,7 @@ def test_a_command_that_reads_in_process_prints_what_a_process_prints(
 def test_corrupt_database_is_refused_untouched(cli: CliRunner, db_file: Path) -> None:
     db_file.write_bytes(b"garbage" * 1000)
     proc = cli("noise", "--cpus", "0", "--duration", "0.1")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input, as every file quietcore is given (issue 61)
     assert "file is not a database" in proc.stderr and "--db" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert db_file.read_bytes() == b"garbage" * 1000
@@ -168,10 +168,11 @@ def test_unwritable_database_location(cli: CliRunner, tmp_path: Path) -> None:
 
 
 def test_database_path_that_cannot_be_a_file(cli: CliRunner, tmp_path: Path) -> None:
-    # A directory where the file should be: unwritable as a database, even for root.
+    # A directory where the file should be: no database, even for root, and said before SQLite is asked (bad
+    # input, exit 2, as a FIFO or a device there is)
     proc = cli("noise", "--cpus", "0", "--duration", "0.1", "--db", str(tmp_path))
-    assert proc.returncode == 1
-    assert f"cannot use results database {tmp_path}" in proc.stderr and "unable to open" in proc.stderr
+    assert proc.returncode == 2
+    assert f"cannot use results database {tmp_path}: not a regular file" in proc.stderr
     assert "Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
 
 

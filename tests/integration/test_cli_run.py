@@ -261,7 +261,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("reps = \n", "e.toml: Invalid value (at line 1, column 8)"),
+        ("reps = \n", "e.toml: not TOML: Invalid value (at line 1, column 8)"),
         ('[[workload]]\nname = "warp"\n', "unknown workload 'warp' (valid: matmul, compute"),
         ('[factors]\nthp = ["sometimes"]\n[[workload]]\nname = "compute"\n', "invalid thp value 'sometimes' (this kernel offers:"),
         ('reps = 0\n[[workload]]\nname = "compute"\n', "invalid reps 0 (valid: 1-10000)"),

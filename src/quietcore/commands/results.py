@@ -27,7 +27,7 @@ from typing import Any
 
 from rich.table import Table
 
-from quietcore import outputs
+from quietcore import inputs, outputs
 from quietcore.commands import common
 from quietcore.errors import UsageError
 from quietcore.facts.cpulist import brief_cpulist, counted, cpus_phrase, format_cpulist, parse_cpulist
@@ -35,7 +35,6 @@ from quietcore.facts.snapshot import open_root
 from quietcore.facts.topology import places, read_topology
 from quietcore.options import positive_float
 from quietcore.peers import FORMATS
-from quietcore.peers.common import MAX_BYTES
 from quietcore.report import account, changes, export, text
 from quietcore.report.kinds import kind_of
 from quietcore.report.kinds.base import heading
@@ -234,13 +233,10 @@ def export_(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
 
 
 def import_(conn: sqlite3.Connection, path: Path) -> None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not JSON: {exc}") from exc
+    data = inputs.read_json(path, inputs.EXPORT, "results import")
     problems = export.schema_problems(data)
+    if len(problems) == 1:  # one line, as every bad input is said
+        raise UsageError(f"{path} is not a valid quietcore results export, nothing imported: {problems[0]}")
     if problems:
         shown = "\n".join(f"quietcore: error: {path}: {p}" for p in problems[:20])
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
@@ -265,12 +261,9 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
         raise UsageError(f"session {row.id} has no spin-mode noise run to analyse (valid: a noise, lab, check, survey "
                          "or imported trace session)")  # fmt: skip
     again = [reanalysed(r, row.facts, {"session": row.id, "uuid": row.uuid, "run": r.seq}) for r in runs]
-    session_id = sessions.create_session(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)], row.facts,
-                                         row.fingerprint, {**row.tags, "analysed_from": str(row.id)},
-                                         began)  # fmt: skip
-    for run in again:
-        sessions.add_run(conn, session_id, run)
-    sessions.finish_session(conn, session_id, "complete")
+    session_id = sessions.store_whole(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)], row.facts,
+                                      row.fingerprint, {**row.tags, "analysed_from": str(row.id)}, again,
+                                      began)  # fmt: skip
     print(plain(f"Analysed session {row.id}'s {counted(len(again), 'noise run')} again as session {session_id}. Next: "
                 f"`quietcore results show {session_id}`, or `quietcore compare {row.id} {session_id}`."))  # fmt: skip
 
@@ -298,10 +291,7 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
             run.context["topology"] = where
     argv = ["quietcore", "results", "import", "--from", "trace", str(directory)]
     facts = {"imported": {"tool": "trace", "file": directory.name, "host": runs[0][0] if len(runs) == 1 else ""}}
-    session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags, began)
-    for _, _, run in runs:
-        sessions.add_run(conn, session_id, run)
-    sessions.finish_session(conn, session_id, "complete")
+    session_id = sessions.store_whole(conn, "import", argv, facts, "imported", tags, [run for _, _, run in runs], began)
     cpus, nodes = (f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((len(gaps), "CPU"), (len(runs), "node")))
     print(plain(f"Imported {cpus} of {nodes}, {sum(g.starts.size for g in gaps):,} gaps over {span_ns / 1e9:g} s "
                 f"each, from {directory} as session {session_id}. Next: `quietcore results show "
@@ -312,22 +302,10 @@ def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str,
     """A peer's file as a session of one run of its kind (nothing stored if it does not parse)."""
     from quietcore.peers.read import parse  # numpy (the histograms' quantiles): deferred, `results list` reads only
 
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
-    if len(raw) > MAX_BYTES:
-        raise UsageError(f"{path}: over {MAX_BYTES >> 20} MB, not a result file of {tool}; nothing imported")
-    try:
-        content = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not text ({exc.reason} at byte {exc.start}), nothing imported") from exc
+    content = inputs.read_text(path, inputs.PEER, f"--from {tool}")
     got = parse(tool, content, path.name)
-    session_id = sessions.create_session(conn, "import", ["quietcore", "results", "import", "--from", tool, str(path)],
-                                         got.facts, "imported", tags)  # fmt: skip
-    sessions.add_run(conn, session_id, got.run)
-    sessions.finish_session(conn, session_id, "complete")
+    session_id = sessions.store_whole(conn, "import", ["quietcore", "results", "import", "--from", tool, str(path)],
+                                      got.facts, "imported", tags, [got.run])  # fmt: skip
     cpus = cpus_phrase([int(c["cpu"]) for c in got.run.result["cpus"]])  # in brief: a list of 384 numbers was
     print(plain(f"Imported {path} ({tool}, {cpus}) as session {session_id}. Next: `quietcore results show "
                 f"{session_id}`, or `quietcore compare {session_id} ID`."))  # fmt: skip

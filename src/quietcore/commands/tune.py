@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.table import Table
 
-from quietcore import outputs
+from quietcore import inputs, outputs
 from quietcore.actions import Action
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
@@ -334,16 +334,25 @@ def _load(path: str) -> Plan:
                     irq=int(irq) if device is not None and irq is not None else None,
                     threads=int(i.get("threads") or 0))  # fmt: skip
 
+    data = inputs.read_json(Path(path), inputs.PLAN, "invalid --plan")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
         runtime = [item(i) for i in data["runtime"]]
         keep, targets = parse_cpulist(data["housekeeping"]), parse_cpulist(data["targets"])
-    except OSError as exc:
-        raise UsageError(f"invalid --plan {path!r}: {exc.strerror} (valid: a file from `quietcore tune plan --json`)"
-                         ) from exc  # fmt: skip
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"invalid --plan {path!r}: not a plan from `quietcore tune plan --json` ({exc})") from exc
-    return Plan(keep, targets, str(data.get("profile", "throughput")), [], runtime, list(data.get("notes", [])))
+        notes = data.get("notes", [])
+        # every field the apply reads as text is text: a number as a target raised TypeError deep in the check
+        acts = [x.action for x in runtime if x.action]
+        texts = [
+            notes,
+            [x.knob for x in runtime],
+            [a.kind for a in acts],
+            [a.target for a in acts],
+            [a.value for a in acts],
+        ]
+        if not all(isinstance(t, list) and all(isinstance(v, str) for v in t) for t in texts):
+            raise TypeError("a knob, kind, target, value or note that is not text")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"invalid --plan {path}: not a plan from `quietcore tune plan --json` ({exc})") from exc
+    return Plan(keep, targets, str(data.get("profile", "throughput")), [], runtime, list(notes))
 
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection | None:

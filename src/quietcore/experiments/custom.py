@@ -19,17 +19,19 @@
 Factors: policy (other, batch, idle, fifo, rr, deadline), priority (1-99),
 cpus (a CPU list, or "any"), load and disturb (none, same-cpu, sibling,
 other-core: a cpuburn competitor, or the seed's disturbance thread, placed
-from the real topology relative to the workload's first CPU), and the levers thp,
-thp_defrag, governor, preempt (values as this kernel offers them)."""
+from the real topology relative to the workload's first CPU), the levers thp,
+thp_defrag, governor, preempt (values as this kernel offers them), and
+replicate (any names: a factor that changes nothing, cells alike but for
+their name, for an A/A test of the verdicts: `--factor replicate=a,b`)."""
 
 from __future__ import annotations
 
 import itertools
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from quietcore import inputs
 from quietcore.errors import UsageError
 from quietcore.experiments.custom_exec import check_argv
 from quietcore.experiments.levers import NAMES as LEVERS
@@ -41,7 +43,7 @@ from quietcore.options import cpus_option
 from quietcore.sched import PRIORITY_MIN, check_policy, check_priority, is_rt
 
 WORKLOADS = ("matmul", "compute", "memory", "io", "mixed", "cpuburn", "memscan", "stride", "stream", "numa")
-FACTORS = ("policy", "priority", "cpus", "load", "disturb", *LEVERS)
+FACTORS = ("policy", "priority", "cpus", "load", "disturb", "replicate", *LEVERS)
 LOADS = ("none", "same-cpu", "sibling", "other-core")  # where a competitor or disturbance goes
 EXPECTED_S = 2.0  # a user workload's length is unknown; the watchdog allows far more
 
@@ -58,6 +60,8 @@ def _check_factor(name: str, values: list[str], where: str, node: Node) -> None:
             raise UsageError(f"{where}: invalid {name} {v!r} (valid: {', '.join(LOADS)})")
         if name == "priority":
             check_priority(v, "priority", context=where)
+        if name == "replicate" and not (v.isidentifier() and len(v) <= 32):
+            raise UsageError(f"{where}: invalid replicate {v!r} (valid: names of letters, digits and _, up to 32)")
         if name == "cpus" and v != "any":
             try:
                 cpus_option(v, node.allowed, "cpus")
@@ -156,12 +160,7 @@ def from_cmd(cmd: str, factor_items: list[str], node: Node, reps: int, warmup: i
 
 def from_file(path: Path, node: Node, reps: int | None, warmup: int | None) -> tuple[Experiment, int | None]:
     """The experiment and the file's seed (None when it names none)."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"invalid --file {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"invalid --file {path}: {exc}") from exc
+    data = inputs.read_toml(path, inputs.EXPERIMENT, "invalid --file")
     where = str(path)
     known = {"name", "reps", "warmup", "seed", "factors", "baseline", "workload"}
     unknown = sorted(set(data) - known)

@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from quietcore.inputs import MAX_DEPTH, json_depth
+
 #: The most quietcore reads of one file: a kernel config is ~300 KB, the
 #: largest /proc file it reads (interrupts of a 512-CPU node) a few MB. A
 #: snapshot or a fixture tree is another machine's input, and may hold a
@@ -86,9 +88,10 @@ class Root:
         """The snapshot manifest when this root is a snapshot, else {}."""
         if self._manifest is None:
             try:
-                data = json.loads(self._read("quietcore-snapshot.json"))
+                text = self._read("quietcore-snapshot.json").decode("utf-8")
+                data = json.loads(text) if json_depth(text) <= MAX_DEPTH else None
                 self._manifest = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
+            except (OSError, ValueError):  # (a manifest nested too deep is none: json.loads would recurse)
                 self._manifest = {}
         return self._manifest
 

@@ -9,8 +9,6 @@ from typing import Any
 from quietcore.errors import UsageError
 from quietcore.runs.model import Run
 
-MAX_BYTES = 64 << 20  # a peer's result file: JSON of one run, or a page of text
-
 
 @dataclass(frozen=True)
 class Imported:

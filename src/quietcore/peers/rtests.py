@@ -5,8 +5,10 @@ with a histogram, its counts per µs)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from quietcore import inputs
 from quietcore.peers.common import Imported, bad, number, when
 from quietcore.runs.model import Run
 from quietcore.stats.percentiles import histogram_quantile
@@ -17,10 +19,7 @@ BUCKET = {"oslat": (-1.0, 0.0), "cyclictest": (0.0, 1.0)}
 
 
 def parse(tool: str, text: str, name: str) -> Imported:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise bad(name, f"not JSON ({exc})") from exc
+    data = inputs.parse_json(text, f"invalid --from {tool}", Path(name), inputs.PEER)
     if not isinstance(data, dict) or not isinstance(data.get("thread"), dict):
         raise bad(name, f"not an {tool} --json file (no 'thread' object)")
     cmdline = str(data.get("cmdline:") or data.get("cmdline") or "")

@@ -2,7 +2,9 @@
 --format trace` writes them and netgauge's and LogGOPSim's noise traces
 are: HOST-rankR-cpuC.trace, a line `start_ns<TAB>duration_ns` a gap, the
 start from the CPU's measured span's beginning. Read whole or refused with
-the file and line named: nothing half-read is stored.
+the file and line named: nothing half-read is stored. Each file is read
+within its bounds (inputs.trace_kind: a line of 64 bytes at most, and a
+size the measurement it says it is could have).
 
 The span of every CPU is one: --duration S, or else the latest end of any
 gap in any file (the format does not carry it); a gap that ends after
@@ -11,19 +13,19 @@ carries no loop period)."""
 
 from __future__ import annotations
 
-import errno
 import multiprocessing as mp
 import os
 import re
-import stat
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from quietcore import inputs
 from quietcore.errors import UsageError
 
 NAME = re.compile(r"^(?P<host>.+)-rank(?P<rank>\d+)-cpu(?P<cpu>\d+)\.trace$")
@@ -45,27 +47,29 @@ def _bad(path: Path, why: str) -> UsageError:
     return UsageError(f"invalid trace {path}: {why}; nothing imported")
 
 
-def read_one(path: Path, host: str, rank: int, cpu: int) -> CpuGaps:
-    """One file's gaps, checked: two non-negative numbers a line, starts ascending."""
-    try:
-        # a link, FIFO or device is no trace: not followed, not waited on, refused
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _bad(path, "a link" if exc.errno == errno.ELOOP else exc.strerror or "unreadable") from exc
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _bad(path, "not a regular file")
-        raw = handle.read()
-    if not raw.strip():
+def read_one(path: Path, host: str, rank: int, cpu: int, kind: inputs.Kind = inputs.TRACE) -> CpuGaps:
+    """One file's gaps, checked: two non-negative numbers a line, starts ascending. Read in chunks within the
+    kind's bounds (inputs.trace_kind), each parsed as it comes: a file of one endless line is refused at its
+    64th byte, and what is held is the chunk and 16 bytes a gap."""
+    parts, line, blank = [], 1, True
+    for piece in inputs.chunks(path, kind, "invalid trace"):
+        blank = blank and not piece.strip()
+        if not piece.strip():
+            line += piece.count(b"\n")
+            continue
+        values = _integers(piece)
+        if values is None:
+            try:
+                values = np.loadtxt(piece.decode("ascii").splitlines(), dtype=np.float64, delimiter="\t", ndmin=2)
+            except (ValueError, UnicodeDecodeError):
+                raise _bad(path, f"line {line - 1 + _first_bad_line(piece)} is not start_ns<TAB>duration_ns") from None
+        if values.shape[1] != 2:
+            raise _bad(path, "not two columns (start_ns<TAB>duration_ns)")
+        parts.append(values)
+        line += piece.count(b"\n")
+    if blank:
         raise _bad(path, "empty (a CPU with no gap over the threshold has one line or none: give its file a gap)")
-    values = _integers(raw)
-    if values is None:
-        try:
-            values = np.loadtxt(raw.decode("ascii").splitlines(), dtype=np.float64, delimiter="\t", ndmin=2)
-        except (ValueError, UnicodeDecodeError):
-            raise _bad(path, f"line {_first_bad_line(raw)} is not start_ns<TAB>duration_ns") from None
-    if values.shape[1] != 2:
-        raise _bad(path, "not two columns (start_ns<TAB>duration_ns)")
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
     starts, durations = values[:, 0], values[:, 1]
     wrong = np.flatnonzero(~np.isfinite(values).all(axis=1) | (starts < 0) | (durations <= 0))
     if wrong.size:
@@ -111,18 +115,18 @@ def _first_bad_line(raw: bytes) -> int:
 PARALLEL_FROM = 16
 
 
-def _read_all(directory: Path, named: list[tuple[str, str, int, int]]) -> Iterator[CpuGaps]:
+def _read_all(directory: Path, named: list[tuple[str, str, int, int]], kind: inputs.Kind) -> Iterator[CpuGaps]:
     """read_one of every file, in order: spread over a process a CPU here when
     there are many (forked; the first bad file's error is raised as it would
     be read in turn, and what is read ahead of it is bounded by the workers)."""
     workers = min(len(os.sched_getaffinity(0)), len(named))
     if len(named) < PARALLEL_FROM or workers < 2 or "fork" not in mp.get_all_start_methods():
         for entry, host, rank, cpu in named:
-            yield read_one(directory / entry, host, rank, cpu)
+            yield read_one(directory / entry, host, rank, cpu, kind)
         return
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-        yield from pool.map(read_one, [directory / e for e, *_ in named], *zip(*[n[1:] for n in named], strict=True),
-                            chunksize=4)  # fmt: skip
+        yield from pool.map(partial(read_one, kind=kind), [directory / e for e, *_ in named],
+                            *zip(*[n[1:] for n in named], strict=True), chunksize=4)  # fmt: skip
 
 
 def read_dir(directory: Path, duration_s: float | None) -> tuple[list[CpuGaps], float]:
@@ -139,7 +143,7 @@ def read_dir(directory: Path, duration_s: float | None) -> tuple[list[CpuGaps], 
     if not named:
         raise UsageError(f"invalid --from trace {directory}: no HOST-rankR-cpuC.trace file in it")
     gaps, total = [], 0
-    for one in _read_all(directory, named):
+    for one in _read_all(directory, named, inputs.trace_kind(duration_s)):
         total += one.starts.size
         if total > MAX_GAPS:
             raise UsageError(f"invalid --from trace {directory}: over {MAX_GAPS:,} gaps")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from quietcore.inputs import stored
 from quietcore.runs.analysis import NoiseAnalysis
 
 if TYPE_CHECKING:  # numpy: only for runs whose trace is read, not for listing sessions
@@ -152,8 +153,9 @@ class Run:
     def from_dict(data: Mapping[str, Any]) -> Run:
         if data.get("status") not in STATUSES:
             raise ValueError(f"not a run: status {data.get('status')!r} (valid: {', '.join(STATUSES)})")
-        return Run(data["kind"], dict(data["params"]), data["started"], data["ended"], json.loads(data["envelope"]),
-                   data["envelope"], data["status"], dict(data["context"]), dict(data["analysis"]),
+        envelope = json.loads(data["envelope"])
+        return Run(data["kind"], dict(data["params"]), data["started"], data["ended"], envelope, data["envelope"],
+                   data["status"], dict(data["context"]), dict(data["analysis"]),
                    list(data["summary"]))  # fmt: skip
 
     def title(self, cpus: Callable[[Any], str | None] | None = None) -> str:
@@ -167,14 +169,14 @@ class Run:
         """A stored run, its JSON columns decoded once."""
         return Run(
             kind=row["kind"],
-            params=json.loads(row["params"]),
+            params=stored(row["params"], "run's parameters"),
             started=row["started_at"],
             ended=row["ended_at"],
-            envelope=json.loads(row["envelope"]),
+            envelope=stored(row["envelope"], "run's envelope"),
             text=row["envelope"],
             status=row["status"],
-            context=json.loads(row["context"]),
-            analysis=json.loads(row["analysis"]),
+            context=stored(row["context"], "run's context"),
+            analysis=stored(row["analysis"], "run's analysis"),
             summary=summary,
             id=row["id"],
             seq=row["seq"],
@@ -212,10 +214,11 @@ class SessionRecord:
     def from_row(row: sqlite3.Row) -> SessionRecord:
         names = row.keys()
         return SessionRecord(
-            id=int(row["id"]), uuid=row["uuid"], command=row["command"], argv=json.loads(row["argv"]),
+            id=int(row["id"]), uuid=row["uuid"], command=row["command"], argv=stored(row["argv"], "session's command"),
             host=row["host"], user=row["user"], pid=row["pid"], started_at=row["started_at"],
             ended_at=row["ended_at"], status=row["status"], tool_version=row["tool_version"],
-            fingerprint=row["fingerprint"], facts=json.loads(row["facts"]), tags=json.loads(row["tags"]),
+            fingerprint=row["fingerprint"], facts=stored(row["facts"], "session's facts"),
+            tags=stored(row["tags"], "session's tags"),
             error=row["error"], n_runs=int(row["n_runs"]) if "n_runs" in names else None,
         )  # fmt: skip
 

@@ -6,12 +6,12 @@ Stored as JSON in the references table and decoded here, once."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quietcore.inputs import stored
 from quietcore.runs.analysis import legacy_name, of_outside_guest, same_source
 
 #: The window the lost time is counted in: 100 ms holds 25 ticks at 250 Hz and
@@ -119,7 +119,7 @@ class Reference:
 
     @staticmethod
     def from_row(row: Mapping[str, Any]) -> Reference:
-        data = json.loads(row["data"])
+        data = stored(row["data"], "reference")
         cpus = {int(c["cpu"]): CpuNoise.from_json(c) for c in data["cpus"]}
         return Reference(int(row["id"]), str(row["name"]), str(row["host"]), str(row["fingerprint"]),
                          int(row["session_id"]), str(row["created_at"]), dict(data.get("facts") or {}),

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from urllib.parse import quote
 
-from quietcore.errors import StoreError
+from quietcore.errors import NotADatabase, StoreError
 from quietcore.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 ENV_VAR = "QUIETCORE_DB"
@@ -94,6 +94,7 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True, write: bool
     follow a link planted as its -wal or -journal file) is opened read-only
     and immutable (no side files) when `write` is false, and refused when
     it is true."""
+    _regular_or_missing(path)
     untrusted = why_untrusted(path) if os.geteuid() == 0 else None
     if untrusted and write:
         raise StoreError(
@@ -137,8 +138,26 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True, write: bool
         # loss, not only a kill -9, leaves the journal able to revert).
         conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"cannot use {_hint(path)}: {exc} (choose another with --db or {ENV_VAR})") from exc
+        error = NotADatabase if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB else StoreError
+        raise error(f"cannot use {_hint(path)}: {exc} (choose another with --db or {ENV_VAR})") from exc
     return conn
+
+
+#: SQLite's result code for a file that is not a database (random bytes, a text file)
+SQLITE_NOTADB = 26
+
+
+def _regular_or_missing(path: Path) -> None:
+    """A database is a regular file, or none yet: SQLite opening a FIFO blocked, for good where the
+    FIFO could be read but not written, and /dev/zero looked like an empty database."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot use {_hint(path)}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise NotADatabase(f"cannot use {_hint(path)}: not a regular file (choose another with --db or {ENV_VAR})")
 
 
 def _open_immutable(path: Path) -> sqlite3.Connection:
@@ -148,7 +167,8 @@ def _open_immutable(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA trusted_schema = OFF")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"cannot use {_hint(path)}: {exc}") from exc
+        error = NotADatabase if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB else StoreError
+        raise error(f"cannot use {_hint(path)}: {exc}") from exc
     if version != SCHEMA_VERSION:
         conn.close()
         raise StoreError(f"{_hint(path)} has schema version {version}, not {SCHEMA_VERSION}, and is not root's to "

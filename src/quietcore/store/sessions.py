@@ -58,28 +58,54 @@ def create_session(
     started_at: str | None = None,
 ) -> int:
     """A new session, running. `started_at`: when the command began (now_iso), where it stores
-    nothing until its work is done (an import or analysis stores all or nothing): its time is
-    what `results list` gives it, not the storing's."""
+    nothing until its work is done (an import or analysis stores all or nothing, store_whole): its
+    time is what `results list` gives it, not the storing's."""
     with conn:
-        cur = conn.execute(
-            "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
-            " tool_version, fingerprint, facts, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-            (
-                str(uuid.uuid4()),
-                command,
-                json.dumps(argv),
-                socket.gethostname(),
-                _user(),
-                os.getpid(),
-                started_at or now_iso(),
-                __version__,
-                fingerprint,
-                json.dumps(facts, sort_keys=True),
-                json.dumps(dict(tags), sort_keys=True),
-            ),
-        )
+        return _insert_session(conn, command, argv, facts, fingerprint, tags, started_at)
+
+
+def _insert_session(conn: sqlite3.Connection, command: str, argv: list[str], facts: Mapping[str, Any],
+                    fingerprint: str, tags: Mapping[str, str], started_at: str | None) -> int:  # fmt: skip
+    cur = conn.execute(
+        "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
+        " tool_version, fingerprint, facts, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+        (
+            str(uuid.uuid4()),
+            command,
+            json.dumps(argv),
+            socket.gethostname(),
+            _user(),
+            os.getpid(),
+            started_at or now_iso(),
+            __version__,
+            fingerprint,
+            json.dumps(facts, sort_keys=True),
+            json.dumps(dict(tags), sort_keys=True),
+        ),
+    )
     assert cur.lastrowid is not None
     return cur.lastrowid
+
+
+def store_whole(
+    conn: sqlite3.Connection,
+    command: str,
+    argv: list[str],
+    facts: Mapping[str, Any],
+    fingerprint: str,
+    tags: Mapping[str, str],
+    runs: Iterable[Run],
+    started_at: str | None = None,
+) -> int:
+    """A session whose work is done (an import, an analysis), with its runs, complete, in one
+    transaction: all or nothing, a SIGTERM between two runs included (an import committed the
+    session, then each run, and an interrupt left a session of half its runs)."""
+    with conn:
+        session_id = _insert_session(conn, command, argv, facts, fingerprint, tags, started_at)
+        for seq, run in enumerate(runs, start=1):
+            run.id, run.seq, run.session_id = insert_run(conn, session_id, seq, run), seq, session_id
+        conn.execute("UPDATE sessions SET status = 'complete', ended_at = ? WHERE id = ?", (now_iso(), session_id))
+    return session_id
 
 
 def finish_session(conn: sqlite3.Connection, session_id: int, status: str, error: str | None = None) -> None:
@@ -258,6 +284,24 @@ def find_session(conn: sqlite3.Connection, ident: str) -> SessionRecord:
             raise UsageError(f"no session {text!r}: the database has no sessions yet") from None
         raise UsageError(f"no session {text!r} (valid: an ID 1-{newest}, a UUID prefix, last, or a tag KEY=VALUE; "
                          "see `quietcore results list`)") from None  # fmt: skip
+
+
+def find_group(conn: sqlite3.Connection, ident: str) -> list[SessionRecord]:
+    """The sessions a side of `compare` names, oldest first: every session of a tag KEY=VALUE, each of a
+    list 1,2,3, or the one session any other name gives (find_session)."""
+    text = ident.strip()
+    if "," in text:
+        picked = [find_session(conn, one) for one in text.split(",") if one.strip()]
+        if not picked:
+            raise UsageError(f"no session in {text!r} (valid: IDs as 1,2,3)")
+        return sorted({r.id: r for r in picked}.values(), key=lambda r: r.id)
+    if "=" in text:
+        key, _, value = text.partition("=")
+        rows = tagged(conn, key, value)
+        if not rows:
+            raise UsageError(f"no session is tagged {text!r} (see `quietcore results list`)")
+        return rows
+    return [find_session(conn, text)]
 
 
 def runs_of(conn: sqlite3.Connection, session_id: int, lazy_events: bool = False) -> list[Run]:

@@ -11,13 +11,23 @@ from typing import Any
 
 import numpy as np
 
+from quietcore.errors import UsageError
+
 LIMIT = 2**31 - 1
 
 
 def limit() -> int:
     """The elements one round may move; QUIETCORE_GATHER_LIMIT lowers it
-    (the tests force several rounds with it)."""
-    return min(LIMIT, int(os.environ.get("QUIETCORE_GATHER_LIMIT", LIMIT)))
+    (the tests force several rounds with it). A value that is no positive
+    whole number is refused in one line."""
+    given = os.environ.get("QUIETCORE_GATHER_LIMIT")
+    if given is None:
+        return LIMIT
+    # (at most 20 digits: int() refuses 4,300 and more with a ValueError of its own)
+    if not (given.strip().isdigit() and len(given.strip()) <= 20 and int(given) >= 1):
+        valid = "a whole number of elements, 1 or more"
+        raise UsageError(f"invalid QUIETCORE_GATHER_LIMIT {given[:40]!r} (valid: {valid})")
+    return min(LIMIT, int(given))
 
 
 def gather_arrays(comm: Any, mine: np.ndarray) -> tuple[list[np.ndarray] | None, int]:
