@@ -121,7 +121,8 @@ def test_many_cpus_that_differ_alike_are_a_row_each_kind() -> None:
 
     def row(cpu: int, sources: list[dict[str, object]]) -> dict[str, object]:
         return {"cpu": cpu, "a": 0.02, "b": 0.01 + cpu * 1e-6, "a_lost": 0.021, "b_lost": 0.011 + cpu * 1e-6,
-                "a_windows": 300, "b_windows": 300,
+                "a_windows": 300, "b_windows": 300, "a_sessions": 3, "b_sessions": 3, "spread": 0.001,
+                "spread_df": 4, "needed": 2,
                 "shift": -0.01 + cpu * 1e-6, "ci_low": -0.011, "ci_high": -0.009, "p_adjusted": 1e-40,
                 "verdict": "B quieter", "sources": sources, "b_top": None}  # fmt: skip
 

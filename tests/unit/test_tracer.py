@@ -45,7 +45,7 @@ def test_spans_explain_only_what_they_overlap() -> None:
     assert by["task kworker"]["ns"] == 400
     assert "other" not in by  # another CPU's span
     # untraced: the rest of the first two gaps, and all of the third
-    assert out["unmatched"] == {"gaps": 1, "ns": 10 + 100 + 50, "gap_ns": 50}
+    assert out["unmatched"] == {"gaps": 1, "ns": 10 + 100 + 50, "gap_ns": 50, "long_gaps": 0, "long_gap_ns": 0.0}
     # each gap whole to the source that led it: the led and the untouched add up to every gap
     assert by["local_timer"]["led_ns"] == 20 and by["task kworker"]["led_ns"] == 500
     assert sum(s["led_ns"] for s in out["sources"]) + out["unmatched"]["gap_ns"] == 20 + 500 + 50

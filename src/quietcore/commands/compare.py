@@ -1,10 +1,13 @@
 """Compare two sessions: what changed in the node, then every common cell.
 
-A and B are session IDs (or UUID prefixes), `last`, or tags KEY=VALUE (the
-latest session with that tag). First the facts behind the fingerprint that differ
-(kernel, boot parameters such as nohz_full, THP, governors...), then each
-experiment cell both sessions measured: B's median over A's with a 95 %
-bootstrap interval, Mann-Whitney U, Holm across the table, and a verdict.
+A and B are session IDs (or UUID prefixes), `last`, a tag KEY=VALUE, or a list
+of IDs (1,2,3). First the facts behind the fingerprint that differ (kernel, boot
+parameters such as nohz_full, THP, governors...), between each side's latest
+session; then each experiment cell both measured: B's median over A's with a
+95 % bootstrap interval, Mann-Whitney U, Holm across the table, and a verdict.
+Noise is compared with the session as the unit: a tag or a list gives a side
+every session it names, and B's shift is judged against the spread of
+repeated sessions (report.noisecompare).
 
 example: quietcore compare boot=before boot=after
 """
@@ -23,14 +26,16 @@ from quietcore.report import text
 from quietcore.report.experiment import fmt, interval, shown_unit
 from quietcore.report.side import figure_rows
 from quietcore.safe import plain
+from quietcore.stats.sessions import MOST_NEEDED
 from quietcore.store import db, sessions
 
 NAME = "compare"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="the reference session: ID, UUID prefix, last or KEY=VALUE tag")
-    parser.add_argument("b", metavar="B", help="the session compared with it")
+    parser.add_argument("a", metavar="A", help="the reference: a session (ID, UUID prefix or last), or every "
+                        "session of a tag KEY=VALUE or a list of IDs 1,2,3")  # fmt: skip
+    parser.add_argument("b", metavar="B", help="the sessions compared with it, named as A is")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_db(parser)
 
@@ -44,20 +49,24 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
     only those with a verdict or a source that changed (64 like rows read as 200 lines),
     the rest summed up in the table's caption. --json has every CPU."""
     table = Table(title="Noise, B against A, per CPU. Lost: of the whole run, as `noise` gives it. Shift: B's "
-                  "median 100 ms window less A's, with its 95% bootstrap interval, tested by Mann-Whitney U, Holm "
-                  "over the CPUs.", title_justify="left")  # fmt: skip
-    for name in ("CPU", "A lost", "B lost", "shift", "95% CI", "p (Holm)", "verdict", "B's costliest source",
-                 "periodic sources changed", "windows A, B"):  # fmt: skip
+                  "median 100 ms window less A's, averaged over a side's sessions. It is tested against the spread "
+                  "of repeated sessions, their run-to-run SD (Student t, Holm over the CPUs).",
+                  title_justify="left")  # fmt: skip
+    for name in ("CPU", "A lost", "B lost", "shift", "95% CI", "p (Holm)", "verdict", "run-to-run SD",
+                 "B's costliest source", "periodic sources changed", "sessions A, B"):  # fmt: skip
         left = name in ("verdict", "B's costliest source", "periodic sources changed")
         table.add_column(name, justify="left" if left else "right")
     shown = rows
     if len(rows) > ALL_ROWS_UP_TO:
-        shown = [r for r in rows if r["verdict"] != "no difference shown" or r["sources"]]
+        shown = [r for r in rows if r["verdict"].startswith("B ") or r["sources"]]
+        unknown = all(r["spread"] is None for r in rows if r not in shown)
         alike = sorted(r["cpu"] for r in rows if r not in shown)
         if alike:
             said = f"CPUs {format_cpulist(frozenset(alike))}: no difference shown, no source changed"
+            if unknown:
+                said += " (no repeated runs to judge a shift by)"
             if not shown:
-                return f"Noise, B against A: {said}. 100 ms windows, Mann-Whitney U, Holm over the CPUs; --json."
+                return f"Noise, B against A: {said}. Sessions as the unit, Student t, Holm over the CPUs; --json."
             table.caption, table.caption_justify = said, "left"
     if len(shown) > ALL_ROWS_UP_TO:  # many CPUs that differ alike: a row for them (384 were 2,573 lines)
         groups: dict[tuple[str, tuple[str, ...]], list[dict[str, Any]]] = {}
@@ -71,7 +80,7 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
             shift = sorted(r["shift"] * 100 for r in mine)
             table.add_row(brief_cpulist([r["cpu"] for r in mine]), f"{figure_range(a, '.3f')}%",
                           f"{figure_range(b, '.3f')}%", f"{shift[0]:+.3f}% to {shift[-1]:+.3f}%", "",
-                          f"{max(r['p_adjusted'] for r in mine):.3g} at most", verdict, "",
+                          _p_most(mine), verdict, "", "",
                           "\n".join(changes) or "none", "")  # fmt: skip
         return table
     for r in shown:
@@ -88,10 +97,28 @@ def _row(table: Table, r: dict[str, Any]) -> None:
         costliest = f"{plain(top['name'])}: {top['share']:.0%} of B's lost time, {was} of A's"
     else:
         costliest = "-"
+    ci = f"[{r['ci_low'] * 100:+.3f}%, {r['ci_high'] * 100:+.3f}%]" if r["ci_low"] is not None else "-"
     table.add_row(str(r["cpu"]), f"{r['a_lost'] * 100:.3f}%", f"{r['b_lost'] * 100:.3f}%", f"{r['shift'] * 100:+.3f}%",
-                  f"[{r['ci_low'] * 100:+.3f}%, {r['ci_high'] * 100:+.3f}%]", f"{r['p_adjusted']:.3g}", r["verdict"],
+                  ci, f"{r['p_adjusted']:.3g}" if r["p_adjusted"] is not None else "-", r["verdict"], _spread(r),
                   costliest, "\n".join(change_words(c) for c in r["sources"]) or "none",
-                  f"{r['a_windows']}, {r['b_windows']}")  # fmt: skip
+                  f"{r['a_sessions']}, {r['b_sessions']}")  # fmt: skip
+
+
+def _p_most(rows: list[dict[str, Any]]) -> str:
+    known = [r["p_adjusted"] for r in rows if r["p_adjusted"] is not None]
+    return f"{max(known):.3g} at most" if known else "-"
+
+
+def _spread(r: dict[str, Any]) -> str:
+    """The run-to-run SD of a session's median window, and, where no difference is shown, the sessions a side a
+    shift this size would need: "0.337%; 4 a side to tell"."""
+    if r["spread"] is None:
+        return "unknown: measure each side 3 times"
+    said = f"{r['spread'] * 100:.3f}%"
+    if not r["verdict"].startswith("B ") and r["needed"] is not None:
+        many = f"over {MOST_NEEDED}" if r["needed"] > MOST_NEEDED else str(r["needed"])
+        said += f"; {many} a side to tell"
+    return said
 
 
 def _changes(sources: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -113,16 +140,24 @@ def run(args: argparse.Namespace) -> int:
     path, chosen = common.db_path(args)
     conn = db.open_db(path, create=False, chosen=chosen, write=False)
     try:
-        a, b = sessions.find_session(conn, args.a), sessions.find_session(conn, args.b)
-        result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b), "noise": compare_noise(conn, a, b)}
+        side_a, side_b = sessions.find_group(conn, args.a), sessions.find_group(conn, args.b)
+        a, b = side_a[-1], side_b[-1]
+        result = compare_sessions(conn, a, b) | {"figures": figure_rows(conn, a, b),
+                                                 "noise": compare_noise(conn, side_a, side_b)}  # fmt: skip
     finally:
         conn.close()
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
     out = text.console()
-    out.print(f"A: session {a.id}, {a.command}, {a.started_at[:19].replace('T', ' ')} UTC")
-    out.print(f"B: session {b.id}, {b.command}, {b.started_at[:19].replace('T', ' ')} UTC")
+    for name, side in (("A", side_a), ("B", side_b)):
+        latest = side[-1]
+        when = f"{latest.command}, {latest.started_at[:19].replace('T', ' ')} UTC"
+        if len(side) == 1:
+            out.print(f"{name}: session {latest.id}, {when}")
+        else:
+            ids = format_cpulist(frozenset(r.id for r in side))
+            out.print(f"{name}: sessions {ids}, {len(side)} of them; the latest {when}")
     if result["same_fingerprint"]:
         out.print(f"Same node configuration, fingerprint {a.fingerprint}.")
     elif not result["changes"]:  # a peer's file: it says next to nothing of its node

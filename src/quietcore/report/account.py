@@ -47,6 +47,9 @@ class Account:
     rows: tuple[Row, ...]  # biggest first
     rest: Row  # untraced (traced) or unexplained (counted)
     traced: bool
+    # traced: the gaps over runs.analysis.LONG_GAP_NS no traced event touched, and their length (the host's
+    # on a VM); None where the trace's match did not keep them (an older run)
+    long_untraced: tuple[int, float] | None = None
 
     @property
     def uncounted(self) -> bool:
@@ -99,7 +102,9 @@ def account(cpu: CpuAnalysis, traced: Mapping[str, Any] | None, lost_ns: float, 
         un = traced["unmatched"]
         rest_ns = float(un["gap_ns"]) - int(un["gaps"]) * loop
         rest = Row("untraced", int(un["gaps"]), max(rest_ns, 0.0), "gaps no traced event touched")
-        return Account(cpu.cpu, lost_ns, tuple(sorted(rows, key=lambda r: -r.ns)), rest, traced=True)
+        long = (int(un["long_gaps"]), float(un["long_gap_ns"])) if "long_gaps" in un else None
+        return Account(cpu.cpu, lost_ns, tuple(sorted(rows, key=lambda r: -r.ns)), rest, traced=True,
+                       long_untraced=long)  # fmt: skip
     a = cpu.attribution
     if a is None:
         return None

@@ -1,15 +1,18 @@
-"""Two sessions' noise, CPU by CPU: B's lost time against A's, with an
-interval, a test and a verdict, and the periodic sources that changed.
+"""Two sides' noise, CPU by CPU, each side one session or several of one
+configuration: B's lost time against A's, with an interval, a test and a
+verdict, and the periodic sources that changed.
 
-The unit is the 100 ms window that `check` tests (fleet.baseline: each
-window's lost ratio, its longest gap left out, so that one stall of a vCPU
-by its host moves no window's middle). The shift is B's median window less
-A's, with a seeded percentile bootstrap interval over each side's windows;
-the test is two-sided Mann-Whitney U, Holm-adjusted over the CPUs; B is
-noisier or quieter only when the adjusted p is under alpha and the interval
-leaves out zero, and slightly so when the shift is under 0.1 % of the CPU.
-Sources: B's periodic sources A lacks, or has at less than B's cost by
-over a tenth of a percent of the CPU, and A's that B lacks."""
+The unit is the session (stats.sessions). Each gives its median 100 ms
+window (fleet.baseline: a window's lost ratio, its longest gap left out, so
+that one stall of a vCPU by its host moves no window's middle). The shift is
+B's mean of those less A's, tested by Student t against the spread of
+repeated sessions: pooled over A's, B's and up to HISTORY earlier sessions
+of either's configuration. Holm adjusts over the CPUs. B is noisier or
+quieter only when the adjusted p is under alpha and the interval leaves out
+zero, and slightly so when the shift is under 0.1 % of the CPU. Windows
+tested as samples called 5 of 10 A/A comparisons different here. Sources:
+B's periodic sources A lacks, or has at less than B's cost by over a tenth
+of a percent of the CPU, and A's that B lacks (the sides' latest sessions)."""
 
 from __future__ import annotations
 
@@ -23,13 +26,11 @@ from quietcore.fleet.verdict import known_sources, new_sources
 from quietcore.report.account import Account, of_run
 from quietcore.runs.model import SessionRecord
 from quietcore.runs.reference import CpuNoise
-from quietcore.stats.bootstrap import SEED
-from quietcore.stats.compare import ALPHA, holm
-from quietcore.stats.rank import mann_whitney
+from quietcore.stats.compare import holm
 from quietcore.stats.said import lost_pct as pct
+from quietcore.stats.sessions import session_shift, shown
 from quietcore.store import sessions
 
-RESAMPLES = 2000
 #: A shift under this share of the CPU is said to be slight, however sure the test is of it.
 SLIGHT = 0.001
 #: A source is "changed" when its cost moved by more than this share of the CPU.
@@ -65,15 +66,6 @@ def _share_of(account: Account | None, name: str) -> float | None:
     return account.share(row) if account is not None and row is not None else None
 
 
-def _median_shift_ci(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float]:
-    """The 95 % percentile interval of median(B) - median(A), each side resampled."""
-    rng = np.random.default_rng(seed)
-    ma = np.median(a[rng.integers(0, a.size, size=(RESAMPLES, a.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, size=(RESAMPLES, b.size))], axis=1)
-    low, high = np.percentile(mb - ma, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def _changed(one: CpuNoise, other: CpuNoise, missing: str, costlier: str) -> list[dict[str, Any]]:
     """`one`'s periodic sources `other` lacks (`missing`), or has at their rate for less of the CPU
     (`costlier`), with what they cost in each: the GPU node's host timer at 1 kHz, on every CPU of two
@@ -100,34 +92,78 @@ def change_words(c: dict[str, Any]) -> str:
     return f"{c['change']}: {c['label']}, {pct(c['here'])} of the CPU in {side}, {pct(c['there'])} in {other}"
 
 
-def compare_noise(conn: sqlite3.Connection, a: SessionRecord, b: SessionRecord) -> list[dict[str, Any]]:
-    """A row per CPU both sessions measured: A's and B's median window, the
-    shift with its interval, p (Holm over the CPUs), the verdict, and the
-    sources that changed. Empty when they share no measured CPU."""
-    (na, aa), (nb, ab) = _noise(conn, a), _noise(conn, b)
-    common = [cpu for cpu in sorted(set(na) & set(nb)) if len(na[cpu].windows) >= 2 and len(nb[cpu].windows) >= 2]
-    raw = [mann_whitney(nb[cpu].windows, na[cpu].windows)[1] for cpu in common]
-    adjusted = holm(raw) if raw else []
+#: Earlier sessions of a side's configuration read for the spread of repeated runs: the latest this many.
+HISTORY = 20
+
+
+def _history(conn: sqlite3.Connection, groups: list[list[SessionRecord]]) -> list[tuple[str, dict[int, CpuNoise]]]:
+    """The latest sessions of the sides' configurations (their fingerprints) that neither side holds, each
+    one's noise per CPU: the node's run-to-run spread for those configurations."""
+    mine = {r.id for g in groups for r in g}
+    prints = {r.fingerprint for g in groups for r in g} - {"imported"}
+    every = sessions.list_sessions(conn) if prints else []
+    out = []
+    for fingerprint in sorted(prints):
+        for row in [r for r in every if r.fingerprint == fingerprint and r.id not in mine][-HISTORY:]:
+            noise = _noise(conn, row)[0]
+            if noise:
+                out.append((fingerprint, noise))
+    return out
+
+
+def compare_noise(conn: sqlite3.Connection, a: SessionRecord | list[SessionRecord],
+                  b: SessionRecord | list[SessionRecord]) -> list[dict[str, Any]]:  # fmt: skip
+    """A row per CPU both sides measured, each side one session or several of one configuration. The
+    session is the unit (stats.sessions): each gives its median 100 ms window, and B's mean of those less
+    A's is tested against the spread of repeated sessions, pooled over A's, B's and earlier sessions of
+    either's configuration (Student t, Holm over the CPUs). With one session a side and no earlier
+    session, no spread is known and no verdict given. Sources changed: between the two sides' latest."""
+    side_a = a if isinstance(a, list) else [a]
+    side_b = b if isinstance(b, list) else [b]
+    read_a = [_noise(conn, r) for r in side_a]
+    read_b = [_noise(conn, r) for r in side_b]
+    (na, aa), (nb, ab) = read_a[-1], read_b[-1]
+    history = _history(conn, [side_a, side_b])
+
+    def values(reads: list[tuple[dict[int, CpuNoise], dict[int, Account]]], cpu: int) -> list[float]:
+        return [float(np.median(n[cpu].windows)) for n, _ in reads if cpu in n and n[cpu].windows]
+
+    common = [cpu for cpu in sorted(set(na) & set(nb)) if na[cpu].windows and nb[cpu].windows]
+    judged = []
+    for cpu in common:
+        others: dict[str, list[float]] = {}
+        for fingerprint, n in history:
+            if cpu in n and n[cpu].windows:
+                others.setdefault(fingerprint, []).append(float(np.median(n[cpu].windows)))
+        judged.append(session_shift(values(read_a, cpu), values(read_b, cpu), list(others.values())))
+    known = [(i, j.p) for i, j in enumerate(judged) if j.p is not None]
+    adjusted: list[float | None] = [None] * len(judged)
+    for (i, _), corrected in zip(known, holm([q for _, q in known]) if known else [], strict=True):
+        adjusted[i] = corrected
     rows = []
-    for cpu, p in zip(common, adjusted, strict=True):
-        wa, wb = np.asarray(na[cpu].windows, dtype=float), np.asarray(nb[cpu].windows, dtype=float)
-        shift = float(np.median(wb) - np.median(wa))
-        low, high = _median_shift_ci(wa, wb, SEED + cpu)
-        if p < ALPHA and (low > 0 or high < 0):
-            verdict = "B noisier" if low > 0 else "B quieter"
-            if abs(shift) < SLIGHT:
+    for cpu, j, p in zip(common, judged, adjusted, strict=True):
+        if shown(j, p):
+            verdict = "B noisier" if j.shift > 0 else "B quieter"
+            if abs(j.shift) < SLIGHT:
                 verdict += f", slightly (under {SLIGHT:.1%} of the CPU)"
+        elif j.known:
+            verdict = "no difference shown"  # within the spread of repeated runs
         else:
-            verdict = "no difference shown"
+            verdict = "no verdict: no repeated runs"
         new = _changed(nb[cpu], na[cpu], "new in B", "dearer in B")
         gone = _changed(na[cpu], nb[cpu], "gone in B", "cheaper in B")
         top = _top(ab.get(cpu))
         if top is not None:
             top["a_share"] = _share_of(aa.get(cpu), top["name"])
+        lost_a = [n[cpu].lost_ratio for n, _ in read_a if cpu in n]
+        lost_b = [n[cpu].lost_ratio for n, _ in read_b if cpu in n]
         rows.append({
-            "cpu": cpu, "a": float(np.median(wa)), "b": float(np.median(wb)), "a_lost": na[cpu].lost_ratio,
-            "b_lost": nb[cpu].lost_ratio, "a_windows": int(wa.size),
-            "b_windows": int(wb.size), "shift": shift, "ci_low": low, "ci_high": high, "p_adjusted": p,
-            "verdict": verdict, "sources": new + gone, "b_top": top,
+            "cpu": cpu, "a": float(np.mean(values(read_a, cpu))), "b": float(np.mean(values(read_b, cpu))),
+            "a_lost": float(np.mean(lost_a)), "b_lost": float(np.mean(lost_b)),
+            "a_sessions": j.sessions_a, "b_sessions": j.sessions_b,
+            "a_windows": sum(len(n[cpu].windows) for n, _ in read_a if cpu in n),
+            "b_windows": sum(len(n[cpu].windows) for n, _ in read_b if cpu in n),
+            "shift": j.shift, "ci_low": j.low, "ci_high": j.high, "p_adjusted": p, "spread": j.spread,
+            "spread_df": j.df, "needed": j.needed, "verdict": verdict, "sources": new + gone, "b_top": top,
         })  # fmt: skip
     return rows

@@ -203,24 +203,33 @@ def account_words(cpu: CpuAnalysis, account: Account, virtualized: bool, shown: 
     sources the table above gave (lab gives two), of which the host's are summed."""
     if account.uncounted:
         return f"CPU {cpu.cpu}: {UNCOUNTED} (an imported trace), so nothing names where its time went."
-    said = [*_long_gaps(cpu, virtualized), _rest(account, virtualized)]
+    said = [*_long_gaps(cpu, account, virtualized), _rest(account, virtualized)]
     said.append(outside_words(_held(cpu, shown), account.share(account.rest), virtualized))
     if not virtualized and not account.traced and account.share(account.rest) > 0.5:
         said.append("A trace, as root, can name more of it; so can a count of SMIs (turbostat).")
     return f"CPU {cpu.cpu}: " + " ".join(s for s in said if s)
 
 
-def _long_gaps(cpu: CpuAnalysis, virtualized: bool) -> list[str]:
-    """On a VM, the gaps longer than any interrupt the guest handles, and how many of them the host took."""
+def _long_gaps(cpu: CpuAnalysis, account: Account, virtualized: bool) -> list[str]:
+    """On a VM, the gaps longer than any interrupt the guest handles, and how many of them the host took:
+    in a traced run, those no traced event touched (a guest tick with its VM exit runs past 100 µs and is
+    the tick's, as the table of gaps shows it); else those no guest task's preemption explains."""
     a = cpu.attribution
     if a is None or not virtualized:
         return []
+    over = f"{LONG_GAP_NS / 1000:,.0f} µs"
+    first = f"{a.long_gaps:,} {_plural(a.long_gaps, 'gap')} over {over} took {a.long_gap_ns / 1e6:,.1f} ms."
+    if account.traced and account.long_untraced is not None:
+        host, host_ns = account.long_untraced
+        if not host:
+            return [first, "A traced guest source led each of them: none was the host's alone."] if a.long_gaps else []
+        guest = max(a.long_gaps - host, 0)
+        return [first, f"No traced event touched {host:,} of them, {host_ns / 1e6:,.1f} ms: the host preempting "
+                       f"this vCPU. A traced guest source led the other {guest:,}."]  # fmt: skip
     switched = a.count_of("switch")
     host = max(a.long_gaps - switched, 0)
     if not host:
         return []
-    over = f"{LONG_GAP_NS / 1000:,.0f} µs"
-    first = f"{a.long_gaps:,} {_plural(a.long_gaps, 'gap')} over {over} took {a.long_gap_ns / 1e6:,.1f} ms."
     if switched:
         who = (f"The host preempted this vCPU in {host:,} of them; a guest task preempted the probe in the other "
                f"{switched:,}.")  # fmt: skip
