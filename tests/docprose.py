@@ -1,0 +1,85 @@
+"""How a page of the docs reads (issue 59, STYLE.md's "Writing for the
+reader"): its prose only, code blocks, tables, headings and HTML left out;
+a list item is a sentence's start; a link counts as its text. Sentences are
+split and words counted as tests/readable.py does for a command's output."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tests.readable import nested
+
+#: A sentence of more words than this is too long for a user's page.
+WORDS = 45
+#: The most words a sentence a page may average.
+AVERAGE = 22
+_FENCE = re.compile(r"^(```|~~~)")
+_SKIP = ("|", "#", "<", "![", "    ")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`'\"(\[*])")
+_WORD = re.compile(r"[A-Za-z0-9µ]")
+
+
+def paragraphs(markdown: str) -> Iterator[str]:
+    """The prose of a page, a paragraph or list item at a time."""
+    inside, current = False, []
+    for line in markdown.splitlines():
+        if _FENCE.match(line.strip()):
+            inside = not inside
+            yield from _flush(current)
+            current = []
+            continue
+        if inside or not line.strip() or line.startswith(_SKIP) or line.lstrip().startswith(("|", "#", "<")):
+            yield from _flush(current)
+            current = []
+            continue
+        if _ITEM.match(line):
+            yield from _flush(current)
+            current = [_ITEM.sub("", line)]
+        else:
+            current.append(line.strip())
+    yield from _flush(current)
+
+
+def _flush(lines: list[str]) -> Iterator[str]:
+    if lines:
+        yield _LINK.sub(r"\1", " ".join(lines))
+
+
+def sentences(markdown: str) -> Iterator[str]:
+    for paragraph in paragraphs(markdown):
+        yield from (s.strip() for s in _END.split(paragraph) if s.strip())
+
+
+def words(sentence: str) -> int:
+    return sum(1 for w in sentence.split() if _WORD.search(w))
+
+
+@dataclass
+class PageReading:
+    words: int = 0
+    sentences: int = 0
+    longest: int = 0
+    long: list[str] = field(default_factory=list)  # sentences over WORDS
+    nested: list[str] = field(default_factory=list)
+
+    @property
+    def average(self) -> float:
+        return self.words / self.sentences if self.sentences else 0.0
+
+
+def read_page(markdown: str) -> PageReading:
+    r = PageReading()
+    for s in sentences(markdown):
+        n = words(s)
+        r.words += n
+        r.sentences += 1
+        r.longest = max(r.longest, n)
+        if n > WORDS:
+            r.long.append(f"{n} words: {s}")
+        if nested(s):
+            r.nested.append(s)
+    return r

@@ -1,0 +1,62 @@
+"""The user's pages read as STYLE.md's "Writing for the reader" asks (issue 59): no sentence over 45 words,
+no parenthesis inside a parenthesis, at most 22 words a sentence on average. Measured as tests/docprose.py
+reads a page (prose only). A page not yet rewritten is held to what it had when the rule came (PENDING), and
+may only get better: each page rewritten leaves PENDING, and a page that reads better than its entry says
+gets its entry lowered, so that the list only shrinks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docprose import AVERAGE, WORDS, read_page
+
+ROOT = Path(__file__).resolve().parents[2]
+#: For developers, not users: the rule does not hold them
+DEVELOPER = {"docs/development.md", "docs/layers.md"}
+PAGES = sorted(
+    str(p.relative_to(ROOT))
+    for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "commands").glob("*.md")]
+    if str(p.relative_to(ROOT)) not in DEVELOPER
+)
+#: Pages not yet rewritten: (sentences over WORDS, nested parentheses, average words a sentence) on 2026-11-29.
+PENDING: dict[str, tuple[int, int, float]] = {
+    "docs/attribution.md": (8, 0, 26.9),
+    "docs/clusters.md": (5, 3, 22.8),
+    "docs/many-cpus.md": (31, 2, 34.6),
+    "docs/metric.md": (6, 1, 30.5),
+    "docs/probe.md": (5, 0, 19.5),
+    "docs/scale.md": (19, 1, 32.1),
+    "docs/speed.md": (96, 0, 34.1),
+    "docs/commands/check.md": (13, 2, 24.2),
+    "docs/commands/compare.md": (4, 1, 24.4),
+    "docs/commands/intruders.md": (12, 0, 26.3),
+    "docs/commands/noise.md": (5, 0, 18.4),
+    "docs/commands/results.md": (7, 0, 21.2),
+    "docs/commands/simulate.md": (8, 3, 22.1),
+    "docs/commands/tune.md": (9, 0, 21.4),
+}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_users_page_reads_in_short_sentences(page: str) -> None:
+    r = read_page((ROOT / page).read_text(encoding="utf-8"))
+    if page in PENDING:
+        long, nested, average = PENDING[page]
+        assert len(r.long) <= long and len(r.nested) <= nested and r.average <= average + 0.05, (
+            f"{page} reads worse than it did: {len(r.long)} sentences over {WORDS} words (was {long}), "
+            f"{len(r.nested)} nested (was {nested}), {r.average:.1f} words a sentence (was {average})\n"
+            + "\n".join(r.long + r.nested))  # fmt: skip
+        return
+    assert not r.long and not r.nested, "\n".join(r.long + r.nested)
+    assert r.average <= AVERAGE, f"{page}: {r.average:.1f} words a sentence"
+
+
+def test_pending_pages_only_get_better() -> None:
+    """An entry above what its page reads today is lowered (the list is a ratchet), and every entry is a page."""
+    for page, (long, nested, _) in PENDING.items():
+        assert page in PAGES, page
+        r = read_page((ROOT / page).read_text(encoding="utf-8"))
+        now = (len(r.long), len(r.nested))
+        assert now == (long, nested), f"{page} has {now[0]} long sentences and {now[1]} nested now: set its entry"
