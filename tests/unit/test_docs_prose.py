@@ -28,7 +28,6 @@ PENDING: dict[str, tuple[int, int, float]] = {
     "docs/metric.md": (6, 1, 30.5),
     "docs/probe.md": (5, 0, 19.5),
     "docs/scale.md": (19, 1, 32.1),
-    "docs/speed.md": (96, 0, 34.1),
     "docs/commands/check.md": (13, 2, 24.2),
     "docs/commands/intruders.md": (12, 0, 26.3),
     "docs/commands/noise.md": (5, 0, 18.4),
