@@ -30,7 +30,6 @@ PENDING: dict[str, tuple[int, int, float]] = {
     "docs/scale.md": (19, 1, 32.1),
     "docs/commands/check.md": (13, 2, 24.2),
     "docs/commands/intruders.md": (12, 0, 26.3),
-    "docs/commands/results.md": (7, 0, 21.2),
     "docs/commands/simulate.md": (8, 3, 22.1),
     "docs/commands/tune.md": (9, 0, 21.4),
 }
