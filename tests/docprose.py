@@ -19,7 +19,9 @@ _FENCE = re.compile(r"^(```|~~~)")
 _SKIP = ("|", "#", "<", "![", "    ")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`'\"(\[*])")
+_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+#: A period that ends no sentence: "e.g. a", "0.5 ms" (no space), "vs. b"
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|vs|etc|cf|approx)\.)$")
 _WORD = re.compile(r"[A-Za-z0-9µ]")
 
 
@@ -50,8 +52,16 @@ def _flush(lines: list[str]) -> Iterator[str]:
 
 
 def sentences(markdown: str) -> Iterator[str]:
+    """A paragraph's sentences: split after . ! or ? and a space, whatever the next word's case (a sentence
+    may start with a command's name: "tuned keeps ..."), but after an abbreviation."""
     for paragraph in paragraphs(markdown):
-        yield from (s.strip() for s in _END.split(paragraph) if s.strip())
+        pieces: list[str] = []
+        for piece in _END.split(paragraph):
+            if pieces and _ABBREVIATION.search(pieces[-1]):
+                pieces[-1] += " " + piece
+            else:
+                pieces.append(piece)
+        yield from (p.strip() for p in pieces if p.strip())
 
 
 def words(sentence: str) -> int:

@@ -20,18 +20,18 @@ PAGES = sorted(
     for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "commands").glob("*.md")]
     if str(p.relative_to(ROOT)) not in DEVELOPER
 )
-#: Pages not yet rewritten: (sentences over WORDS, nested parentheses, average words a sentence) on 2026-11-29.
+#: Pages not yet rewritten: (sentences over WORDS, nested parentheses, average words a sentence) as they read
+#: on 2026-11-29, sentences split as tests/docprose.py splits them.
 PENDING: dict[str, tuple[int, int, float]] = {
-    "docs/attribution.md": (8, 0, 26.9),
+    "docs/attribution.md": (8, 0, 26.4),
     "docs/clusters.md": (5, 3, 22.8),
     "docs/many-cpus.md": (31, 2, 34.6),
     "docs/metric.md": (6, 1, 30.5),
     "docs/probe.md": (5, 0, 19.5),
-    "docs/scale.md": (19, 1, 32.1),
-    "docs/commands/check.md": (13, 2, 24.2),
+    "docs/scale.md": (19, 1, 31.7),
+    "docs/commands/check.md": (13, 2, 24.0),
     "docs/commands/intruders.md": (12, 0, 26.3),
-    "docs/commands/simulate.md": (8, 3, 22.1),
-    "docs/commands/tune.md": (9, 0, 21.4),
+    "docs/commands/simulate.md": (8, 3, 22.5),
 }
 
 
