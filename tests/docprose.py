@@ -27,7 +27,7 @@ _WORD = re.compile(r"[A-Za-z0-9µ]")
 
 def paragraphs(markdown: str) -> Iterator[str]:
     """The prose of a page, a paragraph or list item at a time."""
-    inside, current = False, []
+    inside, current = False, list[str]()
     for line in markdown.splitlines():
         if _FENCE.match(line.strip()):
             inside = not inside

@@ -190,6 +190,26 @@ def test_a_planted_bad_node_is_named_with_its_source(
     assert not nodes["0"]["odd"] and not any("100 Hz" in r for r in nodes["0"]["reasons"])
 
 
+def test_the_surveys_text_reads_as_every_commands_does(
+    planted_survey: tuple[dict[str, str], subprocess.CompletedProcess[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The survey printed its nodes as a table padded by hand and its notes unwrapped: 191 columns in a file,
+    past the presentation layer every other command goes through (issue 56). Rank 0's text, from the planted
+    survey's own figures, in a file 100 columns wide: no line over it but a path, and it reads (tests/readable)."""
+    from quietcore.survey import node
+    from tests import readable
+
+    monkeypatch.setenv("COLUMNS", "100")
+    got = json.loads(planted_survey[1].stdout)
+    node.show(got.pop("session"), got)
+    out = capsys.readouterr().out
+    assert "rank" in out and "differs: " in out and "Saved as session" in out, out
+    assert max(len(line) for line in out.splitlines()) <= 100, out
+    assert readable.problems(out, 100) == [], out
+
+
 def test_without_a_launcher_it_is_a_one_rank_survey(cli_env: dict[str, str], db_file: Path) -> None:
     if not mpi_loads():
         pytest.skip("needs mpi4py (quietcore[mpi]) and an MPI library (libopenmpi-dev)")

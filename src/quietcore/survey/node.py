@@ -272,42 +272,55 @@ def _ppm(s: clock.Offset, e: clock.Offset) -> float:
 
 
 def show(session_id: int, survey: dict[str, Any]) -> None:
-    rows = [("rank", "host", "CPUs", "clock offset", "noise", "max gap", "events/s", "")]
+    """The survey as a person reads it, through the presentation layer (report.screen): the nodes' table
+    fitted to the width, every sentence wrapped (a hand-padded table ran to 191 columns in a file)."""
+    from rich.table import Table
+
+    from quietcore.report import text
+
+    # a file's width and no escape codes: under mpirun, rank 0's stdout is a pseudo-terminal of Open MPI's,
+    # not the user's terminal (its bold headers reached a batch job's log as escape codes)
+    out = text.console(force_terminal=False)
+    table = Table(title=None)
+    for name in ("rank", "host", "CPUs", "clock offset", "noise", "max gap", "events/s", "verdict"):
+        table.add_column(name, justify="left" if name in ("host", "CPUs", "verdict") else "right")
     for n in survey["nodes"]:
         c = n["clock"]
         offset = f"{c['start_ns'] / 1e3:,.1f} ± {c['uncertainty_ns'] / 1e3:.1f} µs"
         if "figures" not in n:
-            rows.append((str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", f"failed: {n['error']}"))
+            table.add_row(str(n["rank"]), n["host"], n["cpus"], offset, "-", "-", "-", f"failed: {n['error']}")
             continue
         f = n["figures"]
-        badge = verdict_text(n)
-        rows.append((str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
-                     f"{f['max gap']:,.1f} µs", f"{f['events']:,.0f}", badge))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        table.add_row(str(n["rank"]), n["host"], n["cpus"], offset, f"{f['noise fraction']:.3f} %",
+                      f"{f['max gap']:,.1f} µs", f"{f['events']:,.0f}", verdict_text(n))  # fmt: skip
+    out.print(table)
     for name, diffs in survey["config_diff"].items():
-        print(f"{name}: {'; '.join(diffs)}")
+        out.print(f"{name}: {'; '.join(diffs)}")
     if survey.get("audit") is not None:
         differ = survey["audit"]
-        print(f"Audit: {len(differ)} finding{'s' if len(differ) != 1 else ''} differ between nodes"
-              + (":" if differ else " (each node's own audit: quietcore audit)"))  # fmt: skip
+        out.print(f"Audit: {len(differ)} finding{'s' if len(differ) != 1 else ''} differ between nodes"
+                  + (":" if differ else " (each node's own audit: quietcore audit)"))  # fmt: skip
         for f in differ:
-            print(f"  {f['id']}: " + "; ".join(f"{status} on {', '.join(names)}"
-                                               for status, names in f["statuses"].items()))  # fmt: skip
+            out.print(f"  {f['id']}: " + "; ".join(f"{status} on {', '.join(names)}"
+                                                   for status, names in f["statuses"].items()))  # fmt: skip
     if survey.get("network"):
-        print(describe(survey["network"]))
+        out.print(describe(survey["network"]))
     for note in survey["notes"]:
-        print(f"note: {note}")
+        out.print(f"Note: {note}")
     for w in survey["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     if survey["coupled"]:
-        print("Coupled: a work quantum then an Allreduce, on the first N ranks; slowdown = mean / minimum iteration;")
-        print("predicted from rank 0's trace: max of N (closed form), and simulated in the fast and the round model")
-        print("  W µs   ranks  iterations  ideal µs  measured  max of N      fast    rounds")
+        out.print("Coupled: a work quantum then an Allreduce, on the first N ranks. Slowdown is the mean over the "
+                  "minimum iteration, predicted from rank 0's trace: the max of N in closed form, and simulated in "
+                  "the fast and the round model.")  # fmt: skip
+        coupled_table = Table(title=None)
+        for name in ("W µs", "ranks", "iterations", "ideal µs", "measured", "max of N", "fast", "rounds"):
+            coupled_table.add_column(name, justify="right")
         for r in survey["coupled"]:
-            sims = "".join(f"  {r[k]:>8.3f}" if k in r else f"  {'-':>8}" for k in ("fast", "rounds"))
-            print(f"  {r['work_us']:>5}  {r['ranks']:>5}  {r['iterations']:>10,}  {r['ideal_ns'] / 1e3:>8.1f}  "
-                  f"{r['slowdown']:>8.3f}  {r['predicted']:>8.3f}{sims}")  # fmt: skip
-    print(f"{odd_count(survey)}; clock offsets to rank 0 by ping-pong (± half the best round trip). "
-          f"Saved as session {session_id}.")  # fmt: skip
+            sims = [f"{r[k]:.3f}" if k in r else "-" for k in ("fast", "rounds")]
+            coupled_table.add_row(str(r["work_us"]), str(r["ranks"]), f"{r['iterations']:,}",
+                                  f"{r['ideal_ns'] / 1e3:.1f}", f"{r['slowdown']:.3f}", f"{r['predicted']:.3f}",
+                                  *sims)  # fmt: skip
+        out.print(coupled_table)
+    out.print(f"{odd_count(survey)}. Clock offsets to rank 0 are by ping-pong, ± half the best round trip. "
+              f"Saved as session {session_id}.")  # fmt: skip
