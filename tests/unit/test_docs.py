@@ -185,14 +185,11 @@ def test_the_readme_is_short_and_its_links_stay_in_the_tree() -> None:
         assert path.exists(), f"the README links to a missing {target}"
 
 
-ALL_OPTIONS = "## All options"
 #: A page of the skeleton (issue 59) lists its options under this heading, Output, Exit codes and See also after it.
 OPTIONS = "## Options"
 #: The sections of every command page, in this order (issue 59, as rtla's and memray's pages): what it does comes
 #: first, under the title; a page may add sections of its own features between Examples and Options.
 SKELETON = ("Synopsis", "Examples", "Options", "Output", "Exit codes", "See also")
-#: Pages not yet in the skeleton: each one moved leaves this list, which only shrinks.
-NOT_YET: set[str] = set()
 
 
 def _option_items(parser: argparse.ArgumentParser, within: str = "") -> list[str]:
@@ -218,13 +215,6 @@ def _option_items(parser: argparse.ArgumentParser, within: str = "") -> list[str
     return items
 
 
-def _all_options(command: str) -> str:
-    """The page's last section, as `quietcore COMMAND --help` gives its options."""
-    items = "\n".join(_option_items(_subcommands()[command]))
-    return (f"{ALL_OPTIONS}\n\nEvery option of `quietcore {command}`, as its `--help` gives them; the sections "
-            f"above say more of some.\n\n{items}\n")  # fmt: skip
-
-
 def _options_section(command: str) -> str:
     """A skeleton page's Options: every option once, as `quietcore COMMAND --help` gives it."""
     items = "\n".join(_option_items(_subcommands()[command]))
@@ -242,10 +232,6 @@ def _section(text: str, heading: str) -> str:
 def test_a_command_pages_options_are_its_help(command: str) -> None:
     """Each page lists every option as --help gives it, once: `python tests/unit/test_docs.py` writes them."""
     text = (COMMANDS / f"{command}.md").read_text(encoding="utf-8")
-    if command in NOT_YET:
-        assert ALL_OPTIONS in text, f"{command}.md has no '{ALL_OPTIONS}': run `python tests/unit/test_docs.py`"
-        assert text[text.index(ALL_OPTIONS) :] == _all_options(command), "run `python tests/unit/test_docs.py`"
-        return
     assert OPTIONS + "\n" in text, f"{command}.md has no '{OPTIONS}': run `python tests/unit/test_docs.py`"
     assert _section(text, OPTIONS) == _options_section(command), "run `python tests/unit/test_docs.py`"
 
@@ -254,8 +240,6 @@ def test_a_command_pages_options_are_its_help(command: str) -> None:
 def test_a_command_page_follows_the_skeleton(command: str) -> None:
     """Issue 59: what it does under the title, then Synopsis, Examples, Options, Output, Exit codes, See also
     (a page's own features between Examples and Options); options said once, in their section."""
-    if command in NOT_YET:
-        pytest.skip(f"{command}.md is not yet in the skeleton")
     text = (COMMANDS / f"{command}.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
     kept = [h for h in headings if h in SKELETON]
@@ -266,17 +250,9 @@ def test_a_command_page_follows_the_skeleton(command: str) -> None:
     assert intro and "```" not in intro and len(re.findall(r"[.!?](?:\s|$)", intro)) <= 3, intro
 
 
-def test_the_pages_not_yet_in_the_skeleton_are_pages() -> None:
-    assert set(_subcommands()) >= NOT_YET
-
-
 if __name__ == "__main__":  # rewrite each command page's options from the parser
     for name in sorted(_subcommands()):
         path = COMMANDS / f"{name}.md"
         page = path.read_text(encoding="utf-8")
-        if name not in NOT_YET and OPTIONS + "\n" in page:
-            old = _section(page, OPTIONS)
-            path.write_text(page.replace(old, _options_section(name)), encoding="utf-8")
-            continue
-        kept = page[: page.index(ALL_OPTIONS)] if ALL_OPTIONS in page else page.rstrip("\n") + "\n\n"
-        path.write_text(kept + _all_options(name), encoding="utf-8")
+        old = _section(page, OPTIONS)
+        path.write_text(page.replace(old, _options_section(name)), encoding="utf-8")
