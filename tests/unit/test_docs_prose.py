@@ -26,8 +26,6 @@ PENDING: dict[str, tuple[int, int, float]] = {
     "docs/attribution.md": (8, 0, 26.4),
     "docs/clusters.md": (5, 3, 22.8),
     "docs/many-cpus.md": (31, 2, 34.6),
-    "docs/metric.md": (6, 1, 30.5),
-    "docs/probe.md": (5, 0, 19.5),
     "docs/scale.md": (19, 1, 31.7),
     "docs/commands/check.md": (13, 2, 24.0),
     "docs/commands/simulate.md": (7, 3, 21.5),
