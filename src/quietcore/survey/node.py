@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.table import Table
 
 from quietcore.audit import run_checks
 from quietcore.audit.context import AuditContext
@@ -25,6 +26,7 @@ from quietcore.facts.tasks import irqbalance_running, read_tasks
 from quietcore.facts.virt import label
 from quietcore.fleet.baseline import cpu_noise
 from quietcore.probes.noise import NoiseOptions
+from quietcore.report import text
 from quietcore.report.kinds.survey import describe, verdict_text
 from quietcore.runs.model import Run
 from quietcore.runs.reference import CpuNoise
@@ -274,10 +276,6 @@ def _ppm(s: clock.Offset, e: clock.Offset) -> float:
 def show(session_id: int, survey: dict[str, Any]) -> None:
     """The survey as a person reads it, through the presentation layer (report.screen): the nodes' table
     fitted to the width, every sentence wrapped (a hand-padded table ran to 191 columns in a file)."""
-    from rich.table import Table
-
-    from quietcore.report import text
-
     # a file's width and no escape codes: under mpirun, rank 0's stdout is a pseudo-terminal of Open MPI's,
     # not the user's terminal (its bold headers reached a batch job's log as escape codes)
     out = text.console(force_terminal=False)
