@@ -302,7 +302,7 @@ def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str,
     """A peer's file as a session of one run of its kind (nothing stored if it does not parse)."""
     from quietcore.peers.read import parse  # numpy (the histograms' quantiles): deferred, `results list` reads only
 
-    content = inputs.read_text(path, inputs.PEER, f"--from {tool}")
+    content = inputs.read_text(path, inputs.PEER, f"invalid --from {tool}")
     got = parse(tool, content, path.name)
     session_id = sessions.store_whole(conn, "import", ["quietcore", "results", "import", "--from", tool, str(path)],
                                       got.facts, "imported", tags, [got.run])  # fmt: skip
