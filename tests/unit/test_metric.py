@@ -151,24 +151,32 @@ def test_a_hog_in_two_iterations_of_which_one_stands_out_is_named_in_both() -> N
     assert "stress-ng-cpu took most in fork 1 it 4 300 ms and fork 1 it 5 300 ms." in said(out)
 
 
+def _hog_rows(values: list[float], hog: list[float]) -> list[dict[str, Any]]:
+    """Iterations of 0.15 s of a benchmark "bench" on CPU 1, each with its score and the hog qc-hog's ms in it."""
+    return [{"value": v, "unit": "ops/s", "fork": 1, "iteration": i + 1, "start_s": 0.15 * i,
+             "end_s": 0.15 * (i + 1), "steal_ms": 0.0, "intruders": {"qc-hog": h}, "threads": {"python": 149.0},
+             "cpus": {"1": 149.0}} for i, (v, h) in enumerate(zip(values, hog, strict=True))]  # fmt: skip
+
+
+def _explain_bench(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return explain_iterations("bench", [{"samples": {"score": rows}}],
+                              {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+
+
 def test_a_source_is_not_named_where_it_took_less_than_the_score_can_show() -> None:
     """A CI run's figures (the live test's): 0.15 s iterations, a hog's 74-76 ms in iterations 4 and 5 and
     0.5 ms in the rest but 1.2 ms in iteration 7; the scores spread by about 1 %. The 1.2 ms stands 3 MADs
     above the hog's median, but is 0.8 % of its iteration, within the score's own spread: not named."""
     values = [7494906.7, 7448646.7, 7461666.7, 3920606.7, 3860000.0, 7380000.0, 7550000.0, 7420000.0]
     hog = [0.522, 0.493, 0.484, 73.799, 75.795, 0.534, 1.2, 0.51]
-    rows = [{"value": v, "unit": "ops/s", "fork": 1, "iteration": i + 1, "start_s": 0.15 * i,
-             "end_s": 0.15 * (i + 1), "steal_ms": 0.0, "intruders": {"qc-hog": h}, "threads": {"python": 149.0},
-             "cpus": {"1": 149.0}} for i, (v, h) in enumerate(zip(values, hog, strict=True))]  # fmt: skip
-    out = explain_iterations("bench", [{"samples": {"score": rows}}],
-                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    rows = _hog_rows(values, hog)
+    out = _explain_bench(rows)
     assert out is not None and out["source"]["name"] == "qc-hog"
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 5", "fork 1 it 4"]
     assert "took most in" not in said(out)  # the hit are the slow ones: nothing to add
     # Where it does move the score (6 ms of 150, 4 %, against a 1 % spread), it is named, and said
     rows[6]["intruders"], rows[6]["value"] = {"qc-hog": 6.0}, 7250000.0
-    out = explain_iterations("bench", [{"samples": {"score": rows}}],
-                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    out = _explain_bench(rows)
     assert out is not None
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 5", "fork 1 it 4", "fork 1 it 7"]
     assert "qc-hog took most in fork 1 it 5 76 ms, fork 1 it 4 74 ms and fork 1 it 7 6.00 ms." in said(out)
@@ -180,11 +188,8 @@ def test_a_source_that_stands_out_in_no_iteration_names_none() -> None:
     iterations are then none, and the sentence that names them is not said."""
     values = [7.5e6, 6.0e6, 8.9e6, 2.0e6, 7.0e6, 8.2e6, 6.4e6, 7.9e6]
     hog = [1.0, 1.1, 0.9, 21.0, 1.2, 0.8, 1.0, 1.1]
-    rows = [{"value": v, "unit": "ops/s", "fork": 1, "iteration": i + 1, "start_s": 0.15 * i,
-             "end_s": 0.15 * (i + 1), "steal_ms": 0.0, "intruders": {"qc-hog": h}, "threads": {"python": 149.0},
-             "cpus": {"1": 149.0}} for i, (v, h) in enumerate(zip(values, hog, strict=True))]  # fmt: skip
-    out = explain_iterations("bench", [{"samples": {"score": rows}}],
-                             {"name": "score", "unit": "ops/s", "better": "higher"})  # fmt: skip
+    rows = _hog_rows(values, hog)
+    out = _explain_bench(rows)
     assert out is not None and out["source"]["noted"] and out["source"]["hit"] == []
     assert not out["source"]["hit_said"]
     assert "It had 21 ms of qc-hog, the rest 1.01 ms." in said(out) and "took most in" not in said(out)
