@@ -74,7 +74,7 @@ def idle(ctx: AuditContext) -> Finding:
         f.status = Status.WARN
         f.summary = f"deep idle states enabled on target CPUs: {', '.join(f'{n} ({lat} µs exit)' for n, lat in deep)}"
         f.act("command", f"cpupower -c {fmt(ctx.targets)} idle-set -D {DEEP_US}")
-        if ctx.machine in ("x86_64", "i686", None):
+        if ctx.may_be_x86:
             note = "" if ctx.machine else "on x86 only"
             f.act("boot-parameter", "intel_idle.max_cstate", "1", ("root", "reboot"), note)
             f.act("boot-parameter", "processor.max_cstate", "1", ("root", "reboot"), note)

@@ -35,7 +35,7 @@ def hypervisor(ctx: AuditContext) -> Finding:
     v = virt.detect(ctx.root)
     if not v.virtualized:
         f = Finding("virt.hypervisor", Status.OK, "bare metal: no hypervisor found")
-        if ctx.machine in ("x86_64", "i686", None):  # an Arm CPU has no such flag, in a VM or not
+        if ctx.may_be_x86:  # an Arm CPU has no such flag, in a VM or not
             f.see("/proc/cpuinfo", "no 'hypervisor' flag")
         for name in ("sys_vendor", "product_name"):
             f.see(f"/sys/class/dmi/id/{name}", ctx.root.read_line(f"sys/class/dmi/id/{name}") or "missing")

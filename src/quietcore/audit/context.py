@@ -54,6 +54,11 @@ class AuditContext:
         return kernel.read_identity(self.root).machine
 
     @property
+    def may_be_x86(self) -> bool:
+        """An x86 kernel, or one the root does not name: where x86's files and parameters may apply."""
+        return self.machine in ("x86_64", "i686", None)
+
+    @property
     def boot_config(self) -> tuple[str, str]:
         """Where the running kernel's config would be under /boot, and what was found there, as
         evidence: with no release known (a root without proc/sys/kernel/osrelease) the path is

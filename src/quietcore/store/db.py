@@ -12,6 +12,9 @@ from urllib.parse import quote
 from quietcore.errors import NotADatabase, StoreError
 from quietcore.store.schema import MIGRATIONS, SCHEMA_VERSION
 
+#: SQLite's result code for a file that is not a database (random bytes, a text file)
+SQLITE_NOTADB = 26
+
 ENV_VAR = "QUIETCORE_DB"
 
 
@@ -138,13 +141,14 @@ def open_db(path: Path, *, create: bool = True, chosen: bool = True, write: bool
         # loss, not only a kill -9, leaves the journal able to revert).
         conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.DatabaseError as exc:
-        error = NotADatabase if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB else StoreError
+        error = _error_of(exc)
         raise error(f"cannot use {_hint(path)}: {exc} (choose another with --db or {ENV_VAR})") from exc
     return conn
 
 
-#: SQLite's result code for a file that is not a database (random bytes, a text file)
-SQLITE_NOTADB = 26
+def _error_of(exc: sqlite3.DatabaseError) -> type[StoreError]:
+    """A file that is not a database is bad input (exit 2); any other failure of SQLite's is the store's."""
+    return NotADatabase if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB else StoreError
 
 
 def _regular_or_missing(path: Path) -> None:
@@ -167,7 +171,7 @@ def _open_immutable(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA trusted_schema = OFF")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        error = NotADatabase if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB else StoreError
+        error = _error_of(exc)
         raise error(f"cannot use {_hint(path)}: {exc}") from exc
     if version != SCHEMA_VERSION:
         conn.close()
