@@ -50,3 +50,10 @@ def test_sessions_a_side_a_shift_would_need() -> None:
     assert needed_sessions(0.01, 0.001) == 2  # ten spreads: two a side is plenty
     assert needed_sessions(0.001, 0.001) == 16  # one spread: 2 x (1.96 + 0.84)^2 = 15.7
     assert needed_sessions(1e-6, 0.001) == MOST_NEEDED + 1
+
+
+def test_sessions_alike_to_the_last_bit_give_no_verdict() -> None:
+    """Replays of one trace gave every session of a CPU the same median window: the spread was 0, and a
+    shift of 1e-9 came out "B noisier" at p 0 on a 64-CPU replay. With nothing to weigh it against, no verdict."""
+    s = session_shift([0.02, 0.02], [0.02 + 1e-9, 0.02 + 1e-9])
+    assert s.known and s.spread == 0 and s.p is None and s.low is None and not shown(s, s.p)

@@ -21,7 +21,7 @@ from typing import Any
 from rich.table import Table
 
 from quietcore.commands import common
-from quietcore.facts.cpulist import brief_cpulist, figure_range, format_cpulist
+from quietcore.facts.cpulist import brief_cpulist, cpus_phrase, figure_range, format_cpulist
 from quietcore.report import text
 from quietcore.report.experiment import fmt, interval, shown_unit
 from quietcore.report.side import figure_rows
@@ -60,11 +60,14 @@ def noise_table(rows: list[dict[str, Any]]) -> Table | str:
     if len(rows) > ALL_ROWS_UP_TO:
         shown = [r for r in rows if r["verdict"].startswith("B ") or r["sources"]]
         unknown = all(r["spread"] is None for r in rows if r not in shown)
-        alike = sorted(r["cpu"] for r in rows if r not in shown)
+        unjudged = sorted(r["cpu"] for r in rows if r not in shown and r["verdict"].startswith("no verdict"))
+        alike = sorted(r["cpu"] for r in rows if r not in shown and (unknown or r["cpu"] not in unjudged))
         if alike:
             said = f"CPUs {format_cpulist(frozenset(alike))}: no difference shown, no source changed"
             if unknown:
                 said += " (no repeated runs to judge a shift by)"
+            elif unjudged:  # a CPU whose repeated runs did not vary has no verdict: said so, not as no difference
+                said += f"; no verdict on {cpus_phrase(unjudged)}, whose repeated runs did not vary"
             if not shown:
                 return f"Noise, B against A: {said}. Sessions as the unit, Student t, Holm over the CPUs; --json."
             table.caption, table.caption_justify = said, "left"

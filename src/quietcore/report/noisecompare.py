@@ -146,6 +146,8 @@ def compare_noise(conn: sqlite3.Connection, a: SessionRecord | list[SessionRecor
             verdict = "B noisier" if j.shift > 0 else "B quieter"
             if abs(j.shift) < SLIGHT:
                 verdict += f", slightly (under {SLIGHT:.1%} of the CPU)"
+        elif j.known and j.p is None:
+            verdict = "no verdict: the repeated runs do not vary"
         elif j.known:
             verdict = "no difference shown"  # within the spread of repeated runs
         else:

@@ -179,8 +179,13 @@ class Screen(Console):
             if title:
                 self._one(title if isinstance(title, str | Text) else str(title))
             for part in fit(item, width):
-                part.title = None
+                part.title = part.caption = None
                 self._table(part)
+            # the caption too, after every part: rich centred it under the first part, wrapped to that part's
+            # width (compare's line of the CPUs alike at 64 CPUs came out indented 19 columns, its words split)
+            caption = item.caption
+            if caption:
+                self._one(caption if isinstance(caption, str | Text) else str(caption))
             return
         if isinstance(item, str):
             markup = options.pop("markup", False)

@@ -76,9 +76,10 @@ def session_shift(a: Sequence[float], b: Sequence[float], others: Sequence[Seque
         return SessionShift(shift, len(a), len(b), None, df, None, None, None, None)
     spread = math.sqrt(sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df)
     se = spread * math.sqrt(1 / len(a) + 1 / len(b))
-    if se == 0:  # sessions all alike: any shift is outside their spread, none is within it
-        p = 0.0 if shift else 1.0
-        return SessionShift(shift, len(a), len(b), spread, df, shift, shift, p, None)
+    if se == 0:
+        # sessions all alike to the last bit (a replay of one trace): no spread to weigh a shift against, where
+        # a p of 0 called a shift of 1e-9 "B noisier" on CPU 13 of a 64-CPU replay
+        return SessionShift(shift, len(a), len(b), spread, df, None, None, None, None)
     half = student_ppf((1 + level) / 2, df) * se
     p = min(1.0, 2 * student_sf(abs(shift) / se, df))
     return SessionShift(shift, len(a), len(b), spread, df, shift - half, shift + half, p,
