@@ -276,9 +276,10 @@ def _ppm(s: clock.Offset, e: clock.Offset) -> float:
 def show(session_id: int, survey: dict[str, Any]) -> None:
     """The survey as a person reads it, through the presentation layer (report.screen): the nodes' table
     fitted to the width, every sentence wrapped (a hand-padded table ran to 191 columns in a file)."""
-    # a file's width and no escape codes: under mpirun, rank 0's stdout is a pseudo-terminal of Open MPI's,
-    # not the user's terminal (its bold headers reached a batch job's log as escape codes)
-    out = text.console(force_terminal=False)
+    # no escape codes: under mpirun, rank 0's stdout is a pseudo-terminal of Open MPI's whatever mpirun's own
+    # stdout is (its bold headers reached a batch job's log as escape codes). Its width is the user's terminal's:
+    # Open MPI gives it that size (80 in a terminal of 80, where a file's 100 columns had split its lines)
+    out = text.console(color_system=None)
     table = Table(title=None)
     for name in ("rank", "host", "CPUs", "clock offset", "noise", "max gap", "events/s", "verdict"):
         table.add_column(name, justify="left" if name in ("host", "CPUs", "verdict") else "right")
