@@ -93,3 +93,45 @@ def read_page(markdown: str) -> PageReading:
         if nested(s):
             r.nested.append(s)
     return r
+
+
+#: A sentence that tells how a figure came to be, not what is (issue 59's "figures from development history"):
+#: rounds, replays and templates tried, what an older version did, an issue or a commit. A date alone is not:
+#: today's figures are dated.
+_HISTORY = re.compile(
+    r"\b(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|\d+(?:st|nd|rd|th)) (?:round|stop|try)|"
+    r"templates?|tried|dropped|landed|used to|no longer|at first|an older|earlier (?:quietcore|version|code)|"
+    r"this stop|last stop|was measured|were measured|once took|issue \d+|stop \d+|replays? of this VM)\b|"
+    r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b",
+    re.IGNORECASE,
+)
+#: A sentence this long or longer counts in the table's "over 40" column (the issue's measure).
+TABLE_LONG = 40
+
+
+def history(sentence: str) -> bool:
+    return bool(_HISTORY.search(sentence))
+
+
+def table(pages: list[str]) -> str:
+    """The issue's table for these pages: words, words a sentence, the longest, the share of sentences over 40
+    words, and the share that tells development history. `python -m tests.docprose README.md docs/*.md`"""
+    from pathlib import Path
+
+    rows = ["| page | words | words / sentence | longest | sentences > 40 words | history |"]
+    rows.append("|---|---|---|---|---|---|")
+    for page in pages:
+        said = list(sentences(Path(page).read_text(encoding="utf-8")))
+        counts = [words(s) for s in said]
+        n = len(said) or 1
+        over = 100 * sum(c > TABLE_LONG for c in counts) / n
+        told = 100 * sum(map(history, said)) / n
+        rows.append(f"| {page} | {sum(counts):,} | {sum(counts) / n:.1f} | {max(counts, default=0)} | {over:.1f} % | "
+                    f"{told:.0f} % |")  # fmt: skip
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(table(sys.argv[1:]))

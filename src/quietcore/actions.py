@@ -5,6 +5,7 @@ from the data, so a program never has to parse prose to act on a finding."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,9 @@ def boot_word(a: Action) -> str:
     return f"{a.target}={a.value}" if a.value else a.target
 
 
+_IRQ_FILE = re.compile(r"/proc/irq/(\d+)/smp_affinity")
+
+
 def advice_lines(actions: Iterable[Action]) -> list[str]:
     """The advice text of a list of actions. Boot parameters of one finding
     go on one line (they are one edit of the command line), and the same
@@ -105,6 +109,10 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
         elif a.kind == "task-affinity" and len(group) > 1:
             pids = " ".join(str(ThreadTarget.parse(g.target, g.kind).tid) for g in group)
             lines.append(f"for pid in {pids}; do taskset -pc {a.value} $pid; done")
+        elif a.kind == "irq-affinity" and len(group) > 1:
+            # A device's 8 or 64 vectors to one place: one loop, where a line each filled a screen
+            irqs = " ".join(_IRQ_FILE.fullmatch(g.target)[1] for g in group)  # type: ignore[index]
+            lines.append(f"for irq in {irqs}; do echo {a.value} > /proc/irq/$irq/smp_affinity; done")
         else:
             lines += [g.text() for g in group]
         i = j
@@ -114,6 +122,8 @@ def advice_lines(actions: Iterable[Action]) -> list[str]:
 def _joins(b: Action, a: Action) -> bool:
     if a.kind != b.kind:
         return False
+    if a.kind == "irq-affinity":
+        return a.value == b.value and bool(_IRQ_FILE.fullmatch(a.target)) and bool(_IRQ_FILE.fullmatch(b.target))
     return a.kind == "boot-parameter" or (a.kind == "task-affinity" and a.value == b.value)
 
 

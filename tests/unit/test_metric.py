@@ -148,7 +148,7 @@ def test_a_hog_in_two_iterations_of_which_one_stands_out_is_named_in_both() -> N
     assert out["slow_iterations"] == 1, said(out)
     assert said(out).startswith("spin: the slowest iteration, fork 1 it 5, was ")
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 4", "fork 1 it 5"]  # equal: in order
-    assert "stress-ng-cpu took most in fork 1 it 4 300 ms and fork 1 it 5 300 ms." in said(out)
+    assert "stress-ng-cpu took most in fork 1 it 4 (300 ms) and fork 1 it 5 (300 ms)." in said(out)
 
 
 def _hog_rows(values: list[float], hog: list[float]) -> list[dict[str, Any]]:
@@ -179,7 +179,7 @@ def test_a_source_is_not_named_where_it_took_less_than_the_score_can_show() -> N
     out = _explain_bench(rows)
     assert out is not None
     assert [h["where"] for h in out["source"]["hit"]] == ["fork 1 it 5", "fork 1 it 4", "fork 1 it 7"]
-    assert "qc-hog took most in fork 1 it 5 76 ms, fork 1 it 4 74 ms and fork 1 it 7 6.00 ms." in said(out)
+    assert "qc-hog took most in fork 1 it 5 (76 ms), fork 1 it 4 (74 ms) and fork 1 it 7 (6.00 ms)." in said(out)
 
 
 def test_a_source_that_stands_out_in_no_iteration_names_none() -> None:

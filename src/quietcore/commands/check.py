@@ -189,7 +189,7 @@ def _not_busy(measured: Run) -> Run:
         raise CommandError("; ".join(busy.lines(measured.analysis, why=False)), UNKNOWN)
     if cpus := busy.sliced(measured.analysis):
         raise CommandError(f"{cpus_phrase(cpus)} busy: {SLICES}, the probe preempted as often. A task is work, not "
-                           "noise", UNKNOWN)  # fmt: skip
+                           "noise.", UNKNOWN)  # fmt: skip
     return measured
 
 

@@ -50,7 +50,7 @@ from quietcore.session import Session
 from quietcore.store import sessions
 
 NAME = "intruders"
-BUFFER_KB = 1024  # per CPU, the default: read every 50 ms, it holds about 12,000 events, 240,000 a second
+BUFFER_KB = 1024  # per CPU, the default: it holds about 12,000 events, read once a quarter of it is full
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-pin", action="store_true", help="with a command: leave its affinity as it is")
     parser.add_argument(
         "--buffer-kb", metavar="KB", default=str(BUFFER_KB),
-        help=f"the kernel's trace buffer per CPU, read every 50 ms (4-1048576, default {BUFFER_KB})",
+        help=f"the kernel's trace buffer per CPU, read once a quarter full or each second (4-1048576, default "
+             f"{BUFFER_KB})",
     )  # fmt: skip
     parser.add_argument("--explain-above", metavar="US",
                         help="each stretch over US µs the intruders took: what ran in it, who sent it")  # fmt: skip

@@ -73,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="rounds",
                         help="rounds (default): every message of the collective; fast: a noiseless cost")  # fmt: skip
     parser.add_argument("--algorithm", metavar="A",
-                        help="the collective's schedule (allreduce: recursive-doubling (default), binomial, ring; "
-                             "barrier: dissemination (default), recursive-doubling; stencil: neighbours)")  # fmt: skip
+                        help="the collective's schedule. allreduce: recursive-doubling, the default, binomial "
+                             "or ring; barrier: dissemination, the default, or recursive-doubling; stencil: "
+                             "neighbours")  # fmt: skip
     parser.add_argument("--bytes", metavar="B", default="8", help="each rank's message in bytes (default 8)")
     parser.add_argument("--gap-per-byte-ns", metavar="G",
                         help="LogGP G: ns a byte past a message's first (default 0.1: 10 GB/s)")  # fmt: skip

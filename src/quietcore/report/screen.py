@@ -199,10 +199,11 @@ class Screen(Console):
         super().print(item, **options)
 
     def _table(self, table: Table) -> None:
-        if self.is_terminal:
+        if self.is_terminal and self.color_system is not None:
             super().print(table)
             return
-        # In a file, the rows without the spaces rich pads them to the table's width with.
+        # In a file, or a terminal without colour (rank 0's pseudo-terminal under mpirun, which a batch job's log
+        # receives), the rows without the spaces rich pads them to the table's width with.
         buffer = io.StringIO()
         Console(file=buffer, width=self.width, color_system=None, markup=False, emoji=False,
                 highlight=False).print(table)  # fmt: skip

@@ -130,7 +130,7 @@ def iterations(s: Mapping[str, Any]) -> list[str]:
         said.append(f"{each} {ms(source['slow_ms'])} ms of {plain(source['name'])}, the rest {ms(source['other_ms'])} "
                     "ms.")  # fmt: skip
         if source.get("hit_said") and source.get("hit"):
-            took = [f"{plain(h['where'])} {ms(h['ms'])} ms" for h in source["hit"]]
+            took = [f"{plain(h['where'])} ({ms(h['ms'])} ms)" for h in source["hit"]]
             said.append(f"{plain(source['name'])} took most in {_listed(took, HIT_SHOWN)}.")
     own = s.get("own_threads")
     if own and own.get("noted"):
@@ -148,7 +148,9 @@ def iterations(s: Mapping[str, Any]) -> list[str]:
             said.append(f"Score lost per unit of time taken: {slope['value']:.2f}, 95% interval "
                         f"{interval(lo, hi, '.2f')}.")  # fmt: skip
     elif where:
-        said.append("No intruder accounts for it" + (f": {share:.0%}." if share is not None else "."))
+        # A share under 1% (or below nought, where the slow had less taken than the rest) is none of it
+        part = "none" if share is None or share < 0.005 else f"only {share:.0%}"
+        said.append(f"No intruder accounts for it: the time taken accounts for {part} of the shortfall.")
     return said + _forks(cell, s)
 
 

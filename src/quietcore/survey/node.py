@@ -250,8 +250,8 @@ def store(where: tuple[Path, bool], tags: dict[str, str], got: Gathered) -> tupl
                           "config": payload["config"], "figures": summary.figures, "sources": summary.sources,
                           "run_seq": run.seq})  # fmt: skip
         virtual = bool(summaries) and all(n.config.get("virtualization", "none") != "none" for n in summaries)
-        notes = ["every node is a virtual machine: a single gap (the max, the p99.9) is as likely the host's stall "
-                 "of that vCPU, so it does not make a node odd here; the time lost and periodic sources do"
+        notes = ["every node is a virtual machine. A single gap, the max or the p99.9, is as likely the host's "
+                 "stall of that vCPU, so it does not make a node odd here. The time lost and periodic sources do."
                  ] if virtual else []  # fmt: skip
         verdicts = {v.name: v for v in odd_nodes(summaries, gaps=not virtual)}
         for n in nodes:
@@ -317,8 +317,8 @@ def show(session_id: int, survey: dict[str, Any]) -> None:
             coupled_table.add_column(name, justify="right")
         for r in survey["coupled"]:
             sims = [f"{r[k]:.3f}" if k in r else "-" for k in ("fast", "rounds")]
-            coupled_table.add_row(str(r["work_us"]), str(r["ranks"]), f"{r['iterations']:,}",
-                                  f"{r['ideal_ns'] / 1e3:.1f}", f"{r['slowdown']:.3f}", f"{r['predicted']:.3f}",
+            coupled_table.add_row(f"{r['work_us']:,}", str(r["ranks"]), f"{r['iterations']:,}",
+                                  f"{r['ideal_ns'] / 1e3:,.1f}", f"{r['slowdown']:.3f}", f"{r['predicted']:.3f}",
                                   *sims)  # fmt: skip
         out.print(coupled_table)
     out.print(f"{odd_count(survey)}. Clock offsets to rank 0 are by ping-pong, ± half the best round trip. "
