@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "What this node's noise would cost a bulk-synchronous job on many nodes.",
     "check": "Check this node's noise against its reference: PASS or FAIL, for a health check.",
     "reference": "Keep the reference noise `quietcore check` compares with, per configuration.",
+    "watch": "What the OS took from every job on this node, charged to each job by source.",
 }
 
 
