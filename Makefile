@@ -46,6 +46,7 @@ bench:  ## every performance target with PASS/MISS, and quietcore beside oslat, 
 	-$(PYTHON) bench/memory.py
 	-$(PYTHON) bench/check.py
 	-$(PYTHON) bench/manycpu.py
+	-$(PYTHON) bench/watch.py
 	$(PYTHON) bench/compare_peers.py
 
 clean:  ## remove build output

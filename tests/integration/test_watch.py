@@ -155,3 +155,36 @@ def test_a_user_without_root_gets_one_line_and_exit_3() -> None:
     answer = as_nobody(work)
     assert answer.get("code") == 3 and not answer["out"], answer
     assert len(answer["err"].strip().splitlines()) == 1 and "root" in answer["err"], answer
+
+
+def test_watching_until_stopped_says_each_jobs_account_as_it_ends(tmp_path: Path) -> None:
+    """The service's way: a look a second, counters in the metrics file; a job that ends has its account said
+    at the next look and leaves the file; SIGTERM, as systemd stops it, ends it with the rest's accounts."""
+    env = {**os.environ, "QUIETCORE_DB": str(tmp_path / "results.db")}
+    argv = [sys.executable, "-m", "quietcore", "watch", "--interval", "1", "--json", "--prometheus", str(tmp_path)]
+    prom = tmp_path / "quietcore-watch.prom"
+    watcher = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with slurm_job("4713"):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and 'job="4713"' not in (prom.read_text() if prom.exists() else ""):
+                time.sleep(0.2)
+            during = prom.read_text()
+        # the job ended: the next look says so, and its series leave the file
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and 'job="4713"' in prom.read_text():
+            time.sleep(0.2)
+        after = prom.read_text()
+    finally:
+        watcher.terminate()
+        out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, err
+    assert 'quietcore_watch_job_seconds_total{job="4713"}' in during, during
+    assert 'job="4713"' not in after and 'job="no job"' in after, after
+    said = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    ended = [s for s in said if s["job"] == "4713"]
+    assert len(ended) == 1 and ended[0]["ended"] and ended[0]["cpus"] == [JOB_CPU] and ended[0]["job_ns"] > 0, said
+    assert any(s["job"] == "no job" and not s["ended"] for s in said), said  # said as watching stopped
+    if PROMTOOL is not None:
+        lint = subprocess.run([PROMTOOL, "check", "metrics"], input=during, capture_output=True, text=True)
+        assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr

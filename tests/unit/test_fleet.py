@@ -175,11 +175,12 @@ def test_every_grafana_query_names_a_metric_quietcore_writes() -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 def test_the_systemd_units_verify_as_the_docs_install_them(tmp_path: Path) -> None:
     quietcore = shutil.which("quietcore") or "/usr/bin/true"
-    for unit in ("quietcore-check.service", "quietcore-check.timer"):
+    units = ("quietcore-check.service", "quietcore-check.timer", "quietcore-watch.service")
+    for unit in units:
         text = (PACKAGE / "systemd" / unit).read_text()
         (tmp_path / unit).write_text(text.replace("ExecStart=quietcore ", f"ExecStart={quietcore} "))
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "quietcore-check.service"),
-                           str(tmp_path / "quietcore-check.timer")], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", *(str(tmp_path / u) for u in units)],
+                          capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--prometheus /var/lib/prometheus/node-exporter" in (tmp_path / "quietcore-check.service").read_text()
 

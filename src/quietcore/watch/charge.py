@@ -85,3 +85,15 @@ def charge(lines: Sequence[str], to_ns: Any, window: tuple[float, float], jobs: 
                 s.longest_ns = max(s.longest_ns, use.longest_ns)
         out.append(c)
     return out
+
+
+def add(a: Charge, b: Charge) -> Charge:
+    """Two looks at one job, as one: its figures summed, its CPUs and threads as the later look saw them."""
+    out = Charge(a.job, b.cpus, b.threads, a.traced_ns + b.traced_ns, a.job_ns + b.job_ns, a.idle_ns + b.idle_ns)
+    for look in (a, b):
+        for key, s in look.sources.items():
+            t = out.sources.setdefault(key, Source(s.kind, s.name))
+            t.ns += s.ns
+            t.count += s.count
+            t.longest_ns = max(t.longest_ns, s.longest_ns)
+    return out

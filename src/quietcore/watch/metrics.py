@@ -1,8 +1,9 @@
-"""A look's charges as Prometheus metrics, for node_exporter's textfile collector: `DIR/quietcore-watch.prom`,
-beside the file `check` writes, written whole or not at all (fleet.prometheus). Gauges of the last look, a
-`job` label a job ("no job" for the CPUs none holds), and the sources by `kind` and `source`: each job's
-TOP largest by name, the rest summed as source="other", so that a node's series stay bounded whatever its
-tasks call themselves."""
+"""The charges as Prometheus metrics, for node_exporter's textfile collector: `DIR/quietcore-watch.prom`,
+beside the file `check` writes, written whole or not at all (fleet.prometheus). A `job` label a job ("no
+job" for the CPUs none holds), and the sources by `kind` and `source`: each job's TOP largest by name, the
+rest summed as source="other", so that a node's series stay bounded whatever its tasks call themselves.
+`--once` writes gauges of its look; watching until stopped writes counters (`_total`), each job's figures
+over every look it was in, and a job's series leave the file when it ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -30,19 +31,18 @@ def _label(text: str) -> str:
 
 
 class _Collector(Collector):
-    def __init__(self, charges: Sequence[Charge], seconds: float, at: float) -> None:
-        self.charges, self.seconds, self.at = charges, seconds, at
+    def __init__(self, charges: Sequence[Charge], seconds: float, at: float, cumulative: bool) -> None:
+        self.charges, self.seconds, self.at, self.cumulative = charges, seconds, at, cumulative
 
     def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily if self.cumulative else GaugeMetricFamily
         yield GaugeMetricFamily(f"{PREFIX}_last_timestamp_seconds", "when the last look ended", value=self.at)
-        yield GaugeMetricFamily(f"{PREFIX}_look_seconds", "how long the last look traced", value=self.seconds)
+        yield family(f"{PREFIX}_look_seconds", "how long the looks traced", value=self.seconds)
         cpus = GaugeMetricFamily(f"{PREFIX}_cpus", "the CPUs the job holds", labels=["job"])
-        traced = GaugeMetricFamily(f"{PREFIX}_traced_seconds", "CPU time traced on the job's CPUs",
-                                   labels=["job"])  # fmt: skip
-        own = GaugeMetricFamily(f"{PREFIX}_job_seconds", "CPU time of the job's own threads on its CPUs",
-                                labels=["job"])  # fmt: skip
-        taken = GaugeMetricFamily(f"{PREFIX}_taken_seconds", "time the OS took on the job's CPUs, by source",
-                                  labels=["job", "kind", "source"])  # fmt: skip
+        traced = family(f"{PREFIX}_traced_seconds", "CPU time traced on the job's CPUs", labels=["job"])
+        own = family(f"{PREFIX}_job_seconds", "CPU time of the job's own threads on its CPUs", labels=["job"])
+        taken = family(f"{PREFIX}_taken_seconds", "time the OS took on the job's CPUs, by source",
+                       labels=["job", "kind", "source"])  # fmt: skip
         for c in self.charges:
             job = _label(c.job)
             cpus.add_metric([job], float(len(c.cpus)))
@@ -56,13 +56,13 @@ class _Collector(Collector):
         yield from (cpus, traced, own, taken)
 
 
-def text(charges: Sequence[Charge], seconds: float, at: float | None = None) -> bytes:
+def text(charges: Sequence[Charge], seconds: float, at: float | None = None, cumulative: bool = False) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(charges, seconds, time.time() if at is None else at))
+    registry.register(_Collector(charges, seconds, time.time() if at is None else at, cumulative))
     return generate_latest(registry)
 
 
-def write(where: Path, charges: Sequence[Charge], seconds: float) -> Path:
+def write(where: Path, charges: Sequence[Charge], seconds: float, cumulative: bool = False) -> Path:
     path = where / FILE
-    write_atomic(path, text(charges, seconds))
+    write_atomic(path, text(charges, seconds, cumulative=cumulative))
     return path

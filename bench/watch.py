@@ -1,0 +1,129 @@
+"""What `quietcore watch` costs the node it watches (issue 60): the watcher's own CPU time, as a share of
+one CPU, watching every CPU until stopped (a look every --interval seconds), at rest and under a synthetic
+load of wake-ups, timers and pipe traffic at some ten times this VM's rate at rest; and a CPU-bound job's
+run time with and without the watcher, interleaved, as the ratio of medians with a bootstrap interval.
+
+    python bench/watch.py [--seconds 20] [--interval 2] [--rounds 9] [--cpu N]
+
+Needs root (tracefs). The watcher's share counts its process (its reader thread, telling and accounting
+each look), from its first look's file on; the kernel's cost of the tracepoints lands in the traced tasks,
+which the job's ratio measures. Target: 0.5 % of one CPU."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from quietcore.probes.runner import probe_path
+from quietcore.stats.bootstrap import bootstrap_ci
+
+TARGET = 0.005
+#: A load of wake-ups: two processes that hand a byte back and forth, each sleeping 1 ms between (timers,
+#: wake-ups, context switches: some 4,000 trace lines a second here, where this VM at rest makes ~300)
+LOAD = """
+import os, sys, time
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
+end = time.monotonic() + float(sys.argv[1])
+if os.fork() == 0:
+    while time.monotonic() < end:
+        os.read(r1, 1); time.sleep(0.001); os.write(w2, b"x")
+    os._exit(0)
+n = 0
+while time.monotonic() < end:
+    os.write(w1, b"x"); os.read(r2, 1); time.sleep(0.001); n += 1
+print(n / float(sys.argv[1]))
+"""
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime: every thread of the process
+
+
+def watcher_share(seconds: float, interval: float, env: dict[str, str], where: Path) -> float:
+    """The watcher's CPU time over `seconds` of watching, as a share of one CPU, from its first look on."""
+    prom = where / "quietcore-watch.prom"
+    prom.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "quietcore", "watch", "--interval", str(interval), "--prometheus", str(where)]
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not prom.exists() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        if not prom.exists():
+            raise SystemExit(f"watch wrote no metrics: {child.stderr.read() if child.stderr else ''}")
+        t0, c0 = time.monotonic(), cpu_s(child.pid)
+        time.sleep(seconds)
+        share = (cpu_s(child.pid) - c0) / (time.monotonic() - t0)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=60)
+    return share
+
+
+def timed(argv: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("watch needs root (tracefs)", file=sys.stderr)
+        return 3
+    misses = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        env = {**os.environ, "QUIETCORE_DB": f"{tmp}/r.db"}
+        rest = watcher_share(args.seconds, args.interval, env, where)
+        load = subprocess.Popen([sys.executable, "-c", LOAD, str(args.seconds + 15)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            busy = watcher_share(args.seconds, args.interval, env, where)
+        finally:
+            os.killpg(load.pid, signal.SIGTERM)  # its forked half too, which would wait on the pipe for ever
+            load.wait()
+        for name, share in (("at rest", rest), ("under the load", busy)):
+            verdict = "PASS" if share <= TARGET else "MISS"
+            misses += verdict == "MISS"
+            print(f"the watcher, {name:15s} {share:7.2%} of one CPU, a look every {args.interval:g} s "
+                  f"(target <= {TARGET:.1%}) {verdict}")  # fmt: skip
+        argv = [str(probe_path()), "compute", "--iters", "150000000", "--cpus", str(args.cpu)]
+        alone, watched = [], []
+        for round_ in range(args.rounds):
+            for watch_it in (False, True) if round_ % 2 else (True, False):
+                if not watch_it:
+                    alone.append(timed(argv))
+                    continue
+                argv_w = [sys.executable, "-m", "quietcore", "watch", "--interval", str(args.interval)]
+                child = subprocess.Popen(argv_w, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.5)  # past its start-up: the job runs beside a watcher that watches
+                try:
+                    watched.append(timed(argv))
+                finally:
+                    child.send_signal(signal.SIGTERM)
+                    child.wait(timeout=60)
+        ratio = float(np.median(watched) / np.median(alone))
+        low, high = bootstrap_ci(list(np.array(watched) / np.array(alone)))
+        print(f"a CPU-bound job on CPU {args.cpu}, {np.median(alone) * 1e3:.0f} ms alone: with the watcher "
+              f"{ratio:.3f} [{low:.3f}-{high:.3f}], median of {args.rounds} interleaved rounds")  # fmt: skip
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
