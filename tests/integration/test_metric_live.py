@@ -89,8 +89,10 @@ def steady(r: subprocess.CompletedProcess[str]) -> bool:
 @pytest.mark.skipif(not ROOT or not TRACEFS, reason="tracefs needs root")
 def test_intruders_names_the_hog_in_exactly_its_iterations(cli: CliRunner, tmp_path: Path) -> None:
     r = hogged_run(cli, tmp_path / "first")
-    if not steady(r):  # the host, not the hog, moved the score: measured once more
-        r = hogged_run(cli, tmp_path / "again")
+    for again in ("second", "third"):  # the host, not the hog, moved the score: measured again, twice at most
+        if steady(r):  # (a CI run on a busy host's day had two unsteady runs in a row, iteration 1 at 1.54x)
+            break
+        r = hogged_run(cli, tmp_path / again)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert "Iteration   8:" in r.stderr  # the benchmark's output still reaches the user (stderr, beside --json)
