@@ -261,9 +261,9 @@ def analyse(conn: sqlite3.Connection, ident: str) -> None:
         raise UsageError(f"session {row.id} has no spin-mode noise run to analyse (valid: a noise, lab, check, survey "
                          "or imported trace session)")  # fmt: skip
     again = [reanalysed(r, row.facts, {"session": row.id, "uuid": row.uuid, "run": r.seq}) for r in runs]
-    session_id = sessions.store_whole(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)], row.facts,
-                                      row.fingerprint, {**row.tags, "analysed_from": str(row.id)}, again,
-                                      began)  # fmt: skip
+    session_id = sessions.create_session(conn, "analyse", ["quietcore", "results", "analyse", str(row.id)],
+                                         row.facts, row.fingerprint, {**row.tags, "analysed_from": str(row.id)},
+                                         began, runs=again)  # fmt: skip
     print(plain(f"Analysed session {row.id}'s {counted(len(again), 'noise run')} again as session {session_id}. Next: "
                 f"`quietcore results show {session_id}`, or `quietcore compare {row.id} {session_id}`."))  # fmt: skip
 
@@ -291,7 +291,8 @@ def import_traces(conn: sqlite3.Connection, directory: Path, duration: str | Non
             run.context["topology"] = where
     argv = ["quietcore", "results", "import", "--from", "trace", str(directory)]
     facts = {"imported": {"tool": "trace", "file": directory.name, "host": runs[0][0] if len(runs) == 1 else ""}}
-    session_id = sessions.store_whole(conn, "import", argv, facts, "imported", tags, [run for _, _, run in runs], began)
+    session_id = sessions.create_session(conn, "import", argv, facts, "imported", tags, began,
+                                         runs=[run for _, _, run in runs])  # fmt: skip
     cpus, nodes = (f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((len(gaps), "CPU"), (len(runs), "node")))
     print(plain(f"Imported {cpus} of {nodes}, {sum(g.starts.size for g in gaps):,} gaps over {span_ns / 1e9:g} s "
                 f"each, from {directory} as session {session_id}. Next: `quietcore results show "
@@ -304,8 +305,8 @@ def import_peer(conn: sqlite3.Connection, tool: str, path: Path, tags: dict[str,
 
     content = inputs.read_text(path, inputs.PEER, f"invalid --from {tool}")
     got = parse(tool, content, path.name)
-    session_id = sessions.store_whole(conn, "import", ["quietcore", "results", "import", "--from", tool, str(path)],
-                                      got.facts, "imported", tags, [got.run])  # fmt: skip
+    argv = ["quietcore", "results", "import", "--from", tool, str(path)]
+    session_id = sessions.create_session(conn, "import", argv, got.facts, "imported", tags, runs=[got.run])
     cpus = cpus_phrase([int(c["cpu"]) for c in got.run.result["cpus"]])  # in brief: a list of 384 numbers was
     print(plain(f"Imported {path} ({tool}, {cpus}) as session {session_id}. Next: `quietcore results show "
                 f"{session_id}`, or `quietcore compare {session_id} ID`."))  # fmt: skip

@@ -56,55 +56,37 @@ def create_session(
     fingerprint: str,
     tags: Mapping[str, str],
     started_at: str | None = None,
+    runs: Iterable[Run] | None = None,
 ) -> int:
-    """A new session, running. `started_at`: when the command began (now_iso), where it stores
-    nothing until its work is done (an import or analysis stores all or nothing, store_whole): its
-    time is what `results list` gives it, not the storing's."""
+    """A new session, running; or, given its `runs` (an import, an analysis: work already done), stored
+    complete with them in one transaction: all or nothing, a SIGTERM between two runs included (an import
+    committed the session, then each run, and an interrupt left a session of half its runs). `started_at`:
+    when the command began (now_iso), where it stores nothing until its work is done: its time is what
+    `results list` gives it, not the storing's."""
     with conn:
-        return _insert_session(conn, command, argv, facts, fingerprint, tags, started_at)
-
-
-def _insert_session(conn: sqlite3.Connection, command: str, argv: list[str], facts: Mapping[str, Any],
-                    fingerprint: str, tags: Mapping[str, str], started_at: str | None) -> int:  # fmt: skip
-    cur = conn.execute(
-        "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
-        " tool_version, fingerprint, facts, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-        (
-            str(uuid.uuid4()),
-            command,
-            json.dumps(argv),
-            socket.gethostname(),
-            _user(),
-            os.getpid(),
-            started_at or now_iso(),
-            __version__,
-            fingerprint,
-            json.dumps(facts, sort_keys=True),
-            json.dumps(dict(tags), sort_keys=True),
-        ),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
-
-
-def store_whole(
-    conn: sqlite3.Connection,
-    command: str,
-    argv: list[str],
-    facts: Mapping[str, Any],
-    fingerprint: str,
-    tags: Mapping[str, str],
-    runs: Iterable[Run],
-    started_at: str | None = None,
-) -> int:
-    """A session whose work is done (an import, an analysis), with its runs, complete, in one
-    transaction: all or nothing, a SIGTERM between two runs included (an import committed the
-    session, then each run, and an interrupt left a session of half its runs)."""
-    with conn:
-        session_id = _insert_session(conn, command, argv, facts, fingerprint, tags, started_at)
-        for seq, run in enumerate(runs, start=1):
-            run.id, run.seq, run.session_id = insert_run(conn, session_id, seq, run), seq, session_id
-        conn.execute("UPDATE sessions SET status = 'complete', ended_at = ? WHERE id = ?", (now_iso(), session_id))
+        cur = conn.execute(
+            "INSERT INTO sessions (uuid, command, argv, host, user, pid, started_at, status,"
+            " tool_version, fingerprint, facts, tags) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+            (
+                str(uuid.uuid4()),
+                command,
+                json.dumps(argv),
+                socket.gethostname(),
+                _user(),
+                os.getpid(),
+                started_at or now_iso(),
+                __version__,
+                fingerprint,
+                json.dumps(facts, sort_keys=True),
+                json.dumps(dict(tags), sort_keys=True),
+            ),
+        )
+        assert cur.lastrowid is not None
+        session_id = cur.lastrowid
+        if runs is not None:
+            for seq, run in enumerate(runs, start=1):
+                run.id, run.seq, run.session_id = insert_run(conn, session_id, seq, run), seq, session_id
+            conn.execute("UPDATE sessions SET status = 'complete', ended_at = ? WHERE id = ?", (now_iso(), session_id))
     return session_id
 
 
