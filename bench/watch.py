@@ -70,6 +70,34 @@ def watcher_share(seconds: float, interval: float, env: dict[str, str], where: P
     return share
 
 
+def per_line(seconds: float = 4.0) -> str:
+    """One look in this process, at rest: the trace's lines a second, and what telling them and one pass of
+    the account (a job's, or no job's) cost a line, in CPU time."""
+    from quietcore.attribution import tracer
+    from quietcore.commands.watch import EVENTS
+    from quietcore.facts.cpus import online_cpus
+    from quietcore.facts.root import Root
+    from quietcore.watch.charge import charge
+
+    with tracer.TraceSession(None, EVENTS, 1024) as trace:
+        for _ in range(2):  # the first telling reads the kernel's symbols: the second is the one that counts
+            with tracer.Stream(trace) as stream:
+                time.sleep(seconds)
+            t = time.thread_time()
+            raw = stream.text()
+            told = time.thread_time() - t
+        lines = raw.splitlines()
+        to_ns, window = tracer.marked_clock(raw, trace.clock)
+        t = time.thread_time()
+        charge(lines, to_ns, window, [], online_cpus(Root("/")), set())
+        counted = time.thread_time() - t
+    n = max(len(lines), 1)
+    return (
+        f"a look at rest: {len(lines) / seconds:,.0f} lines a second; telling {told / n * 1e6:.1f} µs a line, "
+        f"a pass of the account {counted / n * 1e6:.1f} µs a line (one a job, and one for no job)"
+    )
+
+
 def timed(argv: list[str]) -> float:
     t = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True)
@@ -90,6 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         env = {**os.environ, "QUIETCORE_DB": f"{tmp}/r.db"}
+        print(per_line())
         rest = watcher_share(args.seconds, args.interval, env, where)
         load = subprocess.Popen([sys.executable, "-c", LOAD, str(args.seconds + 15)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip

@@ -26,6 +26,7 @@ from rich.table import Table
 from quietcore.attribution import intruders, tracer
 from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
+from quietcore.facts import cgroup
 from quietcore.facts.cgroup import Hierarchy
 from quietcore.facts.cpulist import format_cpulist
 from quietcore.facts.cpus import online_cpus
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     top = int_in_range(args.top, "--top", 1, 1000)
     where = common.prometheus_dir(args)
     root = common.live_root()
-    h = jobs_.hierarchy(root)
+    h = cgroup.find(root)
     if h is None and args.cgroup:
         raise UsageError("--cgroup: this node has no cpuset cgroup hierarchy (valid: a path below it)")
     _jobs(root, h, args.cgroup)  # a --cgroup that is no cgroup is refused before anything is traced
@@ -158,13 +159,6 @@ def _ended(out: Any, c: Charge, top: int, as_json: bool, still: bool = False) ->
               f"{share:.2%} of its CPUs' time. Largest: {largest}.")  # fmt: skip
 
 
-def _device(name: str, owners: dict[int, str]) -> str:
-    head = name.split(" ", 2)
-    if len(head) >= 2 and head[0] == "irq" and head[1].isdigit() and int(head[1]) in owners:
-        return f"irq {head[1]} ({owners[int(head[1])]})"
-    return name
-
-
 def _look(trace: tracer.TraceSession, found: list[jobs_.Job], online: frozenset[int], seconds: float,
           owners: dict[int, str]) -> tuple[list[Charge], int]:  # fmt: skip
     """Trace every CPU for `seconds`, then charge each job. quietcore's own threads are named as itself."""
@@ -177,12 +171,7 @@ def _look(trace: tracer.TraceSession, found: list[jobs_.Job], online: frozenset[
     except ValueError as exc:
         fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "look for fewer seconds"
         raise CommandError(f"watch: {exc} ({fix})") from None
-    charges = charge(raw.splitlines(), to_ns, window, found, online, own_threads() | {stream.tid})
-    for c in charges:
-        for s in c.sources.values():
-            if s.kind == "irq" and owners:
-                s.name = _device(s.name, owners)
-    return charges, lost
+    return charge(raw.splitlines(), to_ns, window, found, online, own_threads() | {stream.tid}, owners), lost
 
 
 def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int) -> None:

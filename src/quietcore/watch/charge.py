@@ -57,9 +57,11 @@ def _of_job(jobs: Sequence[Job]) -> dict[int, str]:
 
 
 def charge(lines: Sequence[str], to_ns: Any, window: tuple[float, float], jobs: Sequence[Job],
-           online: Iterable[int], own: Iterable[int]) -> list[Charge]:  # fmt: skip
+           online: Iterable[int], own: Iterable[int],
+           owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
     """Each job's charge, then no job's (the online CPUs no job holds), from one trace of every CPU. A pass
-    over the trace a job: a node's jobs are few, its events many, and each pass is linear in them."""
+    over the trace a job: a node's jobs are few, its events many, and each pass is linear in them.
+    `owners`: IRQ number -> its device, to name a device's IRQs and their threads as `intruders` does."""
     owner = _of_job(jobs)
     held = frozenset(c for j in jobs for c in j.cpus)
     rest = frozenset(online) - held
@@ -70,6 +72,7 @@ def charge(lines: Sequence[str], to_ns: Any, window: tuple[float, float], jobs: 
         if not cpus:
             continue
         trace = intruders.account(lines, cpus, to_ns, threads, window, own)
+        trace.name_devices(owners or {})
         c = Charge(name, cpus, len(threads))
         for cpu in trace.cpus.values():
             c.traced_ns += cpu.traced_ns

@@ -73,10 +73,6 @@ def _cpus(root: Root, rel: str, h: cgroup.Hierarchy) -> frozenset[int]:
         return frozenset()
 
 
-def hierarchy(root: Root) -> cgroup.Hierarchy | None:
-    return cgroup.find(root)
-
-
 def slurm_jobs(root: Root, h: cgroup.Hierarchy) -> list[Job]:
     """Every `job_<id>` cgroup of the hierarchy, to JOB_DEPTH below its mount."""
     jobs: list[Job] = []
