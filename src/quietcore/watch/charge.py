@@ -5,7 +5,7 @@ workload's CPUs. The CPUs no job holds are "no job"'s: all that ran there is the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ def _of_job(jobs: Sequence[Job]) -> dict[int, str]:
     return {tid: j.name for j in jobs for tid in j.threads}
 
 
-def charge(lines: Sequence[str], to_ns: Any, window: tuple[float, float], jobs: Sequence[Job],
+def charge(lines: Sequence[str], to_ns: Callable[[str], float], window: tuple[float, float], jobs: Sequence[Job],
            online: Iterable[int], own: Iterable[int],
            owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
     """Each job's charge, then no job's (the online CPUs no job holds), from one trace of every CPU. A pass
