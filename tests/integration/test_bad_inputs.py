@@ -298,12 +298,12 @@ def _many_traces(where: Path, cpus: int) -> None:
 def test_a_signal_ends_an_import_within_a_second_with_nothing_stored(
     sig: signal.Signals, tmp_path: Path, db_file: Path, cli_env: dict[str, str]
 ) -> None:
-    """An import of 192 CPUs' 10 s (2.2 million gaps, about 3 s of reading and analysis here), signalled a
-    second in: it ends within a second of the signal, exit 130, and stores nothing (it committed the
+    """An import of 384 CPUs' 10 s (4.4 million gaps, about 7 s of reading and analysis here), signalled a
+    second in (at 192 CPUs and 3.5 s, a CI run's import had ended by then): it ends within a second of the signal, exit 130, and stores nothing (it committed the
     session, then each run, so a signal between two left half a session)."""
     from tests.conftest import Forked
 
-    _many_traces(tmp_path / "traces", 192)
+    _many_traces(tmp_path / "traces", 384)
     child = Forked(["results", "import", "--from", "trace", str(tmp_path / "traces"), "--duration", "10"], cli_env)
     time.sleep(1.0)
     assert child.poll() is None, "the import ended before the signal: give it more to read"
