@@ -480,16 +480,19 @@ def as_nobody(work: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 HAVE_SLURM = all(shutil.which(x) for x in ("slurmctld", "slurmd", "srun", "sinfo", "munged"))
 
 
-def _slurm_conf(where: Path) -> str:
+def _slurm_conf(where: Path, cgroups: bool = False) -> str:
     cpus = len(os.sched_getaffinity(0))
     host = socket.gethostname()
+    # with cgroups, each job is a cgroup of its CPUs, as sites run Slurm: proctrack/cgroup, task/cgroup
+    track, task = ("proctrack/cgroup", "task/cgroup,task/affinity") if cgroups else ("proctrack/linuxproc",
+                                                                                       "task/affinity")  # fmt: skip
     return "\n".join([
         "ClusterName=quietcore", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
         "AuthType=auth/munge", "CredType=cred/munge", f"StateSaveLocation={where}/state",
         f"SlurmdSpoolDir={where}/spool", f"SlurmctldPidFile={where}/slurmctld.pid", f"SlurmdPidFile={where}/slurmd.pid",
         f"SlurmctldLogFile={where}/slurmctld.log", f"SlurmdLogFile={where}/slurmd.log",
         "SlurmctldPort=16817", "SlurmdPort=16818",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
+        f"ProctrackType={track}", f"TaskPlugin={task}",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
         f"NodeName={host} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
         f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP", "",
@@ -497,17 +500,21 @@ def _slurm_conf(where: Path) -> str:
 
 
 @contextlib.contextmanager
-def slurm_node(where: Path, extra: Sequence[str] = ()) -> Iterator[dict[str, str]]:
+def slurm_node(where: Path, extra: Sequence[str] = (), cgroups: bool = False) -> Iterator[dict[str, str]]:
     """A single-node Slurm of this host: munged (if none runs), slurmctld
     and slurmd on their own configuration (plus `extra` lines), state and
     ports, waited for until the node is idle; every daemon it started is
     stopped afterwards, even when the test fails. Yields the environment
-    that points srun and scontrol at it."""
+    that points srun and scontrol at it. With `cgroups`, each job is a
+    cgroup v1 cpuset of its CPUs (proctrack/cgroup, task/cgroup)."""
     if not HAVE_SLURM or os.geteuid() != 0:
         pytest.skip("needs slurm-wlm and munge, as root")
     for d in ("state", "spool"):
         (where / d).mkdir()
-    (where / "slurm.conf").write_text(_slurm_conf(where) + "".join(f"{line}\n" for line in extra))
+    (where / "slurm.conf").write_text(_slurm_conf(where, cgroups) + "".join(f"{line}\n" for line in extra))
+    if cgroups:
+        conf = ("CgroupPlugin=cgroup/v1", "ConstrainCores=yes", "CgroupMountpoint=/sys/fs/cgroup")
+        (where / "cgroup.conf").write_text("\n".join(conf) + "\n")
     env = {**os.environ, "SLURM_CONF": str(where / "slurm.conf")}
     # In the foreground (-D), as children of the test: stopped by it whatever happens.
     daemons: list[subprocess.Popen[bytes]] = []

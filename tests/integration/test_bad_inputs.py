@@ -299,8 +299,9 @@ def test_a_signal_ends_an_import_within_a_second_with_nothing_stored(
     sig: signal.Signals, tmp_path: Path, db_file: Path, cli_env: dict[str, str]
 ) -> None:
     """An import of 384 CPUs' 10 s (4.4 million gaps, about 7 s of reading and analysis here), signalled a
-    second in (at 192 CPUs and 3.5 s, a CI run's import had ended by then): it ends within a second of the signal, exit 130, and stores nothing (it committed the
-    session, then each run, so a signal between two left half a session)."""
+    second in (at 192 CPUs and 3.5 s, a CI run's import had ended by then): it ends within a second of the
+    signal, exit 130, and stores nothing (it committed the session, then each run, so a signal between two
+    left half a session)."""
     from tests.conftest import Forked
 
     _many_traces(tmp_path / "traces", 384)

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import statistics  # noqa: F401  (as above)
 import subprocess
@@ -23,10 +24,11 @@ import pytest
 
 import quietcore.commands.watch  # noqa: F401  (loaded before as_nobody forks: nobody cannot read /root)
 from quietcore import cli as quietcore_cli
+from quietcore.commands import watch
 from quietcore.facts import cgroup
 from quietcore.facts.root import Root
 from quietcore.probes.runner import probe_path
-from tests.conftest import allowed_cpus, as_nobody, forked_main
+from tests.conftest import allowed_cpus, as_nobody, forked_main, screen_table
 
 ROOT = os.geteuid() == 0
 CPUS = allowed_cpus()
@@ -48,7 +50,8 @@ def slurm_job(job: str) -> Iterator[int]:
     """A cgroup as slurmstepd makes one (its own top directory, so as not to touch a real Slurm's), holding
     a spinning task of the job on JOB_CPU; removed, with its task, whatever the test does."""
     assert HIERARCHY is not None
-    top = Path("/") / HIERARCHY.mount / f"qc-test-{uuid.uuid4().hex[:8]}"
+    # named as Slurm names its top directory (slurm, slurm_<node>), where a watcher looks for jobs between looks
+    top = Path("/") / HIERARCHY.mount / f"slurm_qctest{uuid.uuid4().hex[:8]}"
     step = top / "uid_0" / f"job_{job}" / "step_0"
     made: list[Path] = []
     spinner = None
@@ -116,7 +119,7 @@ def test_a_planted_intruder_is_charged_to_the_job_as_intruders_measures_it(tmp_p
     assert JOB_CPU not in jobs["no job"]["cpus"] and jobs["no job"]["cpus"], jobs["no job"]
     # AND the metrics file has the job's series, and promtool has nothing to say of it
     prom = (tmp_path / "quietcore-watch.prom").read_text()
-    assert 'quietcore_watch_taken_seconds{job="4711",kind="task",source="quietcore-probe"}' in prom, prom
+    assert 'quietcore_watch_taken_seconds{jobid="4711",kind="task",source="quietcore-probe"}' in prom, prom
     if PROMTOOL is not None:
         lint = subprocess.run([PROMTOOL, "check", "metrics"], input=prom, capture_output=True, text=True, check=False)
         assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
@@ -159,32 +162,163 @@ def test_a_user_without_root_gets_one_line_and_exit_3() -> None:
 
 def test_watching_until_stopped_says_each_jobs_account_as_it_ends(tmp_path: Path) -> None:
     """The service's way: a look a second, counters in the metrics file; a job that ends has its account said
-    at the next look and leaves the file; SIGTERM, as systemd stops it, ends it with the rest's accounts."""
-    env = {**os.environ, "QUIETCORE_DB": str(tmp_path / "results.db")}
+    and stored as it ends, and leaves the file; SIGTERM, as systemd stops it, ends it."""
+    env = {**os.environ, "QUIETCORE_DB": str(tmp_path / "results.db"), "QUIETCORE_STATE_DIR": str(tmp_path / "st")}
     argv = [sys.executable, "-m", "quietcore", "watch", "--interval", "1", "--json", "--prometheus", str(tmp_path)]
     prom = tmp_path / "quietcore-watch.prom"
     watcher = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with slurm_job("4713"):
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and 'job="4713"' not in (prom.read_text() if prom.exists() else ""):
+            while time.monotonic() < deadline and 'jobid="4713"' not in (prom.read_text() if prom.exists() else ""):
                 time.sleep(0.2)
             during = prom.read_text()
         # the job ended: the next look says so, and its series leave the file
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and 'job="4713"' in prom.read_text():
+        while time.monotonic() < deadline and 'jobid="4713"' in prom.read_text():
             time.sleep(0.2)
         after = prom.read_text()
     finally:
         watcher.terminate()
         out, err = watcher.communicate(timeout=30)
     assert watcher.returncode == 0, err
-    assert 'quietcore_watch_job_seconds_total{job="4713"}' in during, during
-    assert 'job="4713"' not in after and 'job="no job"' in after, after
+    assert 'quietcore_watch_job_seconds_total{jobid="4713"}' in during, during
+    assert 'jobid="4713"' not in after and 'jobid="no job"' in after, after
     said = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     ended = [s for s in said if s["job"] == "4713"]
     assert len(ended) == 1 and ended[0]["ended"] and ended[0]["cpus"] == [JOB_CPU] and ended[0]["job_ns"] > 0, said
-    assert any(s["job"] == "no job" and not s["ended"] for s in said), said  # said as watching stopped
+    # AND its record is stored, once, and read back as a job's
+    listed = forked_main(["results", "list", "--kind", "job"], env)
+    assert listed.returncode == 0 and [r for r in screen_table(listed.stdout, "ID") if r[2] == "4713"], listed.stdout
+    shown = forked_main(["results", "show", "job_4713"], env)
+    assert shown.returncode == 0 and f"Job 4713 on CPUs {JOB_CPU}" in shown.stdout, shown.stdout + shown.stderr
+    assert re.search(rf"session\s+{ended[0]['session']},", shown.stdout), shown.stdout
     if PROMTOOL is not None:
         lint = subprocess.run([PROMTOOL, "check", "metrics"], input=during, capture_output=True, text=True)
         assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
+
+
+def _live(state: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((state / "watch-live.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _exported(env: dict[str, str], job: str) -> dict[str, Any]:
+    done = forked_main(["results", "export", f"job_{job}"], env)
+    assert done.returncode == 0, done.stderr
+    (run,) = json.loads(done.stdout)["runs"]
+    return dict(run["analysis"])
+
+
+def test_a_restarted_watcher_goes_on_and_counts_nothing_twice(tmp_path: Path) -> None:
+    """A watcher stopped while a job runs and started again: the job's record holds the first watcher's
+    figures and the second's, and no more CPU time than its one CPU had while it lived."""
+    state = tmp_path / "st"
+    env = {**os.environ, "QUIETCORE_DB": str(tmp_path / "results.db"), "QUIETCORE_STATE_DIR": str(state)}
+    argv = [sys.executable, "-m", "quietcore", "watch", "--interval", "1", "--json"]
+    second = None
+    with slurm_job("4714"):
+        began = time.monotonic()
+        first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while (
+                time.monotonic() < deadline and _live(state).get("4714", {}).get("charge", {}).get("traced_ns", 0) < 2e9
+            ):
+                time.sleep(0.2)
+        finally:
+            first.terminate()
+            out1, err1 = first.communicate(timeout=30)
+        counted = _live(state)["4714"]["charge"]["traced_ns"]
+        second = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while (
+            time.monotonic() < deadline
+            and _live(state).get("4714", {}).get("charge", {}).get("traced_ns", 0) < counted + 2e9
+        ):
+            time.sleep(0.2)
+    lived = time.monotonic() - began
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "4714" in _live(state):
+            time.sleep(0.2)
+    finally:
+        second.terminate()
+        out2, err2 = second.communicate(timeout=30)
+    assert first.returncode == 0 and second.returncode == 0, err1 + err2
+    # THEN the first said the job as watching stopped, and the second went on from it and said it as it ended
+    assert [json.loads(x)["ended"] for x in out1.splitlines() if x.startswith("{")] == [False], out1
+    assert "Going on from what the last watcher counted: 1 job." in err2, err2
+    assert [json.loads(x)["ended"] for x in out2.splitlines() if x.startswith("{")] == [True], out2
+    record = _exported(env, "4714")
+    assert counted + 2e9 <= record["traced_ns"] <= lived * 1e9, (counted, record["traced_ns"], lived)
+    assert record["cpus"] == [JOB_CPU] and record["job_ns"] > 0.5 * record["traced_ns"], record
+
+
+def test_two_hundred_short_jobs_each_get_one_record(tmp_path: Path) -> None:
+    """Thousands of short jobs an hour: 200 of about a second, 20 at a time, each a cgroup with its task. A
+    look ends as jobs start or end: each job is found, and stored once, with no more than its CPU's time."""
+    assert HIERARCHY is not None
+    env = {**os.environ, "QUIETCORE_DB": str(tmp_path / "results.db"), "QUIETCORE_STATE_DIR": str(tmp_path / "st")}
+    argv = [sys.executable, "-m", "quietcore", "watch", "--interval", "30", "--json"]
+    top = Path("/") / HIERARCHY.mount / f"slurm_qctest{uuid.uuid4().hex[:8]}"
+    user = top / "uid_0"
+    # its lines to files: 200 jobs' JSON fill a pipe read only at the end, and the watcher would block on it
+    said, errors = open(tmp_path / "out", "w+"), open(tmp_path / "err", "w+")  # noqa: SIM115
+    watcher = subprocess.Popen(argv, env=env, stdout=said, stderr=errors, text=True)
+    lives: dict[str, float] = {}
+    try:
+        for d in (top, user):
+            d.mkdir()
+            _write(d / f"{HIERARCHY.prefix}mems", "0")
+            _write(d / f"{HIERARCHY.prefix}cpus", ",".join(map(str, CPUS)))
+        time.sleep(1.5)  # the watcher's first look begins
+        for batch in range(10):
+            made, tasks = [], []
+            began = time.monotonic()
+            for i in range(20):
+                job = str(5000 + 20 * batch + i)
+                d = user / f"job_{job}"
+                d.mkdir()
+                made.append((job, d))
+                _write(d / f"{HIERARCHY.prefix}mems", "0")
+                _write(d / f"{HIERARCHY.prefix}cpus", str(JOB_CPU))
+                task = subprocess.Popen(["sleep", "30"])
+                tasks.append(task)
+                _write(d / "tasks", str(task.pid))
+            time.sleep(1.2)
+            for task in tasks:
+                task.kill()
+                task.wait()
+            for job, d in made:
+                for _ in range(50):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                        break
+                    time.sleep(0.02)
+                lives[job] = time.monotonic() - began
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _live(tmp_path / "st"):
+            time.sleep(0.2)
+        time.sleep(1.5)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=60)
+        out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+        said.close()
+        errors.close()
+        for d in (user, top):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    assert watcher.returncode == 0, err
+    ended = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    jobs = [e["job"] for e in ended if e["ended"]]
+    assert sorted(jobs) == sorted(lives), (len(jobs), sorted(set(lives) - set(jobs))[:10], err[-2000:])
+    # a look ends within a slice of a job's end: a job has its CPU's time while it lived, and a slice at most
+    over = [(e["job"], e["traced_ns"] / 1e9, lives[e["job"]]) for e in ended
+            if e["cpus"] != [JOB_CPU] or e["traced_ns"] > (lives[e["job"]] + watch.SLICE_S) * 1e9]  # fmt: skip
+    assert not over, over[:5]
+    listed = forked_main(["results", "list", "--kind", "job"], env)
+    assert listed.returncode == 0 and len(screen_table(listed.stdout, "ID")) == 200, listed.stdout[-2000:]

@@ -172,6 +172,26 @@ def test_every_grafana_query_names_a_metric_quietcore_writes() -> None:
             "quietcore_check_passed"} <= named  # fmt: skip
 
 
+def test_the_watch_dashboard_queries_the_series_watch_writes_until_stopped() -> None:
+    """Its counters, `_total`, by the label `jobid`: Prometheus keeps `job` for the scrape job, and would
+    have renamed a job's label `exported_job`."""
+    from quietcore.watch import metrics
+    from quietcore.watch.charge import Charge, Source
+
+    c = Charge("4711", frozenset({1}), 3, traced_ns=3e9, job_ns=2.9e9)
+    c.sources[("task", "stress-ng")] = Source("task", "stress-ng", ns=1e8)
+    page = metrics.text([c], 3.0, at=0.0, cumulative=True).decode()
+    written = set(re.findall(r"^(quietcore_watch_[a-z_]+)", page, re.M))
+    dashboard = json.loads((PACKAGE / "grafana" / "quietcore-watch.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    named = {m for q in queries for m in re.findall(r"quietcore_watch_[a-z_]+", q)}
+    assert named and named <= written, named - written
+    assert {"quietcore_watch_taken_seconds_total", "quietcore_watch_traced_seconds_total"} <= named
+    assert 'jobid="4711"' in page and 'job="' not in page
+    assert all("jobid" in q for q in queries if "quietcore_watch_taken" in q)
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 def test_the_systemd_units_verify_as_the_docs_install_them(tmp_path: Path) -> None:
     quietcore = shutil.which("quietcore") or "/usr/bin/true"

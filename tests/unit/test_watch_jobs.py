@@ -83,11 +83,11 @@ def test_the_metrics_are_bounded_and_a_tasks_name_stays_a_label() -> None:
     c = Charge("4711", frozenset({1}), 3, traced_ns=3e9, job_ns=2.9e9)
     for i in range(metrics.TOP + 20):
         c.sources[("task", f"t{i}")] = Source("task", f"t{i}", ns=1e6 * (i + 1))
-    evil = 'x"} 1\nquietcore_watch_taken_seconds{job="root'
+    evil = 'x"} 1\nquietcore_watch_taken_seconds{jobid="root'
     c.sources[("task", evil)] = Source("task", evil, ns=1e9)
     page = metrics.text([c], 3.0, at=0.0).decode()
     taken = [line for line in page.splitlines() if line.startswith("quietcore_watch_taken_seconds{")]
     assert len(taken) == metrics.TOP + 1  # the TOP largest, and the rest as one "other"
     assert any('source="other"' in line for line in taken)
-    assert all(line.count('job="') == 1 for line in taken), taken  # the name forged no series of its own
-    assert not any('job="root' in line for line in taken)
+    assert all(line.count('jobid="') == 1 for line in taken), taken  # the name forged no series of its own
+    assert not any('jobid="root' in line for line in taken)

@@ -1,6 +1,6 @@
 """List, show, export and import stored results.
 
-  quietcore results list
+  quietcore results list [--kind KIND]
   quietcore results show ID
   quietcore results export ID [--format json|csv|parquet|trace|psnap] [--out FILE|DIR [--force]]
   quietcore results import FILE
@@ -9,7 +9,8 @@
 
 --db PATH goes before or after the action.
 
-ID is a session number from `results list`, or the start of its UUID.
+ID is a session number from `results list`, the start of its UUID, last,
+a tag KEY=VALUE, or job_ID: a Slurm job's record from `quietcore watch`.
 
 import --from reads a peer's result: oslat's or cyclictest's --json file, or
 rtla osnoise top's or hist's text. Each becomes a session of one run of its
@@ -39,7 +40,7 @@ from quietcore.report import account, changes, export, text
 from quietcore.report.kinds import kind_of
 from quietcore.report.kinds.base import heading
 from quietcore.report.kinds.noise import KIND as NOISE
-from quietcore.runs.model import params_text
+from quietcore.runs.model import SessionRecord, params_text
 from quietcore.safe import plain, write_atomic
 from quietcore.store import db, sessions
 
@@ -50,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_db(parser)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
     ls = sub.add_parser("list", help="one line per stored session")
+    ls.add_argument("--kind", metavar="KIND", help="only sessions with a run of this kind (job: what `watch` "
+                    "stored of each job)")  # fmt: skip
     show = sub.add_parser("show", help="a session's node, runs and per-CPU results")
     show.add_argument("id", metavar="ID")
     common.add_detail(show)
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     conn = db.open_db(path, create=args.action == "import", chosen=chosen, write=writes)
     try:
         if args.action == "list":
-            list_(conn)
+            list_(conn, args.kind)
         elif args.action == "show":
             show(conn, args.id, common.detail(args))
         elif args.action == "export":
@@ -121,11 +124,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_(conn: sqlite3.Connection) -> None:
-    rows = sessions.list_sessions(conn)
+def list_(conn: sqlite3.Connection, kind: str | None = None) -> None:
+    if kind is not None:
+        have = sessions.kinds(conn)
+        if kind not in have and kind != "job":
+            raise UsageError(f"invalid --kind {kind!r} (valid: {', '.join(have) if have else 'none yet'})")
+    rows = sessions.list_sessions(conn, kind)
     out = text.console()
     if not rows:
-        out.print("No results yet: run `quietcore lab`.")
+        out.print("No job's record yet: `quietcore watch` stores one as each job ends." if kind == "job"
+                  else "No results yet: run `quietcore lab`.")  # fmt: skip
+        return
+    if kind == "job":
+        _list_jobs(conn, rows)
         return
     table = Table()
     for name in ("ID", "started (UTC)", "took", "command and tags", "host", "runs", "status", "fingerprint"):
@@ -139,6 +150,26 @@ def list_(conn: sqlite3.Connection) -> None:
         table.add_row(str(row.id), row.started_at[:19].replace("T", " "), text.took(row.started_at, row.ended_at),
                       said, plain(row.host), str(row.n_runs), row.status, row.fingerprint)  # fmt: skip
     out.print(table)
+
+
+def _list_jobs(conn: sqlite3.Connection, rows: list[SessionRecord]) -> None:
+    """A line a job: its record's session, when it ended, its CPUs and what the OS took."""
+    table = Table()
+    for name in ("ID", "ended (UTC)", "job", "CPUs", "watched", "OS took", "of its CPUs", "largest"):
+        table.add_column(name, justify="right" if name in ("ID", "watched", "OS took", "of its CPUs") else "left")
+    for row in rows:
+        run = next((r for r in sessions.runs_of(conn, row.id) if r.kind == "job"), None)
+        a = run.analysis if run is not None else {}
+        traced, taken = float(a.get("traced_ns") or 0), float(a.get("taken_ns") or 0)
+        cpus = [c for c in a.get("cpus", []) if type(c) is int]
+        largest = next((s for s in a.get("sources", []) if isinstance(s, dict)), None)
+        table.add_row(str(row.id), (row.ended_at or "")[:19].replace("T", " "), plain(str(a.get("job", "?"))),
+                      brief_cpulist(cpus) if cpus else "-", f"{traced / 1e9:,.1f} s", f"{taken / 1e6:,.1f} ms",
+                      f"{taken / traced:.2%}" if traced else "-",
+                      plain(str(largest.get("name"))) if largest else "-")  # fmt: skip
+    text.console().print(table)
+    text.console().print("\"watched\" is CPU-seconds: its CPUs' time summed. `quietcore results show job_ID` gives "
+                         "a job's sources.")  # fmt: skip
 
 
 def show(conn: sqlite3.Connection, ident: str, detail: tuple[int | None, bool] = (None, False)) -> None:

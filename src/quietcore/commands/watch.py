@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts import cgroup
 from quietcore.facts.cgroup import Hierarchy
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import counted, format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.devices import irq_owners
 from quietcore.facts.root import Root
@@ -42,6 +44,8 @@ from quietcore.watch.charge import NO_JOB, Charge, add, charge
 NAME = "watch"
 #: Sources named in a job's row of the table
 SHOWN = 3
+#: How often a watcher looks for a job starting or ending, or an Epilog's request, within a look
+SLICE_S = 0.5
 #: The kernel's buffer per CPU, as `intruders`' default: read once a quarter of it is full
 BUFFER_KB = 1024
 #: `intruders`' events but those that say only how a source came (who woke a task, queued a work item, sent
@@ -67,10 +71,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", metavar="N", default="10", help="sources kept a job in --json (1-1000)")
     parser.add_argument("--prometheus", metavar="DIR",
                         help="also write DIR/quietcore-watch.prom for node_exporter's textfile collector")  # fmt: skip
+    parser.add_argument("--ended", metavar="JOBID",
+                        help="for a Slurm Epilog: have the running watcher close this job now, store its record "
+                             "and print its line")  # fmt: skip
+    parser.add_argument(
+        "--wait",
+        metavar="S",
+        default="30",
+        help="with --ended: how long to wait for the watcher's answer (1-600, default 30)",
+    )
+    parser.add_argument(
+        "--admin-comment",
+        action="store_true",
+        help="with --ended: also put the job's line in its AdminComment, by scontrol",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_db(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ended is not None:
+        return _ended(args.ended, positive_float(args.wait, "--wait", 1, 600), args.admin_comment)
+    for option, given in (("--admin-comment", args.admin_comment), ("--wait", args.wait != "30")):
+        if given:
+            raise UsageError(f"{option} goes with --ended JOBID (an Epilog's call)")
     seconds = positive_float(args.once, "--once", 0.1, 3600) if args.once is not None else None
     interval = positive_float(args.interval, "--interval", 1, 86400)
     buffer_kb = int_in_range(args.buffer_kb, "--buffer-kb", 4, 1 << 20)
@@ -88,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     owners = irq_owners(root)
     if seconds is not None:
         with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
-            charges, lost = _look(trace, _jobs(root, h, args.cgroup), online, seconds, owners)
+            charges, lost, _, _ = _look(trace, root, h, args.cgroup, online, seconds, owners)
         if args.json:
             print(json.dumps({"seconds": seconds, "lost_events": lost, "jobs": [c.to_json(top) for c in charges]},
                              indent=2))  # fmt: skip
@@ -101,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 text.console().print(f"Metrics for node_exporter: {written}")
         return 0
-    return _watch(root, h, args.cgroup, online, owners, interval, buffer_kb, where, top, args.json)
+    return _watch(args, root, h, online, owners, interval, buffer_kb, where, top)
 
 
 def _jobs(root: Root, h: Hierarchy | None, named: list[str]) -> list[jobs_.Job]:
@@ -114,56 +138,124 @@ def _jobs(root: Root, h: Hierarchy | None, named: list[str]) -> list[jobs_.Job]:
         raise UsageError(str(exc)) from None
 
 
-def _watch(root: Root, h: Hierarchy | None, named: list[str], online: frozenset[int], owners: dict[int, str],
-           interval: float, buffer_kb: int, where: Path | None, top: int, as_json: bool) -> int:  # fmt: skip
+def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: frozenset[int],
+           owners: dict[int, str], interval: float, buffer_kb: int, where: Path | None, top: int) -> int:  # fmt: skip
     """Look after look until stopped (SIGTERM, as systemd stops a service; Ctrl-C), each job's figures added
-    up while it runs. A job gone since the last look has ended: its line says what the OS took from it over
-    every look it was in, and its series leave the metrics. Each look's figures are in the file at once."""
-    out = text.console()
-    totals: dict[str, Charge] = {}
-    looked = 0.0
-    out.print(f"Watching every CPU, a look every {interval:g} s, until stopped.")
-    try:
-        with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
-            while True:
-                charges, lost = _look(trace, _jobs(root, h, named), online, interval, owners)
-                looked += interval
-                now = {c.job: c for c in charges}
-                for gone in [j for j in totals if j not in now]:
-                    _ended(out, totals.pop(gone), top, as_json)
-                for c in charges:
-                    totals[c.job] = add(totals[c.job], c) if c.job in totals else c
-                if lost:
-                    text.console(stderr=True).print(f"warning: the kernel lost {lost:,} events in a look: give "
-                                                    "--buffer-kb more.")  # fmt: skip
-                if where is not None:
-                    from quietcore.watch import metrics  # prometheus_client: see quietcore.lazy
+    up while it runs. A job gone since the last look, or one an Epilog asks for (`--ended`), has ended: its
+    account is stored as a session of its own and said in a line. A look ends early when a job starts or
+    ends, so that each look's figures are one set of jobs'. What each job has so far is in the state
+    directory after every look: a restarted watcher goes on from it, counting nothing twice."""
+    from quietcore.levers.journal import held_signals
+    from quietcore.measure import Measurer
+    from quietcore.store import db
+    from quietcore.store.sessions import now_iso
+    from quietcore.watch import record
+    from quietcore.watch.ledger import Ledger, Tracked
 
-                    metrics.write(where, list(totals.values()), looked, cumulative=True)
-    except KeyboardInterrupt:
-        pass
-    for c in totals.values():
-        _ended(out, c, top, as_json, still=True)
+    out = text.console(stderr=args.json)  # with --json, standard output is JSON lines alone
+    ledger = Ledger.open()
+    try:
+        other = ledger.watcher()
+        if other is not None and other != os.getpid():
+            raise CommandError(f"another quietcore watch runs on this node (pid {other}): stop it first", exit_code=3)
+        ledger.claim()
+        node = Measurer(root)  # the node's facts, read once: every job's record carries them
+        path, chosen = common.db_path(args)
+        db.open_db(path, chosen=chosen).close()  # a database that cannot be written fails before anything runs
+        live: dict[str, Tracked] = ledger.live()
+        no_job: Charge | None = None
+        said: dict[str, tuple[int | None, str]] = {}  # jobs ended, newest last: what an Epilog is answered
+        looked = 0.0
+        if live:
+            out.print(f"Going on from what the last watcher counted: {counted(len(live), 'job')}.")
+        out.print(f"Watching every CPU, a look every {interval:g} s, until stopped.")
+
+        def close(job: str, how: str) -> None:
+            t = live.pop(job)
+            conn = db.open_db(path, chosen=chosen)
+            try:
+                session = record.store(conn, node.facts, node.fingerprint, t.charge, t.started, t.cgroup)
+            finally:
+                conn.close()
+            said[job] = (session, record.line(t.charge, how))
+            while len(said) > 1000:
+                said.pop(next(iter(said)))
+            if args.json:
+                print(json.dumps({"ended": True, "session": session, **t.charge.to_json(top)}), flush=True)
+            else:
+                out.print(f"{record.line(t.charge, how)} Stored as session {session}.")
+
+        try:
+            with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
+                gone_at_start = [j for j in live if j not in {x.name for x in _jobs(root, h, args.cgroup)}]
+                for job in gone_at_start:  # ended while no watcher ran: what was counted is kept
+                    close(job, "as it ended, while watch was stopped")
+                while True:
+                    began = now_iso()
+                    charges, lost, took, found = _look(trace, root, h, args.cgroup, online, interval, owners, ledger)
+                    # what a look found is counted whole: a SIGTERM now ends watching after it, not inside it
+                    with held_signals():
+                        looked += took
+                        paths = {j.name: j.path for j in found}
+                        for c in charges:
+                            if c.job == NO_JOB:
+                                no_job = add(no_job, c) if no_job is not None else c
+                            elif c.job in live:
+                                live[c.job].charge = add(live[c.job].charge, c)
+                            else:
+                                live[c.job] = Tracked(c, began, paths.get(c.job, ""))
+                        now = {x.name for x in _jobs(root, h, args.cgroup)}
+                        asked = ledger.requests()
+                        for job in [j for j in live if j not in now or j in asked]:
+                            close(job, "as it ended")
+                        for job in asked:
+                            session, line = said.get(job, (None, f"Job {job}: watch never saw it run."))
+                            ledger.answer(job, session, line)
+                        ledger.save(live)
+                        if lost:
+                            text.console(stderr=True).print(f"warning: the kernel lost {lost:,} events in a look: give "
+                                                            "--buffer-kb more.")  # fmt: skip
+                        if where is not None:
+                            from quietcore.watch import metrics  # prometheus_client: see quietcore.lazy
+
+                            shown = [t.charge for t in live.values()] + ([no_job] if no_job is not None else [])
+                            metrics.write(where, shown, looked, cumulative=True)
+        except KeyboardInterrupt:
+            pass
+        for t in live.values():
+            line = record.line(t.charge, "as watching stopped")
+            print(json.dumps({"ended": False, **t.charge.to_json(top)}) if args.json else line, flush=True)
+        if live:
+            out.print("The jobs above still run: a watcher started again goes on from their figures.")
+    finally:
+        ledger.release()
+        ledger.close()
     return 0
 
 
-def _ended(out: Any, c: Charge, top: int, as_json: bool, still: bool = False) -> None:
-    if as_json:
-        print(json.dumps({"ended": not still, **c.to_json(top)}), flush=True)
-        return
-    share = c.taken_ns / c.traced_ns if c.traced_ns else 0.0
-    largest = ", ".join(f"{plain(s.name)} {s.ns / 1e6:,.1f} ms" for s in c.ranked()[:SHOWN]) or "nothing"
-    what = "as watching stopped" if still else "as it ended"
-    name = f"Job {plain(c.job)}" if c.job != NO_JOB else "No job"
-    out.print(f"{name}, CPUs {format_cpulist(c.cpus)}, {what}: the OS took {c.taken_ns / 1e6:,.1f} ms, "
-              f"{share:.2%} of its CPUs' time. Largest: {largest}.")  # fmt: skip
-
-
-def _look(trace: tracer.TraceSession, found: list[jobs_.Job], online: frozenset[int], seconds: float,
-          owners: dict[int, str]) -> tuple[list[Charge], int]:  # fmt: skip
-    """Trace every CPU for `seconds`, then charge each job. quietcore's own threads are named as itself."""
+def _look(trace: tracer.TraceSession, root: Root, h: Hierarchy | None, named: list[str], online: frozenset[int],
+          seconds: float, owners: dict[int, str],
+          ledger: Any = None) -> tuple[list[Charge], int, float, list[jobs_.Job]]:  # fmt: skip
+    """Trace every CPU for `seconds`, then charge each job found as the look began, with the threads it had
+    then and as the look ended. With a ledger, the look ends early when a job starts or ends, or an Epilog asks.
+    quietcore's own threads are named as itself."""
+    before = _jobs(root, h, named)
+    roots = jobs_.slurm_roots(root, h) if h is not None and ledger is not None else []
+    dirs = jobs_.job_dirs(root, roots) if roots else frozenset()
+    started = time.monotonic()
     with tracer.Stream(trace) as stream:
-        time.sleep(seconds)
+        if ledger is None:
+            time.sleep(seconds)
+        else:
+            while (left := seconds - (time.monotonic() - started)) > 0:
+                time.sleep(min(SLICE_S, left))
+                if ledger.requests() or (roots and jobs_.job_dirs(root, roots) != dirs):
+                    break
+    took = time.monotonic() - started
+    # a job that began during the look is charged from the next, which its start ended early: not for the time
+    # before it was there; the threads of those that ran throughout are both scans'
+    known = {j.name for j in before}
+    found = _merged(before, [j for j in _jobs(root, h, named) if j.name in known])
     raw = stream.text()
     lost = sum(stream.lost_by_cpu.values())
     try:
@@ -171,7 +263,80 @@ def _look(trace: tracer.TraceSession, found: list[jobs_.Job], online: frozenset[
     except ValueError as exc:
         fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "look for fewer seconds"
         raise CommandError(f"watch: {exc} ({fix})") from None
-    return charge(raw.splitlines(), to_ns, window, found, online, own_threads() | {stream.tid}, owners), lost
+    own = own_threads() | {stream.tid}
+    return charge(raw.splitlines(), to_ns, window, found, online, own, owners), lost, took, found
+
+
+def _merged(before: list[jobs_.Job], after: list[jobs_.Job]) -> list[jobs_.Job]:
+    """Each job seen as a look began or ended, with the CPUs and threads of both."""
+    out: dict[str, jobs_.Job] = {}
+    for j in [*before, *after]:
+        seen = out.get(j.name)
+        out[j.name] = j if seen is None else jobs_.Job(j.name, j.path, seen.cpus | j.cpus, seen.threads | j.threads)
+    return list(out.values())
+
+
+def _ended(job: str, wait: float, admin_comment: bool) -> int:
+    """An Epilog's call: ask the running watcher to close the job now, wait for its answer, print its line;
+    with `admin_comment`, also set it as the job's AdminComment."""
+    from quietcore.watch.ledger import JOB_ID, Ledger
+
+    if not JOB_ID.fullmatch(job):
+        raise UsageError(f"invalid --ended {job!r} (valid: a Slurm job id, digits, as $SLURM_JOB_ID gives it)")
+    try:
+        ledger = Ledger.open(create=False)
+    except FileNotFoundError:
+        raise CommandError("no quietcore watch runs on this node: nothing was watched", exit_code=3) from None
+    try:
+        if ledger.watcher() is None:
+            raise CommandError("no quietcore watch runs on this node: nothing was watched", exit_code=3)
+        ledger.ask(job)
+        deadline = time.monotonic() + wait
+        while (answer := ledger.answered(job)) is None:
+            if time.monotonic() > deadline:
+                ledger.withdraw(job)
+                raise CommandError(f"quietcore watch did not answer for job {job} within {wait:g} s "
+                                   "(give --wait more)", exit_code=3)  # fmt: skip
+            time.sleep(0.1)
+    finally:
+        ledger.close()
+    said = answer.line + (f" Stored as session {answer.session}." if answer.session is not None else "")
+    print(plain(said))
+    if admin_comment and answer.session is not None:
+        return _admin_comment(job, answer.line)
+    return 0
+
+
+#: AdminComment's text: Slurm keeps more, but a line in `sacct` or `scontrol show job` is read, not scrolled
+COMMENT_CHARS = 250
+
+
+def _admin_comment(job: str, line: str) -> int:
+    """The job's line as its AdminComment. An Epilog's job has finished, and slurmctld refuses scontrol's
+    update of a finished job: the accounting database takes it then, by sacctmgr (as Princeton's jobstats
+    stores its summary), where the site keeps one (slurmdbd)."""
+    import shutil
+    import subprocess
+
+    comment = plain(f"quietcore: {line}")[:COMMENT_CHARS]
+    tried = []
+    by_slurmctld = ["scontrol", "update", f"JobId={job}", f"AdminComment={comment}"]
+    by_slurmdbd = ["sacctmgr", "-i", "update", "job", "where", f"jobid={job}", "set", f"AdminComment={comment}"]
+    for argv in (by_slurmctld, by_slurmdbd):
+        found = shutil.which(argv[0])
+        if found is None:
+            tried.append(f"no {argv[0]} on PATH")
+            continue
+        done = subprocess.run([found, *argv[1:]], capture_output=True, text=True, timeout=30, check=False)
+        said = (done.stdout + done.stderr).strip()
+        if done.returncode == 0 and "nothing modified" not in said.lower():
+            return 0
+        why = plain(said.splitlines()[-1]).rstrip(".") if said else f"exit {done.returncode}"
+        tried.append(f"{argv[0]}: {why}")
+    # a line of a log (slurmd's Epilog output), not wrapped to a terminal's width
+    print(f"warning: job {job}'s AdminComment is not set ({'; '.join(tried)}). A finished job's is set by "
+          "sacctmgr, which needs the site's slurmdbd.", file=sys.stderr)  # fmt: skip
+    return 1
 
 
 def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int) -> None:

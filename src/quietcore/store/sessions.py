@@ -213,11 +213,19 @@ def last_id(conn: sqlite3.Connection) -> int | None:
     return int(value) if value is not None else None
 
 
-def list_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
+def list_sessions(conn: sqlite3.Connection, kind: str | None = None) -> list[SessionRecord]:
+    """Every session, oldest first; with `kind`, those with a run of that kind."""
+    where = " WHERE EXISTS (SELECT 1 FROM runs k WHERE k.session_id = s.id AND k.kind = ?)" if kind else ""
     rows = conn.execute(
-        "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs FROM sessions s ORDER BY s.id"
+        "SELECT s.*, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) AS n_runs FROM sessions s"
+        f"{where} ORDER BY s.id",
+        (kind,) if kind else (),
     ).fetchall()
     return [SessionRecord.from_row(row) for row in rows]
+
+
+def kinds(conn: sqlite3.Connection) -> list[str]:
+    return [str(r[0]) for r in conn.execute("SELECT DISTINCT kind FROM runs ORDER BY kind")]
 
 
 def tagged(conn: sqlite3.Connection, key: str, value: str) -> list[SessionRecord]:
@@ -244,9 +252,12 @@ def get_session(conn: sqlite3.Connection, session_id: str | int) -> SessionRecor
 
 def find_session(conn: sqlite3.Connection, ident: str) -> SessionRecord:
     """A session as a user names it, the same for every command that takes one:
-    its number, a UUID prefix, `last` (the newest), or KEY=VALUE (the newest
-    session with that tag)."""
+    its number, a UUID prefix, `last` (the newest), KEY=VALUE (the newest
+    session with that tag), or job_ID (a job's record from `watch`, as its
+    Slurm cgroup is named: job=ID)."""
     text = ident.strip()
+    if text.startswith("job_") and text[4:].isdigit():
+        text = f"job={text[4:]}"
     if text == "last":
         newest = last_id(conn)
         if newest is None:

@@ -5,6 +5,7 @@ workload's CPUs. The CPUs no job holds are "no job"'s: all that ran there is the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ class Source:
     ns: float = 0.0
     count: int = 0
     longest_ns: float = 0.0
+    #: seen in the same look on CPUs this job did not hold too: the node's, not met alone
+    shared: bool = False
 
 
 @dataclass
@@ -45,33 +48,96 @@ class Charge:
         return sorted(self.sources.values(), key=lambda s: -s.ns)
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
+        """Its figures; with `top`, its largest sources and the rest summed in one, "other sources (N)"."""
         ranked = self.ranked()
+        if top is not None and len(ranked) > top:
+            rest = ranked[top:]
+            ranked = [*ranked[:top], Source("other", f"other sources ({len(rest):,})", sum(s.ns for s in rest),
+                                            sum(s.count for s in rest), max(s.longest_ns for s in rest),
+                                            all(s.shared for s in rest))]  # fmt: skip
         return {"job": self.job, "cpus": sorted(self.cpus), "threads": self.threads, "traced_ns": self.traced_ns,
                 "job_ns": self.job_ns, "idle_ns": self.idle_ns, "taken_ns": self.taken_ns,
                 "sources": [{"kind": s.kind, "name": s.name, "ns": s.ns, "count": s.count,
-                             "longest_ns": s.longest_ns} for s in ranked[:top]]}  # fmt: skip
+                             "longest_ns": s.longest_ns, "shared": s.shared} for s in ranked]}  # fmt: skip
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Charge:
+        """A charge as to_json wrote it (watch's own state file); ValueError, KeyError or TypeError if not."""
+        cpus = frozenset(int(c) for c in d["cpus"])
+        c = Charge(str(d["job"]), cpus, int(d["threads"]), float(d["traced_ns"]), float(d["job_ns"]),
+                   float(d["idle_ns"]))  # fmt: skip
+        for s in d["sources"]:
+            source = Source(str(s["kind"]), str(s["name"]), float(s["ns"]), int(s["count"]), float(s["longest_ns"]),
+                            bool(s.get("shared", False)))  # fmt: skip
+            c.sources[(source.kind, source.name)] = source
+        return c
+
+
+def mark_shared(charges: Sequence[Charge]) -> None:
+    """Each source a job met that another job or no job met in the same look too (the tick, the host, an IRQ
+    spread over every CPU) is the node's; the rest it met alone (a neighbour's task, a device's IRQ on its
+    CPUs)."""
+    seen: dict[tuple[str, str], int] = {}
+    for c in charges:
+        for kind, name in c.sources:
+            plain_name = name.split(" (job ", 1)[0]
+            seen[(kind, plain_name)] = seen.get((kind, plain_name), 0) + 1
+    for c in charges:
+        for (kind, name), s in c.sources.items():
+            s.shared = s.shared or seen[(kind, name.split(" (job ", 1)[0])] > 1
 
 
 def _of_job(jobs: Sequence[Job]) -> dict[int, str]:
     return {tid: j.name for j in jobs for tid in j.threads}
 
 
+_HEAD = re.compile(r"-\d+ +\[(\d+)\] ")
+
+
+def cpu_of_lines(lines: Sequence[str]) -> list[int]:
+    """Each line's CPU, as telling wrote it: a name right-aligned in 16 columns (a task's name is 15 bytes at
+    most), "-", the pid in 7, then "[CPU]". A line of another shape (a stack's frame) goes with the line before
+    it."""
+    out: list[int] = []
+    last = -1
+    for line in lines:
+        if len(line) > 27 and line[16] == "-" and line[25] == "[":
+            end = line.find("]", 26, 34)
+            if end > 26 and line[26:end].isdigit():
+                last = int(line[26:end])
+        elif m := _HEAD.match(line, 16):  # a pid of more than 7 digits
+            last = int(m[1])
+        out.append(last)
+    return out
+
+
+def _of_cpus(lines: Sequence[str], at: dict[int, list[int]], cpus: frozenset[int]) -> list[str]:
+    """The lines of these CPUs, in the trace's order (a fork on one CPU before its child runs on another): a
+    job's pass reads its own CPUs' lines alone, so that a look's passes, one a job, read each line once
+    between them."""
+    picked = sorted(i for cpu in cpus for i in at.get(cpu, ()))
+    return [lines[i] for i in picked]
+
+
 def charge(lines: Sequence[str], to_ns: Callable[[str], float], window: tuple[float, float], jobs: Sequence[Job],
            online: Iterable[int], own: Iterable[int],
            owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
-    """Each job's charge, then no job's (the online CPUs no job holds), from one trace of every CPU. A pass
-    over the trace a job: a node's jobs are few, its events many, and each pass is linear in them.
+    """Each job's charge, then no job's (the online CPUs no job holds), from one trace of every CPU. A pass a
+    job, over its own CPUs' lines: linear in the trace's lines, however many jobs there are.
     `owners`: IRQ number -> its device, to name a device's IRQs and their threads as `intruders` does."""
     owner = _of_job(jobs)
     held = frozenset(c for j in jobs for c in j.cpus)
     rest = frozenset(online) - held
     own = frozenset(own)
+    at: dict[int, list[int]] = {}  # CPU -> its lines' indices
+    for i, number in enumerate(cpu_of_lines(lines)):
+        at.setdefault(number, []).append(i)
     out = []
     for name, cpus, threads in [*((j.name, j.cpus, j.threads) for j in jobs), (NO_JOB, rest, frozenset[int]())]:
         cpus = cpus & frozenset(online)
         if not cpus:
             continue
-        trace = intruders.account(lines, cpus, to_ns, threads, window, own)
+        trace = intruders.account(_of_cpus(lines, at, cpus), cpus, to_ns, threads, window, own)
         trace.name_devices(owners or {})
         c = Charge(name, cpus, len(threads))
         for cpu in trace.cpus.values():
@@ -87,6 +153,7 @@ def charge(lines: Sequence[str], to_ns: Callable[[str], float], window: tuple[fl
                 s.count += use.count
                 s.longest_ns = max(s.longest_ns, use.longest_ns)
         out.append(c)
+    mark_shared(out)
     return out
 
 
@@ -99,4 +166,5 @@ def add(a: Charge, b: Charge) -> Charge:
             t.ns += s.ns
             t.count += s.count
             t.longest_ns = max(t.longest_ns, s.longest_ns)
+            t.shared = t.shared or s.shared
     return out

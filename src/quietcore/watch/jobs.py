@@ -100,3 +100,24 @@ def named(root: Root, h: cgroup.Hierarchy, given: str, option: str = "--cgroup")
     if not _is_dir(root, path):
         raise ValueError(f"invalid {option} {given!r}: no such cgroup under {'/' + h.mount}")
     return Job(rel, path, _cpus(root, path, h), _threads(root, path, h))
+
+
+def slurm_roots(root: Root, h: cgroup.Hierarchy) -> list[str]:
+    """Where Slurm makes its jobs' cgroups: v1's slurm* directories at the mount (slurm, slurm_<node>), v2's
+    slurmstepd.scope: the few directories a watcher lists between two full looks."""
+    if h.version == 1:
+        return [f"{h.mount}/{d}" for d in _dirs(root, h.mount) if d.startswith("slurm")]
+    return [f"{h.mount}/system.slice/{d}" for d in _dirs(root, f"{h.mount}/system.slice") if d.startswith("slurmstepd")]
+
+
+def job_dirs(root: Root, under: list[str]) -> frozenset[str]:
+    """The job_<id> directories in each of `under` and one level below it (v1's uid_<n>): names only, a
+    listing or two each, for a watcher to see a job start or end between its full looks."""
+    found: set[str] = set()
+    for top in under:
+        for d in _dirs(root, top):
+            if _JOB.fullmatch(d):
+                found.add(f"{top}/{d}")
+            else:
+                found.update(f"{top}/{d}/{e}" for e in _dirs(root, f"{top}/{d}") if _JOB.fullmatch(e))
+    return frozenset(found)

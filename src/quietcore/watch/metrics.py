@@ -38,11 +38,11 @@ class _Collector(Collector):
         family = CounterMetricFamily if self.cumulative else GaugeMetricFamily
         yield GaugeMetricFamily(f"{PREFIX}_last_timestamp_seconds", "when the last look ended", value=self.at)
         yield family(f"{PREFIX}_look_seconds", "how long the looks traced", value=self.seconds)
-        cpus = GaugeMetricFamily(f"{PREFIX}_cpus", "the CPUs the job holds", labels=["job"])
-        traced = family(f"{PREFIX}_traced_seconds", "CPU time traced on the job's CPUs", labels=["job"])
-        own = family(f"{PREFIX}_job_seconds", "CPU time of the job's own threads on its CPUs", labels=["job"])
+        cpus = GaugeMetricFamily(f"{PREFIX}_cpus", "the CPUs the job holds", labels=["jobid"])
+        traced = family(f"{PREFIX}_traced_seconds", "CPU time traced on the job's CPUs", labels=["jobid"])
+        own = family(f"{PREFIX}_job_seconds", "CPU time of the job's own threads on its CPUs", labels=["jobid"])
         taken = family(f"{PREFIX}_taken_seconds", "time the OS took on the job's CPUs, by source",
-                       labels=["job", "kind", "source"])  # fmt: skip
+                       labels=["jobid", "kind", "source"])  # fmt: skip
         for c in self.charges:
             job = _label(c.job)
             cpus.add_metric([job], float(len(c.cpus)))

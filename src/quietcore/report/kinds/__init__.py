@@ -13,6 +13,7 @@ from quietcore.report.kinds import (
     ctxswitch,
     experiment,
     intruders,
+    job,
     latency,
     noise,
     peer,
@@ -25,7 +26,7 @@ from quietcore.runs.model import Run
 
 KINDS: dict[str, Kind] = {k.name: k for k in (noise.KIND, latency.KIND, ctxswitch.KIND, calibrate.KIND,
                                               experiment.KIND, audit.KIND, prove.KIND, survey.KIND,
-                                              simulate.KIND, intruders.KIND, check.KIND, peer.OSLAT,
+                                              simulate.KIND, intruders.KIND, check.KIND, job.KIND, peer.OSLAT,
                                               peer.CYCLICTEST, peer.RTLA)}  # fmt: skip
 GENERIC = Kind()
 

@@ -33,7 +33,8 @@ FIGURES = (GAP_MAX, AVAILABLE, WAKE_MAX, WAKE_P50, WAKE_P99)
 WHAT = {"calibrate": "The counter's calibration", "noise": "Noise of {cpus}", "latency": "Wake-up latency of {cpus}",
         "ctxswitch": "Context switches", "audit": "The audit", "experiment": "The experiment",
         "tune-prove": "Before and after tune", "survey": "The survey", "simulate": "The simulation",
-        "intruders": "Intruders on {cpus}", "check": "The check of {cpus}", "exec": "A command's run",
+        "intruders": "Intruders on {cpus}", "job": "A job's account", "check": "The check of {cpus}",
+        "exec": "A command's run",
         "oslat": "oslat's noise of {cpus}", "cyclictest": "cyclictest's latency of {cpus}",
         "rtla-osnoise": "rtla osnoise's noise of {cpus}"}  # fmt: skip
 
@@ -49,7 +50,7 @@ def heading(run: Run) -> str:
 
 #: The kinds a session has one run of: their heading needs no number ("The experiment, run 193" was its
 #: last run's, after 192 measured ones).
-ONE_A_SESSION = frozenset(("calibrate", "audit", "experiment", "tune-prove", "survey", "simulate"))
+ONE_A_SESSION = frozenset(("job", "calibrate", "audit", "experiment", "tune-prove", "survey", "simulate"))
 
 
 def _cpus(value: Any) -> str:
