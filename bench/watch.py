@@ -117,7 +117,7 @@ def main() -> int:
     misses = 0
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
-        env = {**os.environ, "QUIETCORE_DB": f"{tmp}/r.db"}
+        env = {**os.environ, "QUIETCORE_DB": f"{tmp}/r.db", "QUIETCORE_STATE_DIR": f"{tmp}/state"}
         print(per_line())
         rest = watcher_share(args.seconds, args.interval, env, where)
         load = subprocess.Popen([sys.executable, "-c", LOAD, str(args.seconds + 15)], stdout=subprocess.DEVNULL,

@@ -191,7 +191,7 @@ def test_watching_until_stopped_says_each_jobs_account_as_it_ends(tmp_path: Path
     listed = forked_main(["results", "list", "--kind", "job"], env)
     assert listed.returncode == 0 and [r for r in screen_table(listed.stdout, "ID") if r[2] == "4713"], listed.stdout
     shown = forked_main(["results", "show", "job_4713"], env)
-    assert shown.returncode == 0 and f"Job 4713 on CPUs {JOB_CPU}" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and f"Job 4713 on CPU {JOB_CPU}" in shown.stdout, shown.stdout + shown.stderr
     assert re.search(rf"session\s+{ended[0]['session']},", shown.stdout), shown.stdout
     if PROMTOOL is not None:
         lint = subprocess.run([PROMTOOL, "check", "metrics"], input=during, capture_output=True, text=True)

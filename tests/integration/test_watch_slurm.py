@@ -122,7 +122,7 @@ def test_a_slurm_job_beside_a_planted_intruder_gets_its_record_by_the_epilog(tmp
     # AND of the plant only what ran on CPU 0: its start, before it pinned itself to CPU 1
     assert _taken(a["sources"], "quietcore-probe") < 0.02 * _taken(sources, "quietcore-probe"), a  # type: ignore[arg-type]
     # AND the Epilog printed each job's line
-    assert f"Job {jobs[1]}, CPUs {JOB_CPU}, as it ended: the OS took" in said, said
+    assert f"Job {jobs[1]}, CPU {JOB_CPU}, as it ended: the OS took" in said, said
     # AND its AdminComment is set where slurmctld takes it; a finished job's needs slurmdbd, which this test's
     # Slurm has not: the Epilog says so in a line, and why
     if f"AdminComment=quietcore: Job {jobs[1]}" not in comment:

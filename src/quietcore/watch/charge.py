@@ -13,6 +13,8 @@ from typing import Any
 from quietcore.attribution import intruders
 from quietcore.watch.jobs import Job
 
+#: A source is the node's where another's CPUs had it at this share of a job's rate or more
+SHARED = 0.25
 #: The name of the CPUs no job holds
 NO_JOB = "no job"
 
@@ -74,17 +76,19 @@ class Charge:
 
 
 def mark_shared(charges: Sequence[Charge]) -> None:
-    """Each source a job met that another job or no job met in the same look too (the tick, the host, an IRQ
-    spread over every CPU) is the node's; the rest it met alone (a neighbour's task, a device's IRQ on its
-    CPUs)."""
-    seen: dict[tuple[str, str], int] = {}
-    for c in charges:
-        for kind, name in c.sources:
-            plain_name = name.split(" (job ", 1)[0]
-            seen[(kind, plain_name)] = seen.get((kind, plain_name), 0) + 1
-    for c in charges:
-        for (kind, name), s in c.sources.items():
-            s.shared = s.shared or seen[(kind, name.split(" (job ", 1)[0])] > 1
+    """Each source a job met that another job or no job met in the same look too, at a quarter of its rate
+    or more (a share of the CPUs' time), is the node's: the tick, the host, an IRQ spread over every CPU. The
+    rest it met alone: a neighbour's task, a device's IRQ on its CPUs, a task that only started elsewhere."""
+    rates: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for i, c in enumerate(charges):
+        for (kind, name), source in c.sources.items():
+            rate = source.ns / c.traced_ns if c.traced_ns else 0.0
+            rates.setdefault((kind, name.split(" (job ", 1)[0]), []).append((i, rate))
+    for i, c in enumerate(charges):
+        for (kind, name), source in c.sources.items():
+            mine = source.ns / c.traced_ns if c.traced_ns else 0.0
+            others = rates[(kind, name.split(" (job ", 1)[0])]
+            source.shared = source.shared or any(j != i and rate >= SHARED * mine for j, rate in others)
 
 
 def _of_job(jobs: Sequence[Job]) -> dict[int, str]:

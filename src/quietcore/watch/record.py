@@ -10,7 +10,7 @@ from typing import Any
 
 from quietcore.attribution.intruders import Use
 from quietcore.attribution.remedy import remedy
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase, format_cpulist
 from quietcore.runs.model import Run
 from quietcore.safe import plain
 from quietcore.store import sessions
@@ -28,7 +28,7 @@ def line(c: Charge, how: str = "as it ended") -> str:
     share = c.taken_ns / c.traced_ns if c.traced_ns else 0.0
     largest = ", ".join(f"{plain(s.name)} {s.ns / 1e6:,.1f} ms" for s in c.ranked()[:SHOWN]) or "nothing"
     name = f"Job {plain(c.job)}" if c.job != NO_JOB else "No job"
-    return (f"{name}, CPUs {format_cpulist(c.cpus)}, {how}: the OS took {c.taken_ns / 1e6:,.1f} ms, "
+    return (f"{name}, {cpus_phrase(c.cpus)}, {how}: the OS took {c.taken_ns / 1e6:,.1f} ms, "
             f"{share:.2%} of its CPUs' time. Largest: {largest}.")  # fmt: skip
 
 
@@ -46,7 +46,7 @@ def fixes(c: Charge) -> dict[str, str]:
 def store(conn: sqlite3.Connection, facts: dict[str, Any], fingerprint: str, c: Charge, started: str,
           cgroup: str) -> int:  # fmt: skip
     """The job's session, stored whole: its id."""
-    params = {"job": c.job, "cpus": sorted(c.cpus), "cgroup": cgroup}
+    params = {"job": c.job, "cpus": sorted(c.cpus), "cgroup": "/" + cgroup.lstrip("/")}
     analysis = {**c.to_json(TOP), "fixes": fixes(c), "line": line(c)}
     ended = sessions.now_iso()
     envelope = {"format": "quietcore-job", "command": "watch", "start": started, "end": ended, "result": params}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from quietcore.facts.cpulist import format_cpulist
+from quietcore.facts.cpulist import cpus_phrase
 from quietcore.report.kinds.base import Kind, run_row
 from quietcore.runs.model import Run
 from quietcore.safe import plain
@@ -26,12 +26,17 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
+def _short(ns: float) -> str:
+    """A stretch's length: µs below a millisecond, ms above."""
+    return f"{ns / 1e3:,.0f} µs" if ns < 1e6 else _ms(ns)
+
+
 def summary(a: dict[str, Any]) -> str:
     traced = float(a.get("traced_ns") or 0)
     taken = float(a.get("taken_ns") or 0)
-    cpus = format_cpulist([c for c in a.get("cpus", []) if type(c) is int])
+    cpus = cpus_phrase([c for c in a.get("cpus", []) if type(c) is int])
     share = f"{taken / traced:.2%}" if traced else "-"
-    return (f"Job {plain(str(a.get('job')))} on CPUs {cpus}, {traced / 1e9:,.1f} CPU-seconds watched. Its threads "
+    return (f"Job {plain(str(a.get('job')))} on {cpus}, {traced / 1e9:,.1f} CPU-seconds watched. Its threads "
             f"ran {float(a.get('job_ns') or 0) / 1e9:,.2f} s. The OS took {_ms(taken)}, {share} of its CPUs' "
             "time.")  # fmt: skip
 
@@ -46,7 +51,7 @@ def table(a: dict[str, Any]) -> Table:
         ns = float(s.get("ns") or 0)
         out.add_row(plain(str(s.get("name"))), plain(str(s.get("kind"))), _ms(ns),
                     f"{ns / traced:.2%}" if traced else "-", f"{int(s.get('count') or 0):,}",
-                    f"{float(s.get('longest_ns') or 0) / 1e3:,.0f} µs",
+                    _short(float(s.get("longest_ns") or 0)),
                     "with the node" if s.get("shared") else "alone")  # fmt: skip
     return out
 
@@ -71,8 +76,8 @@ class JobKind(Kind):
         out.print(summary(a))
         if a.get("sources"):
             out.print(table(a))
-            out.print("\"Met with the node\": the same source took time on other CPUs in the same look; \"alone\": "
-                      "only on this job's.")  # fmt: skip
+            out.print("\"With the node\": other CPUs had the same source in the same look, at a quarter of this "
+                      "job's rate or more. \"Alone\": only this job's CPUs had it so.")  # fmt: skip
         else:
             out.print("Nothing took time from it.")
         lines = fix_lines(a)
