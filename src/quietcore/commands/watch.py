@@ -16,10 +16,14 @@ examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +38,18 @@ from quietcore.facts.cpulist import counted, format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.devices import irq_owners
 from quietcore.facts.root import Root
+from quietcore.levers.journal import held_signals
+from quietcore.measure import Measurer
 from quietcore.options import int_in_range, positive_float
 from quietcore.owner import own_threads
 from quietcore.report import text
 from quietcore.safe import plain
+from quietcore.store import db
+from quietcore.store.sessions import now_iso
+from quietcore.watch import bpf, record
 from quietcore.watch import jobs as jobs_
-from quietcore.watch.charge import NO_JOB, Charge, add, charge
+from quietcore.watch.charge import NO_JOB, Charge, add, charge, from_kernel
+from quietcore.watch.ledger import JOB_ID, Ledger, Tracked
 
 NAME = "watch"
 #: Sources named in a job's row of the table
@@ -85,6 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --ended: also put the job's line in its AdminComment, by scontrol",
     )
+    parser.add_argument("--mechanism", choices=("auto", "bpf", "tracefs"), default="auto",
+                        help="how it looks: bpf adds up in the kernel, at a fraction of the cost; tracefs reads "
+                             "every event; auto takes bpf where libbpf and BTF are (default auto)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_db(parser)
 
@@ -105,19 +118,17 @@ def run(args: argparse.Namespace) -> int:
     if h is None and args.cgroup:
         raise UsageError("--cgroup: this node has no cpuset cgroup hierarchy (valid: a path below it)")
     _jobs(root, h, args.cgroup)  # a --cgroup that is no cgroup is refused before anything is traced
-    ok, why = tracer.usable()
-    if not ok:
-        raise CommandError(f"watch needs the tracer: {why}", exit_code=3)
+    mechanism = _mechanism(args.mechanism)
     online = online_cpus(root)
     owners = irq_owners(root)
     if seconds is not None:
-        with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
-            charges, lost, _, _ = _look(trace, root, h, args.cgroup, online, seconds, owners)
+        with _source(mechanism, buffer_kb) as source:
+            charges, lost, _, _ = _look(source, root, h, args.cgroup, online, seconds, owners)
         if args.json:
-            print(json.dumps({"seconds": seconds, "lost_events": lost, "jobs": [c.to_json(top) for c in charges]},
-                             indent=2))  # fmt: skip
+            print(json.dumps({"seconds": seconds, "mechanism": mechanism, "lost_events": lost,
+                              "jobs": [c.to_json(top) for c in charges]}, indent=2))  # fmt: skip
         else:
-            _show(charges, seconds, h is not None, lost)
+            _show(charges, seconds, h is not None, lost, mechanism)
         if where is not None:
             from quietcore.watch import metrics  # prometheus_client: see quietcore.lazy
 
@@ -125,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 text.console().print(f"Metrics for node_exporter: {written}")
         return 0
-    return _watch(args, root, h, online, owners, interval, buffer_kb, where, top)
+    return _watch(args, root, h, online, owners, interval, (mechanism, buffer_kb), where, top)
 
 
 def _jobs(root: Root, h: Hierarchy | None, named: list[str]) -> list[jobs_.Job]:
@@ -138,19 +149,13 @@ def _jobs(root: Root, h: Hierarchy | None, named: list[str]) -> list[jobs_.Job]:
         raise UsageError(str(exc)) from None
 
 
-def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: frozenset[int],
-           owners: dict[int, str], interval: float, buffer_kb: int, where: Path | None, top: int) -> int:  # fmt: skip
+def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: frozenset[int], owners: dict[int, str],
+           interval: float, how: tuple[str, int], where: Path | None, top: int) -> int:  # fmt: skip
     """Look after look until stopped (SIGTERM, as systemd stops a service; Ctrl-C), each job's figures added
     up while it runs. A job gone since the last look, or one an Epilog asks for (`--ended`), has ended: its
     account is stored as a session of its own and said in a line. A look ends early when a job starts or
     ends, so that each look's figures are one set of jobs'. What each job has so far is in the state
     directory after every look: a restarted watcher goes on from it, counting nothing twice."""
-    from quietcore.levers.journal import held_signals
-    from quietcore.measure import Measurer
-    from quietcore.store import db
-    from quietcore.store.sessions import now_iso
-    from quietcore.watch import record
-    from quietcore.watch.ledger import Ledger, Tracked
 
     out = text.console(stderr=args.json)  # with --json, standard output is JSON lines alone
     ledger = Ledger.open()
@@ -168,7 +173,8 @@ def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: fr
         looked = 0.0
         if live:
             out.print(f"Going on from what the last watcher counted: {counted(len(live), 'job')}.")
-        out.print(f"Watching every CPU, a look every {interval:g} s, until stopped.")
+        way = "its sums made in the kernel (bpf)" if how[0] == "bpf" else "each event read (tracefs)"
+        out.print(f"Watching every CPU, {way}, a look every {interval:g} s, until stopped.")
 
         def close(job: str, how: str) -> None:
             t = live.pop(job)
@@ -186,13 +192,13 @@ def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: fr
                 out.print(f"{record.line(t.charge, how)} Stored as session {session}.")
 
         try:
-            with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
+            with _source(*how) as source:
                 gone_at_start = [j for j in live if j not in {x.name for x in _jobs(root, h, args.cgroup)}]
                 for job in gone_at_start:  # ended while no watcher ran: what was counted is kept
                     close(job, "as it ended, while watch was stopped")
                 while True:
                     began = now_iso()
-                    charges, lost, took, found = _look(trace, root, h, args.cgroup, online, interval, owners, ledger)
+                    charges, lost, took, found = _look(source, root, h, args.cgroup, online, interval, owners, ledger)
                     # what a look found is counted whole: a SIGTERM now ends watching after it, not inside it
                     with held_signals():
                         looked += took
@@ -233,33 +239,72 @@ def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: fr
     return 0
 
 
-def _look(trace: tracer.TraceSession, root: Root, h: Hierarchy | None, named: list[str], online: frozenset[int],
+def _mechanism(asked: str) -> str:
+    """bpf or tracefs, as asked and as the node allows; exit 3 with why where it allows neither."""
+    if asked in ("auto", "bpf"):
+        ok, why = bpf.usable()
+        if ok:
+            return "bpf"
+        if asked == "bpf":
+            raise CommandError(f"--mechanism bpf: {why}", exit_code=3)
+    ok, why = tracer.usable()
+    if not ok:
+        raise CommandError(f"watch needs the tracer: {why}", exit_code=3)
+    return "tracefs"
+
+
+@contextlib.contextmanager
+def _source(mechanism: str, buffer_kb: int) -> Iterator[Any]:
+    """The in-kernel account (watch.bpf.Account), or a tracefs instance of watch's own."""
+    if mechanism == "bpf":
+        try:
+            account = bpf.Account()
+        except OSError as exc:
+            raise CommandError(f"watch's BPF programs did not load: {exc.strerror or exc} (--mechanism tracefs "
+                               "traces instead)", exit_code=3) from None  # fmt: skip
+        with account:
+            yield account
+    else:
+        with tracer.TraceSession(None, EVENTS, buffer_kb) as trace:
+            yield trace
+
+
+def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online: frozenset[int],
           seconds: float, owners: dict[int, str],
           ledger: Any = None) -> tuple[list[Charge], int, float, list[jobs_.Job]]:  # fmt: skip
-    """Trace every CPU for `seconds`, then charge each job found as the look began, with the threads it had
+    """Look at every CPU for `seconds`, then charge each job found as the look began, with the threads it had
     then and as the look ended. With a ledger, the look ends early when a job starts or ends, or an Epilog asks.
     quietcore's own threads are named as itself."""
     before = _jobs(root, h, named)
-    roots = jobs_.slurm_roots(root, h) if h is not None and ledger is not None else []
-    dirs = jobs_.job_dirs(root, roots) if roots else frozenset()
+    watching = h is not None and ledger is not None
+    dirs = jobs_.job_dirs(root, jobs_.slurm_roots(root, h)) if h is not None and watching else frozenset()
     started = time.monotonic()
-    with tracer.Stream(trace) as stream:
+    tracing = isinstance(source, tracer.TraceSession)
+    with tracer.Stream(source) if tracing else contextlib.nullcontext() as stream:
         if ledger is None:
             time.sleep(seconds)
         else:
             while (left := seconds - (time.monotonic() - started)) > 0:
                 time.sleep(min(SLICE_S, left))
-                if ledger.requests() or (roots and jobs_.job_dirs(root, roots) != dirs):
+                # Slurm's own directory is listed again too: slurmd makes it as its first job starts
+                if ledger.requests() or (h is not None and jobs_.job_dirs(root, jobs_.slurm_roots(root, h)) != dirs):
                     break
     took = time.monotonic() - started
     # a job that began during the look is charged from the next, which its start ended early: not for the time
     # before it was there; the threads of those that ran throughout are both scans'
     known = {j.name for j in before}
     found = _merged(before, [j for j in _jobs(root, h, named) if j.name in known])
+    if not tracing:
+        entries, wall_ns = source.read()
+        ids = {j.name: jobs_.cgroup_ids(root, j.path) for j in found}
+        v1 = h is None or h.version == 1
+        return from_kernel(entries, source.name, source.comm, wall_ns, found, ids, v1, online, own_threads(),
+                           owners), 0, took, found  # fmt: skip
+    assert stream is not None
     raw = stream.text()
     lost = sum(stream.lost_by_cpu.values())
     try:
-        to_ns, window = tracer.marked_clock(raw, trace.clock)
+        to_ns, window = tracer.marked_clock(raw, source.clock)
     except ValueError as exc:
         fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "look for fewer seconds"
         raise CommandError(f"watch: {exc} ({fix})") from None
@@ -279,7 +324,6 @@ def _merged(before: list[jobs_.Job], after: list[jobs_.Job]) -> list[jobs_.Job]:
 def _ended(job: str, wait: float, admin_comment: bool) -> int:
     """An Epilog's call: ask the running watcher to close the job now, wait for its answer, print its line;
     with `admin_comment`, also set it as the job's AdminComment."""
-    from quietcore.watch.ledger import JOB_ID, Ledger
 
     if not JOB_ID.fullmatch(job):
         raise UsageError(f"invalid --ended {job!r} (valid: a Slurm job id, digits, as $SLURM_JOB_ID gives it)")
@@ -315,8 +359,6 @@ def _admin_comment(job: str, line: str) -> int:
     """The job's line as its AdminComment. An Epilog's job has finished, and slurmctld refuses scontrol's
     update of a finished job: the accounting database takes it then, by sacctmgr (as Princeton's jobstats
     stores its summary), where the site keeps one (slurmdbd)."""
-    import shutil
-    import subprocess
 
     comment = plain(f"quietcore: {line}")[:COMMENT_CHARS]
     tried = []
@@ -339,7 +381,7 @@ def _admin_comment(job: str, line: str) -> int:
     return 1
 
 
-def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int) -> None:
+def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int, mechanism: str) -> None:
     out = text.console()
     table = Table(title=None)
     for name, justify in (("job", "left"), ("CPUs", "left"), ("its threads", "right"), ("OS took", "right"),
@@ -355,7 +397,8 @@ def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int) -
     if not jobs:
         where = "cgroups named job_<id>" if has_cgroups else "a cpuset cgroup hierarchy"
         out.print(f"No job found: this node has no {where}. Every CPU is no job's.")
-    out.print(f"Watched every CPU for {seconds:g} s. \"OS took\" is time on a job's CPUs that was neither its "
-              "own threads' nor idle: IRQs, softirqs, kernel threads, timers, other tasks.")  # fmt: skip
+    how = "added up in the kernel (bpf)" if mechanism == "bpf" else "each event read (tracefs)"
+    out.print(f"Watched every CPU for {seconds:g} s, {how}. \"OS took\" is time on a job's CPUs that was neither "
+              "its own threads' nor idle: IRQs, softirqs, kernel threads, timers, other tasks.")  # fmt: skip
     if lost:
         text.console(stderr=True).print(f"warning: the kernel lost {lost:,} events: give --buffer-kb more.")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quietcore.attribution import intruders
+from quietcore.watch.bpf import TASK
 from quietcore.watch.jobs import Job
 
 #: A source is the node's where another's CPUs had it at this share of a job's rate or more
@@ -171,4 +172,68 @@ def add(a: Charge, b: Charge) -> Charge:
             t.count += s.count
             t.longest_ns = max(t.longest_ns, s.longest_ns)
             t.shared = t.shared or s.shared
+    return out
+
+
+_DEVICE = re.compile(r"^irq (\d+) \(|^irq/(\d+)-")
+
+
+def _device(name: str, owners: dict[int, str]) -> str:
+    """A device's IRQ and its thread named by the device, as intruders' Trace.name_devices names them."""
+    m = _DEVICE.match(name)
+    if not m:
+        return name
+    number = int(m.group(1) or m.group(2))
+    if number not in owners:
+        return name
+    return f"irq {number} ({owners[number]})" if m.group(1) else f"{name} ({owners[number]})"
+
+
+def from_kernel(entries: Sequence[Any], named: Callable[[Any], tuple[str, str]], comm: Callable[[int], str | None],
+                wall_ns: float, jobs: Sequence[Job], ids: dict[str, frozenset[int]], v1: bool, online: Iterable[int],
+                own: Iterable[int], owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
+    """Each job's charge, then no job's, from the in-kernel account's entries of one look (watch.bpf.Entry):
+    on each of a job's CPUs, a task of its cgroups (`ids`, by job) or of its threads is the job's own, pid 0
+    is idle, and everything else is charged to it by source. A CPU's time is the look's wall time."""
+    owners = owners or {}
+    own = frozenset(own)
+    held = frozenset(c for j in jobs for c in j.cpus)
+    online = frozenset(online)
+    job_of: dict[int, str] = {i: j.name for j in jobs for i in ids.get(j.name, frozenset())}
+    by_cpu: dict[int, list[Any]] = {}
+    for e in entries:
+        by_cpu.setdefault(e.cpu, []).append(e)
+    names: dict[int, str] = {}
+    out = []
+    every = [*((j.name, j.cpus, j.threads) for j in jobs), (NO_JOB, online - held, frozenset[int]())]
+    for name, cpus, threads in every:
+        cpus = cpus & online
+        if not cpus:
+            continue
+        mine = ids.get(name, frozenset())
+        c = Charge(name, cpus, len(threads), traced_ns=wall_ns * len(cpus))
+        for cpu in cpus:
+            for e in by_cpu.get(cpu, ()):
+                if e.kind == TASK:
+                    group = e.cpuset if v1 else e.cgroup
+                    if e.id == 0:
+                        c.idle_ns += e.ns
+                        continue
+                    if group in mine or e.id in threads:
+                        c.job_ns += e.ns
+                        continue
+                    if e.id not in names:
+                        names[e.id] = intruders.SELF if e.id in own else _device(comm(e.id) or str(e.id), owners)
+                    label = names[e.id]
+                    other = job_of.get(group)
+                    key = ("task", f"{label} (job {other})" if other is not None and other != name else label)
+                else:
+                    kind, what = named(e)
+                    key = (kind, _device(what, owners))
+                s = c.sources.setdefault(key, Source(*key))
+                s.ns += e.ns
+                s.count += e.count
+                s.longest_ns = max(s.longest_ns, float(e.longest))
+        out.append(c)
+    mark_shared(out)
     return out

@@ -121,3 +121,21 @@ def job_dirs(root: Root, under: list[str]) -> frozenset[str]:
             else:
                 found.update(f"{top}/{d}/{e}" for e in _dirs(root, f"{top}/{d}") if _JOB.fullmatch(e))
     return frozenset(found)
+
+
+def cgroup_ids(root: Root, path: str) -> frozenset[int]:
+    """The kernel's ids of a job's cgroup and of every cgroup below it (a cgroup's id is its directory's
+    inode): what the in-kernel account keys each task's time by, so that a thread that ran and ended between
+    two looks is still known as the job's."""
+    found: set[int] = set()
+    stack, walked = [(path, 0)], 0
+    while stack and walked < MAX_CGROUPS:
+        here, depth = stack.pop()
+        walked += 1
+        try:
+            found.add(os.lstat(root.resolve(here)).st_ino)
+        except OSError:
+            continue
+        if depth < THREAD_DEPTH:
+            stack.extend((f"{here}/{d}", depth + 1) for d in _dirs(root, here))
+    return frozenset(found)
