@@ -204,6 +204,11 @@ def test_watching_until_stopped_says_each_jobs_account_as_it_ends(tmp_path: Path
     shown = forked_main(["results", "show", "job_4713"], env)
     assert shown.returncode == 0 and f"Job 4713 on CPU {JOB_CPU}" in shown.stdout, shown.stdout + shown.stderr
     assert re.search(rf"session\s+{ended[0]['session']},", shown.stdout), shown.stdout
+    # AND its report says it in the terminal's order
+    made = forked_main(["report", "job_4713", "--out", str(tmp_path / "report")], env)
+    assert made.returncode == 0, made.stderr
+    page = (tmp_path / "report" / "report.md").read_text()
+    assert page.index(f"Job 4713 on CPU {JOB_CPU}, watched") < page.index("| source | kind | took |"), page
     if PROMTOOL is not None:
         lint = subprocess.run([PROMTOOL, "check", "metrics"], input=during, capture_output=True, text=True)
         assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr

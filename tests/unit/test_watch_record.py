@@ -51,13 +51,14 @@ def test_a_source_another_cpu_met_in_the_same_look_is_the_nodes() -> None:
 
 def test_a_charge_read_back_is_the_charge_and_the_rest_is_summed() -> None:
     c = _charge("4711", {1, 2}, *[("task", f"t{i}", 1e6 * (i + 1)) for i in range(30)])
+    c.steal_ns = 3e6
     back = Charge.from_json(json.loads(json.dumps(c.to_json())))
     assert back == c
     kept = Charge.from_json(c.to_json(10))
     assert len(kept.sources) == 11 and kept.taken_ns == c.taken_ns  # the rest as "other sources (20)"
     assert ("other", "other sources (20)") in kept.sources
     twice = add(c, c)
-    assert twice.traced_ns == 2 * c.traced_ns and twice.taken_ns == 2 * c.taken_ns
+    assert twice.traced_ns == 2 * c.traced_ns and twice.taken_ns == 2 * c.taken_ns and twice.steal_ns == 6e6
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_a_jobs_record_reads_as_one_screen(tmp_path: Path) -> None:
     kind_of(run).terminal(out, run)
     shown = out.file.getvalue()  # type: ignore[attr-defined]
     prose = " ".join(shown.split())
-    assert "Job 4711 on CPU 1, 2.0 CPU-seconds watched. Its threads ran 1.50 s." in shown
+    assert "Job 4711 on CPU 1, watched 2.0 s. Its threads ran 1.50 s." in shown
     assert "The OS took 269.0 ms, 13.45% of its CPUs' time." in prose
     rows = {line.split()[0]: line for line in shown.splitlines() if line.startswith(("quietcore-probe", "local_"))}
     assert rows["quietcore-probe"].rstrip().endswith("alone") and "11.00%" in rows["quietcore-probe"]

@@ -37,6 +37,7 @@ from quietcore.facts.cgroup import Hierarchy
 from quietcore.facts.cpulist import counted, format_cpulist
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.devices import irq_owners
+from quietcore.facts.procstat import parse_proc_stat, steal_delta_ns
 from quietcore.facts.root import Root
 from quietcore.levers.journal import held_signals
 from quietcore.measure import Measurer
@@ -278,6 +279,7 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
     before = _jobs(root, h, named)
     watching = h is not None and ledger is not None
     dirs = jobs_.job_dirs(root, jobs_.slurm_roots(root, h)) if h is not None and watching else frozenset()
+    steal_before = parse_proc_stat(root.read_text("proc/stat") or "")
     started = time.monotonic()
     tracing = isinstance(source, tracer.TraceSession)
     with tracer.Stream(source) if tracing else contextlib.nullcontext() as stream:
@@ -290,6 +292,9 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
                 if ledger.requests() or (h is not None and jobs_.job_dirs(root, jobs_.slurm_roots(root, h)) != dirs):
                     break
     took = time.monotonic() - started
+    steal = steal_delta_ns(steal_before, parse_proc_stat(root.read_text("proc/stat") or ""), os.sysconf("SC_CLK_TCK"))
+    # a CPU taken offline during the look is no job's CPU-time from then on: as the look ended, where they differ
+    online = online & online_cpus(root) or online
     # a job that began during the look is charged from the next, which its start ended early: not for the time
     # before it was there; the threads of those that ran throughout are both scans'
     known = {j.name for j in before}
@@ -298,8 +303,9 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
         entries, wall_ns = source.read()
         ids = {j.name: jobs_.cgroup_ids(root, j.path) for j in found}
         v1 = h is None or h.version == 1
-        return from_kernel(entries, source.name, source.comm, wall_ns, found, ids, v1, online, own_threads(),
-                           owners), 0, took, found  # fmt: skip
+        charges = from_kernel(entries, source.name, source.comm, wall_ns, found, ids, v1, online, own_threads(),
+                              owners)  # fmt: skip
+        return _stolen(charges, steal), 0, took, found
     assert stream is not None
     raw = stream.text()
     lost = sum(stream.lost_by_cpu.values())
@@ -309,7 +315,14 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
         fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "look for fewer seconds"
         raise CommandError(f"watch: {exc} ({fix})") from None
     own = own_threads() | {stream.tid}
-    return charge(raw.splitlines(), to_ns, window, found, online, own, owners), lost, took, found
+    return _stolen(charge(raw.splitlines(), to_ns, window, found, online, own, owners), steal), lost, took, found
+
+
+def _stolen(charges: list[Charge], steal: dict[int, float]) -> list[Charge]:
+    """Each job's CPUs' steal over the look (a VM's host, which no guest event shows)."""
+    for c in charges:
+        c.steal_ns = sum(steal.get(cpu, 0.0) for cpu in c.cpus)
+    return charges
 
 
 def _merged(before: list[jobs_.Job], after: list[jobs_.Job]) -> list[jobs_.Job]:

@@ -42,6 +42,9 @@ class Charge:
     job_ns: float = 0.0  # its own threads' time on its CPUs
     idle_ns: float = 0.0
     sources: dict[tuple[str, str], Source] = field(default_factory=dict)
+    #: time the host ran something else while its CPUs wanted to run (a VM's steal): no guest event covers
+    #: it, and it lies inside the figures above, in whatever the guest thought was running
+    steal_ns: float = 0.0
 
     @property
     def taken_ns(self) -> float:
@@ -59,7 +62,7 @@ class Charge:
                                             sum(s.count for s in rest), max(s.longest_ns for s in rest),
                                             all(s.shared for s in rest))]  # fmt: skip
         return {"job": self.job, "cpus": sorted(self.cpus), "threads": self.threads, "traced_ns": self.traced_ns,
-                "job_ns": self.job_ns, "idle_ns": self.idle_ns, "taken_ns": self.taken_ns,
+                "job_ns": self.job_ns, "idle_ns": self.idle_ns, "taken_ns": self.taken_ns, "steal_ns": self.steal_ns,
                 "sources": [{"kind": s.kind, "name": s.name, "ns": s.ns, "count": s.count,
                              "longest_ns": s.longest_ns, "shared": s.shared} for s in ranked]}  # fmt: skip
 
@@ -68,7 +71,7 @@ class Charge:
         """A charge as to_json wrote it (watch's own state file); ValueError, KeyError or TypeError if not."""
         cpus = frozenset(int(c) for c in d["cpus"])
         c = Charge(str(d["job"]), cpus, int(d["threads"]), float(d["traced_ns"]), float(d["job_ns"]),
-                   float(d["idle_ns"]))  # fmt: skip
+                   float(d["idle_ns"]), steal_ns=float(d.get("steal_ns", 0.0)))  # fmt: skip
         for s in d["sources"]:
             source = Source(str(s["kind"]), str(s["name"]), float(s["ns"]), int(s["count"]), float(s["longest_ns"]),
                             bool(s.get("shared", False)))  # fmt: skip
@@ -164,7 +167,15 @@ def charge(lines: Sequence[str], to_ns: Callable[[str], float], window: tuple[fl
 
 def add(a: Charge, b: Charge) -> Charge:
     """Two looks at one job, as one: its figures summed, its CPUs and threads as the later look saw them."""
-    out = Charge(a.job, b.cpus, b.threads, a.traced_ns + b.traced_ns, a.job_ns + b.job_ns, a.idle_ns + b.idle_ns)
+    out = Charge(
+        a.job,
+        b.cpus,
+        b.threads,
+        a.traced_ns + b.traced_ns,
+        a.job_ns + b.job_ns,
+        a.idle_ns + b.idle_ns,
+        steal_ns=a.steal_ns + b.steal_ns,
+    )
     for look in (a, b):
         for key, s in look.sources.items():
             t = out.sources.setdefault(key, Source(s.kind, s.name))

@@ -41,6 +41,8 @@ class _Collector(Collector):
         cpus = GaugeMetricFamily(f"{PREFIX}_cpus", "the CPUs the job holds", labels=["jobid"])
         traced = family(f"{PREFIX}_traced_seconds", "CPU time traced on the job's CPUs", labels=["jobid"])
         own = family(f"{PREFIX}_job_seconds", "CPU time of the job's own threads on its CPUs", labels=["jobid"])
+        steal = family(f"{PREFIX}_steal_seconds", "time the host took from the job's CPUs (a VM's steal)",
+                       labels=["jobid"])  # fmt: skip
         taken = family(f"{PREFIX}_taken_seconds", "time the OS took on the job's CPUs, by source",
                        labels=["jobid", "kind", "source"])  # fmt: skip
         for c in self.charges:
@@ -48,12 +50,13 @@ class _Collector(Collector):
             cpus.add_metric([job], float(len(c.cpus)))
             traced.add_metric([job], c.traced_ns / 1e9)
             own.add_metric([job], c.job_ns / 1e9)
+            steal.add_metric([job], c.steal_ns / 1e9)
             ranked = c.ranked()
             for s in ranked[:TOP]:
                 taken.add_metric([job, s.kind, _label(s.name)], s.ns / 1e9)
             if rest := ranked[TOP:]:
                 taken.add_metric([job, "other", "other"], sum(s.ns for s in rest) / 1e9)
-        yield from (cpus, traced, own, taken)
+        yield from (cpus, traced, own, steal, taken)
 
 
 def text(charges: Sequence[Charge], seconds: float, at: float | None = None, cumulative: bool = False) -> bytes:

@@ -34,11 +34,19 @@ def _short(ns: float) -> str:
 def summary(a: dict[str, Any]) -> str:
     traced = float(a.get("traced_ns") or 0)
     taken = float(a.get("taken_ns") or 0)
-    cpus = cpus_phrase([c for c in a.get("cpus", []) if type(c) is int])
+    listed = [c for c in a.get("cpus", []) if type(c) is int]
+    cpus = cpus_phrase(listed)
     share = f"{taken / traced:.2%}" if traced else "-"
-    return (f"Job {plain(str(a.get('job')))} on {cpus}, {traced / 1e9:,.1f} CPU-seconds watched. Its threads "
-            f"ran {float(a.get('job_ns') or 0) / 1e9:,.2f} s. The OS took {_ms(taken)}, {share} of its CPUs' "
-            "time.")  # fmt: skip
+    wall = traced / len(listed) if listed else traced
+    watched = f"watched {wall / 1e9:,.1f} s" + (f", {traced / 1e9:,.1f} CPU-seconds" if len(listed) > 1 else "")
+    said = (
+        f"Job {plain(str(a.get('job')))} on {cpus}, {watched}. Its threads ran "
+        f"{float(a.get('job_ns') or 0) / 1e9:,.2f} s. The OS took {_ms(taken)}, {share} of its CPUs' time."
+    )
+    steal = float(a.get("steal_ns") or 0)
+    if steal:
+        said += f" The host took {_ms(steal)} besides (steal), inside the figures above."
+    return said
 
 
 def table(a: dict[str, Any]) -> Table:
@@ -89,9 +97,8 @@ class JobKind(Kind):
     def section(self, b: Builder, s: Section, run: Run) -> None:
         from quietcore.report.render import grid
 
-        s.paragraphs.append(summary(run.analysis))
-        s.grids.append(grid(table(run.analysis)))
-        s.paragraphs.extend(fix_lines(run.analysis))
+        # in the terminal's order: what the job lost, by what, then what would keep it away
+        s.screen.extend([summary(run.analysis), grid(table(run.analysis)), *fix_lines(run.analysis)])
 
     def rows(self, run: Run) -> list[dict[str, Any]]:
         shared = run_row(run)
