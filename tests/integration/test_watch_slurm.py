@@ -99,6 +99,10 @@ def test_a_slurm_job_beside_a_planted_intruder_gets_its_record_by_the_epilog(tmp
         finally:
             for job in jobs:
                 subprocess.run(["scancel", job], env=env, check=False)
+            # every job ended before the daemons stop: a slurmstepd left behind retries for minutes
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and any(_state(env, j) in ("RUNNING", "COMPLETING") for j in jobs):
+                time.sleep(0.2)
             if watcher is not None:
                 watcher.send_signal(signal.SIGTERM)
                 out, err = watcher.communicate(timeout=30)
