@@ -516,6 +516,8 @@ def slurm_node(where: Path, extra: Sequence[str] = (), cgroups: bool = False) ->
         conf = ("CgroupPlugin=cgroup/v1", "ConstrainCores=yes", "CgroupMountpoint=/sys/fs/cgroup")
         (where / "cgroup.conf").write_text("\n".join(conf) + "\n")
     env = {**os.environ, "SLURM_CONF": str(where / "slurm.conf")}
+    cpusets = Path("/sys/fs/cgroup/cpuset")
+    before = {d.name for d in cpusets.glob("slurm*")} if cgroups and cpusets.is_dir() else set()
     # In the foreground (-D), as children of the test: stopped by it whatever happens.
     daemons: list[subprocess.Popen[bytes]] = []
     logs = open(where / "daemons.log", "wb")  # noqa: SIM115 (closed in the finally)
@@ -547,6 +549,13 @@ def slurm_node(where: Path, extra: Sequence[str] = (), cgroups: bool = False) ->
                 proc.kill()
                 proc.wait()
         logs.close()
+        if cgroups:
+            # Slurm's cgroup v1 plugin leaves its slurm_<node> cpuset of every CPU: a sibling that overlaps
+            # makes `tune`'s exclusive housekeeping cpuset fail with EINVAL in the tests that follow
+            for made in [d for d in cpusets.glob("slurm*") if d.name not in before]:
+                for d in [*sorted((p for p in made.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), made]:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
 
 
 BENCH_PEERS = Path(__file__).resolve().parents[1] / "bench" / "compare_peers.py"

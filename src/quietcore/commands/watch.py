@@ -1,16 +1,18 @@
 """What the OS took from every job on this node, charged to each job by source.
 
-Each job's CPUs are traced. Every stretch on them that is neither the job's own threads nor idle is
-charged to the job, by source: IRQs, softirqs, kernel threads, timers, other tasks. A Slurm job is found
-by its cgroup, job_<id>, on cgroup v1's cpuset hierarchy or on v2, with no change to the job; --cgroup
-names any other cgroup. The CPUs no job holds are "no job"'s. Every CPU is traced, in a tracefs instance
-of its own, as `intruders` traces. Needs root. --once S looks once and prints the jobs' table. Without
-it, watch runs until stopped, a look every --interval seconds, and says each job's account as it ends.
+Every stretch on a job's CPUs that is neither its own threads nor idle is charged to the job, by source:
+IRQs, softirqs, kernel threads, timers, other tasks. A Slurm job is found by its cgroup, job_<id>, on
+cgroup v1's cpuset hierarchy or on v2, with no change to the job; --cgroup names any other cgroup. The
+CPUs no job holds are "no job"'s. The sums are made in the kernel by eBPF where the node has BTF and
+libbpf, else read from a trace instance of its own. Needs root. --once S looks once and prints the jobs'
+table. Without it, watch runs until stopped, a look every --interval seconds: it says each job's account
+as it ends and stores it (results show job_ID). A Slurm Epilog calls --ended JOBID.
 
 examples:
   quietcore watch --once 10
   quietcore watch --once 10 --cgroup system.slice/myapp.service
   quietcore watch --interval 60 --prometheus /var/lib/prometheus/node-exporter
+  quietcore watch --ended "$SLURM_JOB_ID" --admin-comment
 """
 
 from __future__ import annotations
