@@ -28,6 +28,9 @@ from quietcore.probes.runner import probe_path
 from quietcore.stats.bootstrap import bootstrap_ci
 
 TARGET = 0.005
+#: The peer of the A/B: a process that wakes as the watcher does between looks (every half second) and does
+#: nothing
+SLEEPER = "import time\nwhile True:\n    time.sleep(0.5)"
 #: A load of wake-ups: two processes that hand a byte back and forth, each sleeping 1 ms between (timers,
 #: wake-ups, context switches: some 4,000 trace lines a second here, where this VM at rest makes ~300)
 LOAD = """
@@ -145,33 +148,48 @@ def main() -> int:
             print(f"the watcher by {mechanism + ',':8s} {name:15s} {share:7.2%} of one CPU, a look every "
                   f"{args.interval:g} s (target <= {TARGET:.1%}) {verdict}")  # fmt: skip
         argv = [str(probe_path()), "compute", "--iters", "150000000", "--cpus", str(args.cpu)]
-        alone, watched = [], []
+        # Three arms a round, their order turned each round: the job alone, beside a process that only sleeps
+        # (waking as often as the watcher does between looks: the peer, since on this VM any process that
+        # wakes slows a neighbour's run), and beside the watcher past its first look.
+        times: dict[str, list[float]] = {"alone": [], "sleeper": [], "watcher": []}
+        arms = list(times)
         for round_ in range(args.rounds):
-            for watch_it in (False, True) if round_ % 2 else (True, False):
-                if not watch_it:
-                    alone.append(timed(argv))
+            for arm in arms[round_ % 3 :] + arms[: round_ % 3]:
+                if arm == "alone":
+                    times[arm].append(timed(argv))
                     continue
-                argv_w = [sys.executable, "-m", "quietcore", "watch", "--interval", str(args.interval), "--mechanism",
-                          mechanisms[0]]  # fmt: skip
-                live = Path(env["QUIETCORE_STATE_DIR"]) / "watch-live.json"
-                live.unlink(missing_ok=True)
-                child = subprocess.Popen(argv_w, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                # past its start-up and its first look: the job runs beside a watcher that watches, as a
-                # service's job does, not beside its start (its imports and the node's facts, a second of CPU)
-                deadline = time.monotonic() + 60
-                while not live.exists() and time.monotonic() < deadline and child.poll() is None:
-                    time.sleep(0.05)
-                time.sleep(0.2)
+                if arm == "sleeper":
+                    child = subprocess.Popen([sys.executable, "-c", SLEEPER])
+                    time.sleep(2.5)
+                else:
+                    argv_w = [sys.executable, "-m", "quietcore", "watch", "--interval", str(args.interval),
+                              "--mechanism", mechanisms[0]]  # fmt: skip
+                    live = Path(env["QUIETCORE_STATE_DIR"]) / "watch-live.json"
+                    live.unlink(missing_ok=True)
+                    child = subprocess.Popen(argv_w, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    # past its start-up and its first look: the job runs beside a watcher that watches, as a
+                    # service's job does, not beside its start (its imports and the node's facts, a second of CPU)
+                    deadline = time.monotonic() + 60
+                    while not live.exists() and time.monotonic() < deadline and child.poll() is None:
+                        time.sleep(0.05)
+                    time.sleep(0.2)
                 try:
-                    watched.append(timed(argv))
+                    times[arm].append(timed(argv))
                 finally:
                     child.send_signal(signal.SIGTERM)
                     child.wait(timeout=60)
-        ratio = float(np.median(watched) / np.median(alone))
-        low, high = bootstrap_ci(list(np.array(watched) / np.array(alone)))
-        print(f"a CPU-bound job on CPU {args.cpu}, {np.median(alone) * 1e3:.0f} ms alone: with the watcher by "
-              f"{mechanisms[0]} {ratio:.3f} [{low:.3f}-{high:.3f}], median of {args.rounds} interleaved rounds "
-              "(the kernel's cost of the programs or tracepoints lands here)")  # fmt: skip
+        alone = np.array(times["alone"])
+        print(f"a CPU-bound job on CPU {args.cpu}, {np.median(alone) * 1e3:.0f} ms alone, {args.rounds} interleaved "
+              "rounds; beside:")  # fmt: skip
+        for arm, what in (("sleeper", "a process that only sleeps, waking twice a second"),
+                          ("watcher", f"the watcher by {mechanisms[0]}")):  # fmt: skip
+            ratio = float(np.median(times[arm]) / np.median(alone))
+            low, high = bootstrap_ci(list(np.array(times[arm]) / alone))
+            print(f"  {what:50s} {ratio:.3f} [{low:.3f}-{high:.3f}]")
+        ratio = float(np.median(times["watcher"]) / np.median(times["sleeper"]))
+        low, high = bootstrap_ci(list(np.array(times["watcher"]) / np.array(times["sleeper"])))
+        print(f"  the watcher against the sleeper {ratio:.3f} [{low:.3f}-{high:.3f}]: its own cost, the kernel's "
+              "cost of its programs or tracepoints included")  # fmt: skip
     return 1 if misses else 0
 
 

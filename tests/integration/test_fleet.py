@@ -66,7 +66,9 @@ def referenced(tmp_path_factory: pytest.TempPathFactory, quiet_noise: Path) -> P
     done = subprocess.run([sys.executable, "-m", "quietcore", "reference", "set", "last"], env=env, capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "Saved reference" in done.stdout and "5 s each" in done.stdout
+    # the span each CPU measured of its 5 s: a host's stall as the probe stops leaves it a little short (4.99)
+    span = re.search(r"([\d.]+) s each", done.stdout)
+    assert "Saved reference" in done.stdout and span and 4.9 <= float(span[1]) <= 5.0, done.stdout
     # each CPU's figure, as a check's line gives it ("its reference 1.4 %"): not a maximum of them
     assert all(f"CPU {c} " in done.stdout.split("lost ")[1] for c in CPUS), done.stdout
     return where / "results.db"
