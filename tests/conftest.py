@@ -553,9 +553,9 @@ def slurm_node(where: Path, extra: Sequence[str] = (), cgroups: bool = False) ->
             # Slurm's cgroup v1 plugin leaves its slurm_<node> cpuset of every CPU: a sibling that overlaps
             # makes `tune`'s exclusive housekeeping cpuset fail with EINVAL in the tests that follow
             for made in [d for d in cpusets.glob("slurm*") if d.name not in before]:
-                for d in [*sorted((p for p in made.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), made]:
+                for cpuset in [*sorted((p for p in made.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), made]:
                     with contextlib.suppress(OSError):
-                        d.rmdir()
+                        cpuset.rmdir()
 
 
 BENCH_PEERS = Path(__file__).resolve().parents[1] / "bench" / "compare_peers.py"

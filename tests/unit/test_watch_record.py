@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_a_charge_read_back_is_the_charge_and_the_rest_is_summed() -> None:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ledger]:
     monkeypatch.setenv("QUIETCORE_STATE_DIR", str(tmp_path / "state"))
     if os.geteuid() != 0:
         pytest.skip("the node's state directory is root's")
