@@ -28,6 +28,20 @@ from quietcore.facts.cpulist import parse_cpumask
 #: An IRQ as the account names it ("irq 44 (nvidia)"), or its threaded handler ("irq/44-nvidia").
 _DEVICE_IRQ = re.compile(r"^(?:irq (\d+) \(.*\)|irq/(\d+)-\S+)$")
 
+
+def device_name(name: str, owners: dict[int, str]) -> str:
+    """A device IRQ's or its thread's name, with the device (`owners`: IRQ number -> "NVIDIA H200 at
+    0000:00:06.0"): "irq 44 (nvidia)" is "irq 44 (NVIDIA H200 at 0000:00:06.0)", the task "irq/44-nvidia" is
+    "irq/44-nvidia (NVIDIA H200 at 0000:00:06.0)"; any other name as it is."""
+    m = _DEVICE_IRQ.match(name)
+    if not m:
+        return name
+    number = int(m.group(1) or m.group(2))
+    if number not in owners:
+        return name
+    return f"irq {number} ({owners[number]})" if m.group(1) else f"{name} ({owners[number]})"
+
+
 #: The events `intruders` traces, on every CPU (tracefs system/event).
 EVENTS = (
     "sched/sched_switch", "sched/sched_waking", "sched/sched_migrate_task", "sched/sched_process_fork",
@@ -333,12 +347,7 @@ class Trace:
             return
 
         def named(name: str) -> str:
-            m = _DEVICE_IRQ.match(name)
-            if not m:
-                return name
-            number = int(m.group(1) or m.group(2))
-            return (f"irq {number} ({owners[number]})" if m.group(1) else f"{name} ({owners[number]})") if (
-                number in owners) else name  # fmt: skip
+            return device_name(name, owners)
 
         for cpu in self.cpus.values():
             cpu.uses = {(k, named(n), p): replace(u, name=named(u.name)) for (k, n, p), u in cpu.uses.items()}

@@ -186,20 +186,6 @@ def add(a: Charge, b: Charge) -> Charge:
     return out
 
 
-_DEVICE = re.compile(r"^irq (\d+) \(|^irq/(\d+)-")
-
-
-def _device(name: str, owners: dict[int, str]) -> str:
-    """A device's IRQ and its thread named by the device, as intruders' Trace.name_devices names them."""
-    m = _DEVICE.match(name)
-    if not m:
-        return name
-    number = int(m.group(1) or m.group(2))
-    if number not in owners:
-        return name
-    return f"irq {number} ({owners[number]})" if m.group(1) else f"{name} ({owners[number]})"
-
-
 def from_kernel(entries: Sequence[Any], named: Callable[[Any], tuple[str, str]], comm: Callable[[int], str | None],
                 wall_ns: float, jobs: Sequence[Job], ids: dict[str, frozenset[int]], v1: bool, online: Iterable[int],
                 own: Iterable[int], owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
@@ -234,13 +220,15 @@ def from_kernel(entries: Sequence[Any], named: Callable[[Any], tuple[str, str]],
                         c.job_ns += e.ns
                         continue
                     if e.id not in names:
-                        names[e.id] = intruders.SELF if e.id in own else _device(comm(e.id) or str(e.id), owners)
+                        names[e.id] = (
+                            intruders.SELF if e.id in own else intruders.device_name(comm(e.id) or str(e.id), owners)
+                        )
                     label = names[e.id]
                     other = job_of.get(group)
                     key = ("task", f"{label} (job {other})" if other is not None and other != name else label)
                 else:
                     kind, what = named(e)
-                    key = (kind, _device(what, owners))
+                    key = (kind, intruders.device_name(what, owners))
                 s = c.sources.setdefault(key, Source(*key))
                 s.ns += e.ns
                 s.count += e.count

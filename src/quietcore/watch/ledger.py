@@ -22,6 +22,7 @@ from typing import Any
 
 from quietcore import inputs
 from quietcore.errors import NotADatabase
+from quietcore.owner import alive, start_time
 from quietcore.statedir import StateDir, node_path
 from quietcore.watch.charge import Charge
 
@@ -46,18 +47,6 @@ class Tracked:
 class Answer:
     session: int | None  # None: the job was never seen
     line: str
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): a pid and this
-    together name one process, not a later one given the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read(4096).decode("ascii", "replace")
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else None
 
 
 class Ledger:
@@ -112,10 +101,10 @@ class Ledger:
         pid, _, started = text.strip().partition(" ")
         if not pid.isdigit() or len(pid) > 10:
             return None
-        return int(pid) if _start_time(int(pid)) == started else None
+        return int(pid) if alive(int(pid), started or None) and started else None
 
     def claim(self) -> None:
-        self._write(PID, f"{os.getpid()} {_start_time(os.getpid())}\n")
+        self._write(PID, f"{os.getpid()} {start_time(os.getpid())}\n")
 
     def release(self) -> None:
         if self.watcher() == os.getpid():
