@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     owners = irq_owners(root)
     if seconds is not None:
         with _source(mechanism, buffer_kb) as source:
-            charges, lost, _, _ = _look(source, root, h, args.cgroup, online, seconds, owners)
+            look = _look(source, root, h, args.cgroup, online, seconds, owners)
+        charges, lost = look.charges, look.lost
         if args.json:
             print(json.dumps({"seconds": seconds, "mechanism": mechanism, "lost_events": lost,
                               "jobs": [c.to_json(top) for c in charges]}, indent=2))  # fmt: skip
@@ -201,29 +203,28 @@ def _watch(args: argparse.Namespace, root: Root, h: Hierarchy | None, online: fr
                     close(job, "as it ended, while watch was stopped")
                 while True:
                     began = now_iso()
-                    charges, lost, took, found = _look(source, root, h, args.cgroup, online, interval, owners, ledger)
+                    look = _look(source, root, h, args.cgroup, online, interval, owners, ledger)
                     # what a look found is counted whole: a SIGTERM now ends watching after it, not inside it
                     with held_signals():
-                        looked += took
-                        paths = {j.name: j.path for j in found}
-                        for c in charges:
+                        looked += look.took
+                        paths = {j.name: j.path for j in look.found}
+                        for c in look.charges:
                             if c.job == NO_JOB:
                                 no_job = add(no_job, c) if no_job is not None else c
                             elif c.job in live:
                                 live[c.job].charge = add(live[c.job].charge, c)
                             else:
                                 live[c.job] = Tracked(c, began, paths.get(c.job, ""))
-                        now = {x.name for x in _jobs(root, h, args.cgroup)}
                         asked = ledger.requests()
-                        for job in [j for j in live if j not in now or j in asked]:
+                        for job in [j for j in live if j not in look.present or j in asked]:
                             close(job, "as it ended")
                         for job in asked:
                             session, line = said.get(job, (None, f"Job {job}: watch never saw it run."))
                             ledger.answer(job, session, line)
                         ledger.save(live)
-                        if lost:
-                            text.console(stderr=True).print(f"warning: the kernel lost {lost:,} events in a look: give "
-                                                            "--buffer-kb more.")  # fmt: skip
+                        if look.lost:
+                            warning = f"warning: the kernel lost {look.lost:,} events in a look: give --buffer-kb more."
+                            text.console(stderr=True).print(warning)
                         if where is not None:
                             from quietcore.watch import metrics  # prometheus_client: see quietcore.lazy
 
@@ -272,9 +273,21 @@ def _source(mechanism: str, buffer_kb: int) -> Iterator[Any]:
             yield trace
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look's figures: each job's charge, the events the kernel lost, its seconds, the jobs charged, and
+    the jobs there as it ended (a job not there has ended)."""
+
+    charges: list[Charge]
+    lost: int
+    took: float
+    found: list[jobs_.Job]
+    present: frozenset[str]
+
+
 def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online: frozenset[int],
           seconds: float, owners: dict[int, str],
-          ledger: Any = None) -> tuple[list[Charge], int, float, list[jobs_.Job]]:  # fmt: skip
+          ledger: Any = None) -> Look:  # fmt: skip
     """Look at every CPU for `seconds`, then charge each job found as the look began, with the threads it had
     then and as the look ended. With a ledger, the look ends early when a job starts or ends, or an Epilog asks.
     quietcore's own threads are named as itself."""
@@ -300,14 +313,14 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
     # a job that began during the look is charged from the next, which its start ended early: not for the time
     # before it was there; the threads of those that ran throughout are both scans'
     known = {j.name for j in before}
-    found = _merged(before, [j for j in _jobs(root, h, named) if j.name in known])
+    after = _jobs(root, h, named)
+    found = _merged(before, [j for j in after if j.name in known])
     if not tracing:
         entries, wall_ns = source.read()
-        ids = {j.name: jobs_.cgroup_ids(root, j.path) for j in found}
         v1 = h is None or h.version == 1
-        charges = from_kernel(entries, source.name, source.comm, wall_ns, found, ids, v1, online, own_threads(),
+        charges = from_kernel(entries, source.name, source.comm, wall_ns, found, v1, online, own_threads(),
                               owners)  # fmt: skip
-        return _stolen(charges, steal), 0, took, found
+        return Look(_stolen(charges, steal), 0, took, found, frozenset(j.name for j in after))
     assert stream is not None
     raw = stream.text()
     lost = sum(stream.lost_by_cpu.values())
@@ -317,7 +330,8 @@ def _look(source: Any, root: Root, h: Hierarchy | None, named: list[str], online
         fix = f"{lost:,} events were lost: give --buffer-kb more" if lost else "look for fewer seconds"
         raise CommandError(f"watch: {exc} ({fix})") from None
     own = own_threads() | {stream.tid}
-    return _stolen(charge(raw.splitlines(), to_ns, window, found, online, own, owners), steal), lost, took, found
+    charges = charge(raw.splitlines(), to_ns, window, found, online, own, owners)
+    return Look(_stolen(charges, steal), lost, took, found, frozenset(j.name for j in after))
 
 
 def _stolen(charges: list[Charge], steal: dict[int, float]) -> list[Charge]:
@@ -332,7 +346,11 @@ def _merged(before: list[jobs_.Job], after: list[jobs_.Job]) -> list[jobs_.Job]:
     out: dict[str, jobs_.Job] = {}
     for j in [*before, *after]:
         seen = out.get(j.name)
-        out[j.name] = j if seen is None else jobs_.Job(j.name, j.path, seen.cpus | j.cpus, seen.threads | j.threads)
+        out[j.name] = (
+            j
+            if seen is None
+            else jobs_.Job(j.name, j.path, seen.cpus | j.cpus, seen.threads | j.threads, seen.ids | j.ids)
+        )
     return list(out.values())
 
 

@@ -187,16 +187,17 @@ def add(a: Charge, b: Charge) -> Charge:
 
 
 def from_kernel(entries: Sequence[Any], named: Callable[[Any], tuple[str, str]], comm: Callable[[int], str | None],
-                wall_ns: float, jobs: Sequence[Job], ids: dict[str, frozenset[int]], v1: bool, online: Iterable[int],
-                own: Iterable[int], owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
+                wall_ns: float, jobs: Sequence[Job], v1: bool, online: Iterable[int], own: Iterable[int],
+                owners: dict[int, str] | None = None) -> list[Charge]:  # fmt: skip
     """Each job's charge, then no job's, from the in-kernel account's entries of one look (watch.bpf.Entry):
-    on each of a job's CPUs, a task of its cgroups (`ids`, by job) or of its threads is the job's own, pid 0
+    on each of a job's CPUs, a task of its cgroups (Job.ids) or of its threads is the job's own, pid 0
     is idle, and everything else is charged to it by source. A CPU's time is the look's wall time."""
     owners = owners or {}
     own = frozenset(own)
     held = frozenset(c for j in jobs for c in j.cpus)
     online = frozenset(online)
-    job_of: dict[int, str] = {i: j.name for j in jobs for i in ids.get(j.name, frozenset())}
+    job_of: dict[int, str] = {i: j.name for j in jobs for i in j.ids}
+    ids = {j.name: j.ids for j in jobs}
     by_cpu: dict[int, list[Any]] = {}
     for e in entries:
         by_cpu.setdefault(e.cpu, []).append(e)

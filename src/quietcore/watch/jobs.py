@@ -32,6 +32,7 @@ class Job:
     path: str  # the cgroup, relative to the root ("sys/fs/cgroup/cpuset/slurm/uid_0/job_4711")
     cpus: frozenset[int]
     threads: frozenset[int]
+    ids: frozenset[int] = frozenset()  # its cgroups' ids, itself and those below it
 
 
 def _dirs(root: Root, rel: str) -> list[str]:
@@ -50,18 +51,25 @@ def _is_dir(root: Root, rel: str) -> bool:
         return False
 
 
-def _threads(root: Root, rel: str, h: cgroup.Hierarchy) -> frozenset[int]:
-    """Every thread in the cgroup and the cgroups below it."""
+def _threads(root: Root, rel: str, h: cgroup.Hierarchy) -> tuple[frozenset[int], frozenset[int]]:
+    """Every thread in the cgroup and the cgroups below it, and those cgroups' ids (a cgroup's id is its
+    directory's inode, what the in-kernel account keys each task's time by: a thread that ran and ended
+    between two looks is still known as the job's), in one walk."""
     found: set[int] = set()
+    ids: set[int] = set()
     stack, walked = [(rel, 0)], 0
     while stack and walked < MAX_CGROUPS:
         here, depth = stack.pop()
         walked += 1
+        try:
+            ids.add(os.lstat(root.resolve(here)).st_ino)
+        except OSError:
+            continue
         text = root.read_text(f"{here}/{'tasks' if h.version == 1 else 'cgroup.threads'}") or ""
         found.update(int(t) for t in text.split() if t.isdigit() and len(t) <= 10)
         if depth < THREAD_DEPTH:
             stack.extend((f"{here}/{d}", depth + 1) for d in _dirs(root, here))
-    return frozenset(found)
+    return frozenset(found), frozenset(ids)
 
 
 def _cpus(root: Root, rel: str, h: cgroup.Hierarchy) -> frozenset[int]:
@@ -83,7 +91,7 @@ def slurm_jobs(root: Root, h: cgroup.Hierarchy) -> list[Job]:
         for d in _dirs(root, here):
             if m := _JOB.fullmatch(d):
                 path = f"{here}/{d}"
-                jobs.append(Job(m.group(1), path, _cpus(root, path, h), _threads(root, path, h)))
+                jobs.append(Job(m.group(1), path, _cpus(root, path, h), *_threads(root, path, h)))
             elif depth < JOB_DEPTH:
                 stack.append((f"{here}/{d}", depth + 1))
     return sorted(jobs, key=lambda j: (len(j.name), j.name))
@@ -99,7 +107,7 @@ def named(root: Root, h: cgroup.Hierarchy, given: str, option: str = "--cgroup")
     path = f"{h.mount}/{rel}"
     if not _is_dir(root, path):
         raise ValueError(f"invalid {option} {given!r}: no such cgroup under {'/' + h.mount}")
-    return Job(rel, path, _cpus(root, path, h), _threads(root, path, h))
+    return Job(rel, path, _cpus(root, path, h), *_threads(root, path, h))
 
 
 def slurm_roots(root: Root, h: cgroup.Hierarchy) -> list[str]:
@@ -120,22 +128,4 @@ def job_dirs(root: Root, under: list[str]) -> frozenset[str]:
                 found.add(f"{top}/{d}")
             else:
                 found.update(f"{top}/{d}/{e}" for e in _dirs(root, f"{top}/{d}") if _JOB.fullmatch(e))
-    return frozenset(found)
-
-
-def cgroup_ids(root: Root, path: str) -> frozenset[int]:
-    """The kernel's ids of a job's cgroup and of every cgroup below it (a cgroup's id is its directory's
-    inode): what the in-kernel account keys each task's time by, so that a thread that ran and ended between
-    two looks is still known as the job's."""
-    found: set[int] = set()
-    stack, walked = [(path, 0)], 0
-    while stack and walked < MAX_CGROUPS:
-        here, depth = stack.pop()
-        walked += 1
-        try:
-            found.add(os.lstat(root.resolve(here)).st_ino)
-        except OSError:
-            continue
-        if depth < THREAD_DEPTH:
-            stack.extend((f"{here}/{d}", depth + 1) for d in _dirs(root, here))
     return frozenset(found)
