@@ -37,7 +37,7 @@ from quietcore.commands import common
 from quietcore.errors import CommandError, UsageError
 from quietcore.facts import cgroup
 from quietcore.facts.cgroup import Hierarchy
-from quietcore.facts.cpulist import counted, format_cpulist
+from quietcore.facts.cpulist import brief_cpulist, counted
 from quietcore.facts.cpus import online_cpus
 from quietcore.facts.devices import irq_owners
 from quietcore.facts.procstat import parse_proc_stat, steal_delta_ns
@@ -423,8 +423,8 @@ def _show(charges: list[Charge], seconds: float, has_cgroups: bool, lost: int, m
     for c in charges:
         share = c.taken_ns / c.traced_ns if c.traced_ns else 0.0
         largest = ", ".join(f"{plain(s.name)} {s.ns / 1e6:,.1f} ms" for s in c.ranked()[:SHOWN]) or "-"
-        table.add_row(plain(c.job), format_cpulist(c.cpus), f"{c.job_ns / 1e9:,.2f} s", f"{c.taken_ns / 1e6:,.1f} ms",
-                      f"{share:.2%}", largest)  # fmt: skip
+        table.add_row(plain(c.job), brief_cpulist(sorted(c.cpus)), f"{c.job_ns / 1e9:,.2f} s",
+                      f"{c.taken_ns / 1e6:,.1f} ms", f"{share:.2%}", largest)  # fmt: skip
     out.print(table)
     jobs = [c for c in charges if c.job != "no job"]
     if not jobs:
